@@ -1,0 +1,50 @@
+// The hardware description: devices (each a registered kind), links between
+// them, and the order of the KV tiers. Parsed and validated from the config's
+// `hardware` section; see docs/config.md.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "models/device.h"
+#include "models/param.h"
+
+namespace kvtier {
+
+struct DeviceEntry {
+  std::string name;
+  std::string kind;
+  std::unique_ptr<DeviceModel> model;
+};
+
+enum class Duplex { Split, Shared, FatPipe };
+
+struct LinkEntry {
+  std::string name;
+  std::string a, b;         // ends; "forward" is a -> b
+  double bw_Bps = 0;        // forward bandwidth
+  double bw_back_Bps = 0;   // backward bandwidth (split links; equal to bw_Bps unless set)
+  double latency_s = 0;
+  Duplex duplex = Duplex::Split;
+};
+
+struct Hardware {
+  std::string name;
+  std::vector<DeviceEntry> devices;
+  std::vector<LinkEntry> links;
+  std::vector<std::string> tiers;  // KV tiers, fastest first
+  std::string gpu;                 // the device that runs attention
+
+  int device_index(const std::string& name) const;  // -1 if absent
+  const DeviceEntry& device(const std::string& name) const;
+};
+
+ParamList hardware_params();
+ParamList link_params();
+
+// Validates `hw` in place (defaults filled) and builds the description.
+// `where` is the JSON path used in messages ("hardware").
+Hardware parse_hardware(json& hw, const std::string& where);
+
+}  // namespace kvtier

@@ -1,0 +1,32 @@
+#include "models/llm.h"
+
+namespace kvtier {
+
+ParamList llm_params() {
+  return {
+      str("name", "unnamed", "model name"),
+      integer("layers", nullptr, "transformer layers", 1),
+      integer("heads", nullptr, "attention (query) heads", 1),
+      integer("kv_heads", 0, "KV heads (GQA/MQA); 0 = same as heads", 0),
+      integer("head_dim", nullptr, "dimension per head", 1),
+      integer("dtype_bytes", 2, "bytes per KV element (2 = FP16/BF16)", 1, 8),
+      positive("params_B", nullptr, "parameter count in billions (weights and per-token FLOPs)"),
+  };
+}
+
+LlmSpec parse_llm(json& m, const std::string& where) {
+  resolve_params(m, llm_params(), where);
+  LlmSpec s;
+  s.name = m["name"].get<std::string>();
+  s.layers = static_cast<uint32_t>(get_int(m, "layers"));
+  s.heads = static_cast<uint32_t>(get_int(m, "heads"));
+  s.kv_heads = static_cast<uint32_t>(get_int(m, "kv_heads"));
+  if (s.kv_heads == 0) s.kv_heads = s.heads;
+  if (s.kv_heads > s.heads) throw ConfigError(where + ".kv_heads: more KV heads than heads");
+  s.head_dim = static_cast<uint32_t>(get_int(m, "head_dim"));
+  s.dtype_bytes = static_cast<uint32_t>(get_int(m, "dtype_bytes"));
+  s.params = get_num(m, "params_B") * 1e9;
+  return s;
+}
+
+}  // namespace kvtier

@@ -1,0 +1,84 @@
+// A registry per component family (device kinds, each policy family), after
+// Ramulator 2.0 and Vidur: an implementation registers itself by name with one
+// macro line in its own .cpp, configs pick implementations by name, and
+// `kvtier list` walks the registries. No switch over names anywhere.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "models/param.h"
+
+namespace kvtier {
+
+template <class Base>
+class Registry {
+ public:
+  struct Entry {
+    std::string name;
+    std::string doc;
+    ParamList params;
+    std::function<std::unique_ptr<Base>(const json& resolved_params)> make;
+  };
+
+  static Registry& instance() {
+    static Registry r;
+    return r;
+  }
+
+  bool add(Entry e) {
+    std::string n = e.name;
+    entries_[n] = std::move(e);
+    return true;
+  }
+
+  // Throws ConfigError naming `where` and listing the known names.
+  const Entry& find(const std::string& name, const std::string& where) const {
+    auto it = entries_.find(name);
+    if (it != entries_.end()) return it->second;
+    std::string msg = where + ": unknown " + family() + " '" + name + "'; known:";
+    for (const auto& kv : entries_) msg += " " + kv.first;
+    throw ConfigError(msg);
+  }
+
+  bool has(const std::string& name) const { return entries_.count(name) != 0; }
+
+  // Validates `cfg` ({"name": ..., params...}) at `where`, fills defaults in
+  // place and builds the implementation.
+  std::unique_ptr<Base> create(json& cfg, const std::string& where) const {
+    if (cfg.is_string()) cfg = json{{"name", cfg.get<std::string>()}};
+    if (!cfg.is_object() || !cfg.contains("name") || !cfg["name"].is_string())
+      throw ConfigError(where + ": expected {\"name\": \"<" + family() + ">\", ...parameters}");
+    const Entry& e = find(cfg["name"].get<std::string>(), where + ".name");
+    resolve_params(cfg, e.params, where, {"name"});
+    return e.make(cfg);
+  }
+
+  const std::map<std::string, Entry>& entries() const { return entries_; }
+
+  // Human name of the family for messages ("eviction policy"); set by
+  // KVTIER_REGISTRY_FAMILY in the interface's header.
+  static std::string family();
+
+ private:
+  std::map<std::string, Entry> entries_;
+};
+
+#define KVTIER_REGISTRY_FAMILY(Base, text) \
+  template <>                              \
+  inline std::string ::kvtier::Registry<Base>::family() { return text; }
+
+#define KVTIER_CONCAT2(a, b) a##b
+#define KVTIER_CONCAT(a, b) KVTIER_CONCAT2(a, b)
+
+// KVTIER_REGISTER(EvictionPolicy, LruEviction, "lru", "least recently used");
+// Class must have `static ParamList params()` and a constructor from const json&.
+#define KVTIER_REGISTER(Base, Class, NAME, DOC)                                                 \
+  static const bool KVTIER_CONCAT(kvtier_registered_, __LINE__) =                               \
+      ::kvtier::Registry<Base>::instance().add({NAME, DOC, Class::params(), [](const ::kvtier::json& p) { \
+                                                  return std::unique_ptr<Base>(new Class(p));   \
+                                                }})
+
+}  // namespace kvtier

@@ -1,0 +1,56 @@
+#include "models/topology.h"
+
+#include <boost/graph/adjacency_list.hpp>
+#include <boost/graph/dijkstra_shortest_paths.hpp>
+
+namespace kvtier {
+
+namespace {
+struct EdgeProps {
+  uint32_t link;
+  double weight;
+};
+using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::undirectedS, boost::no_property, EdgeProps>;
+}  // namespace
+
+Topology::Topology(const Hardware& hw) : hw_(hw) {}
+
+Route Topology::route(size_t from, size_t to) const {
+  Graph g(hw_.devices.size());
+  for (uint32_t i = 0; i < hw_.links.size(); ++i) {
+    const auto& l = hw_.links[i];
+    // Latency first; the small per-hop term breaks ties toward fewer hops.
+    boost::add_edge(static_cast<size_t>(hw_.device_index(l.a)), static_cast<size_t>(hw_.device_index(l.b)),
+                    EdgeProps{i, l.latency_s + 1e-9}, g);
+  }
+  std::vector<Graph::vertex_descriptor> pred(boost::num_vertices(g));
+  std::vector<double> dist(boost::num_vertices(g));
+  boost::dijkstra_shortest_paths(g, from,
+                                 boost::weight_map(boost::get(&EdgeProps::weight, g))
+                                     .predecessor_map(pred.data())
+                                     .distance_map(dist.data()));
+  if (from != to && pred[to] == to)
+    throw ConfigError("hardware.links: no path from '" + hw_.devices[from].name + "' to '" + hw_.devices[to].name + "'");
+  Route r;
+  for (size_t v = to; v != from; v = pred[v]) {
+    size_t u = pred[v];
+    // Among parallel edges take the one Dijkstra relaxed: the lightest.
+    uint32_t best = 0;
+    double bw = -1;
+    auto [ei, ee] = boost::out_edges(u, g);
+    for (; ei != ee; ++ei) {
+      if (boost::target(*ei, g) != v) continue;
+      const auto& p = g[*ei];
+      if (bw < 0 || p.weight < bw) {
+        bw = p.weight;
+        best = p.link;
+      }
+    }
+    const auto& l = hw_.links[best];
+    r.push_back(Hop{best, l.a == hw_.devices[u].name});
+  }
+  std::reverse(r.begin(), r.end());
+  return r;
+}
+
+}  // namespace kvtier
