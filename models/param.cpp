@@ -19,8 +19,17 @@ const char* to_string(ParamType t) {
   return "?";
 }
 
+static ParamSpec make(std::string name, ParamType t, json def, std::string doc) {
+  ParamSpec p;
+  p.name = std::move(name);
+  p.type = t;
+  p.def = std::move(def);
+  p.doc = std::move(doc);
+  return p;
+}
+
 ParamSpec num(std::string name, json def, std::string doc, double min, double max) {
-  ParamSpec p{std::move(name), ParamType::Number, std::move(def), std::move(doc)};
+  ParamSpec p = make(std::move(name), ParamType::Number, std::move(def), std::move(doc));
   p.min = min;
   p.max = max;
   return p;
@@ -31,21 +40,21 @@ ParamSpec positive(std::string name, json def, std::string doc) {
   return p;
 }
 ParamSpec integer(std::string name, json def, std::string doc, double min, double max) {
-  ParamSpec p{std::move(name), ParamType::Integer, std::move(def), std::move(doc)};
+  ParamSpec p = make(std::move(name), ParamType::Integer, std::move(def), std::move(doc));
   p.min = min;
   p.max = max;
   return p;
 }
 ParamSpec boolean(std::string name, bool def, std::string doc) {
-  return ParamSpec{std::move(name), ParamType::Bool, json(def), std::move(doc)};
+  return make(std::move(name), ParamType::Bool, json(def), std::move(doc));
 }
 ParamSpec str(std::string name, json def, std::string doc, std::vector<std::string> choices) {
-  ParamSpec p{std::move(name), ParamType::String, std::move(def), std::move(doc)};
+  ParamSpec p = make(std::move(name), ParamType::String, std::move(def), std::move(doc));
   p.choices = std::move(choices);
   return p;
 }
 ParamSpec any(std::string name, json def, std::string doc, ParamType t) {
-  return ParamSpec{std::move(name), t, std::move(def), std::move(doc)};
+  return make(std::move(name), t, std::move(def), std::move(doc));
 }
 
 bool is_annotation_key(const std::string& key) { return key == "source" || key == "note" || key == "description"; }

@@ -68,7 +68,7 @@ class Registry {
 
 #define KVTIER_REGISTRY_FAMILY(Base, text) \
   template <>                              \
-  inline std::string ::kvtier::Registry<Base>::family() { return text; }
+  inline std::string Registry<Base>::family() { return text; }
 
 #define KVTIER_CONCAT2(a, b) a##b
 #define KVTIER_CONCAT(a, b) KVTIER_CONCAT2(a, b)
