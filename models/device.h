@@ -39,6 +39,34 @@ class DeviceModel {
   virtual double flops() const { return 0; }           // dense FP16 FLOP/s
   virtual double memory_Bps() const { return 0; }      // bandwidth seen by kernels
   virtual double launch_overhead_s() const { return 0; }
+  // One decode attention kernel over `kv_bytes` of KV (all heads, one layer):
+  // memory-bound, so launch overhead plus bytes over memory bandwidth, or a
+  // calibrated curve where the device has one. See models/gpu_compute.h for
+  // whole layers.
+  virtual double attention_s(double kv_bytes) const {
+    return memory_Bps() > 0 ? launch_overhead_s() + kv_bytes / memory_Bps() : 0;
+  }
+
+  // Size and depth dependence of the media path: the fraction (0, 1] of
+  // read_Bps()/write_Bps() that a transfer issued as requests of
+  // `request_bytes` with `queue_depth` of them outstanding achieves. The engine
+  // applies it as a SimGrid bandwidth factor on the media link. It already
+  // includes the per-I/O latency of every request after the first, so a 4 KB
+  // read at depth 1 comes out latency-bound; media_latency_s() stays the
+  // first-byte latency of the whole transfer.
+  virtual double read_efficiency(double /*request_bytes*/, int /*queue_depth*/) const { return 1.0; }
+  virtual double write_efficiency(double /*request_bytes*/, int /*queue_depth*/) const { return 1.0; }
+
+  // Importance scoring (the raw Q.K^T of HillInfer's APP): bytes of keys
+  // scored per second with keys quantized to `bits` (4, 8 or 16). 0: this
+  // device does not score.
+  virtual double scoring_Bps(int /*bits*/) const { return 0; }
+
+  // Flash endurance: host bytes the device is rated to absorb (its TBW; 0 =
+  // not flash or unknown) and the write amplification that turns host bytes
+  // into NAND bytes. See models/flash_wear.h for the running account.
+  virtual double rated_endurance_bytes() const { return 0; }
+  virtual double write_amplification() const { return 1.0; }
 };
 KVTIER_REGISTRY_FAMILY(DeviceModel, "device kind")
 

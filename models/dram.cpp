@@ -1,6 +1,10 @@
-// Host DRAM: capacity and a bus whose reads and writes share one bandwidth
-// (channels x per-channel rate, e.g. DDR4-3200 = 25.6 GB/s per channel).
-#include "models/device.h"
+// Host DRAM: capacity and a bus whose reads and writes share one bandwidth.
+// The bandwidth is either given or computed as channels x MT/s x 8 bytes (a
+// DDR4/DDR5 channel is 64 data bits: DDR4-3200 = 25.6 GB/s per channel),
+// times a sustained-to-peak efficiency (STREAM reaches ~70-85% of peak).
+#include <cmath>
+
+#include "models/media.h"
 
 namespace kvtier {
 
@@ -9,21 +13,36 @@ class Dram : public DeviceModel {
   static ParamList params() {
     return {
         positive("capacity_GB", nullptr, "capacity available to KV, decimal GB"),
-        positive("bandwidth_GBps", nullptr, "bus bandwidth, reads and writes together, GB/s"),
+        num("bandwidth_GBps", 0.0, "bus bandwidth, reads and writes together, GB/s; 0 = channels x MTps x 8 B", 0),
+        integer("channels", 0, "memory channels populated (with MTps, instead of bandwidth_GBps)", 0),
+        num("MTps", 0.0, "transfer rate per channel, MT/s (DDR4-3200 = 3200)", 0),
+        num("efficiency", 1.0, "sustained / peak bandwidth (STREAM-like), applied to either form", 0.01, 1.0),
         num("latency_us", 0.1, "access latency, microseconds", 0),
+        curves_param(MediaCurves::names()),
     };
   }
   explicit Dram(const json& p)
-      : cap_(get_num(p, "capacity_GB") * kGB), bw_(get_num(p, "bandwidth_GBps") * kGB), lat_(get_num(p, "latency_us") * kUs) {}
+      : cap_(get_num(p, "capacity_GB") * kGB), lat_(get_num(p, "latency_us") * kUs), curves_(p, true) {
+    double given = get_num(p, "bandwidth_GBps") * kGB;
+    double computed = static_cast<double>(get_int(p, "channels")) * get_num(p, "MTps") * 1e6 * 8.0;
+    if (given > 0 && computed > 0) throw ConfigError("bandwidth_GBps: give bandwidth_GBps or channels + MTps, not both");
+    if (!(given > 0) && !(computed > 0))
+      throw ConfigError("bandwidth_GBps: required; give bandwidth_GBps > 0 or channels and MTps > 0");
+    bw_ = (given > 0 ? given : computed) * get_num(p, "efficiency");
+  }
   DeviceRole role() const override { return DeviceRole::Memory; }
   double capacity_bytes() const override { return cap_; }
-  double read_Bps() const override { return bw_; }
-  double write_Bps() const override { return bw_; }
+  double read_Bps() const override { return curves_.read_Bps(bw_); }
+  double write_Bps() const override { return curves_.write_Bps(bw_); }
   double media_latency_s() const override { return lat_; }
+  double read_efficiency(double b, int) const override { return or_one(curves_.read_efficiency(b, bw_)); }
+  double write_efficiency(double b, int) const override { return or_one(curves_.write_efficiency(b, bw_)); }
 
  private:
-  double cap_, bw_, lat_;
+  double cap_, bw_ = 0, lat_;
+  MediaCurves curves_;
 };
-KVTIER_REGISTER(DeviceModel, Dram, "dram", "host DRAM: capacity, shared read/write bus bandwidth, latency");
+KVTIER_REGISTER(DeviceModel, Dram, "dram",
+                "host DRAM: capacity, shared read/write bus (given, or channels x MT/s x 8 B), latency");
 
 }  // namespace kvtier

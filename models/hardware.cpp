@@ -2,6 +2,9 @@
 
 #include <algorithm>
 
+#include "models/calibration.h"
+#include "models/pcie.h"
+
 namespace kvtier {
 
 int Hardware::device_index(const std::string& n) const {
@@ -16,6 +19,19 @@ const DeviceEntry& Hardware::device(const std::string& n) const {
   return devices[static_cast<size_t>(i)];
 }
 
+double LinkEntry::bandwidth_at(bool forward, double bytes) const {
+  const Curve& c = forward ? bw_curve : bw_back_curve;
+  if (!c.empty()) return c(bytes);
+  return forward ? bw_Bps : bw_back_Bps;
+}
+
+double LinkEntry::bandwidth_factor(bool forward, double bytes) const {
+  double nominal = forward ? bw_Bps : bw_back_Bps;
+  return nominal > 0 ? std::min(1.0, bandwidth_at(forward, bytes) / nominal) : 1.0;
+}
+
+double LinkEntry::latency_at(double bytes) const { return latency_curve.empty() ? latency_s : latency_curve(bytes); }
+
 ParamList hardware_params() {
   return {
       str("name", "unnamed", "name of this hardware description"),
@@ -24,25 +40,65 @@ ParamList hardware_params() {
           ParamType::Object),
       any("tiers", nullptr, "array of device names that hold KV, fastest first", ParamType::Array),
       str("gpu", "", "the device that runs attention (default: the only device of kind gpu)"),
+      str("calibration", "", "calibration file whose curves replace constants (see docs/hardware.md); \"\" = none"),
   };
 }
 
 ParamList link_params() {
   return {
       any("ends", nullptr, "[a, b]: the two devices or switches it connects; forward is a -> b", ParamType::Array),
-      positive("bandwidth_GBps", nullptr, "bandwidth per direction (split) or in total (shared), GB/s"),
+      positive("bandwidth_GBps", 0.0,
+               "bandwidth per direction (split) or in total (shared), GB/s; give this or pcie, not both"),
+      str("pcie", "", "PCIe generation and width, e.g. \"gen4x16\": the rate is computed (models/pcie.h)"),
+      integer("pcie_gen", 0, "PCIe generation, with pcie_lanes, instead of pcie (0 = unused)", 0, 5),
+      integer("pcie_lanes", 0, "PCIe width (1, 2, 4, 8, 16), with pcie_gen", 0, 16),
+      positive("pcie_max_payload_B", 256, "PCIe max payload per TLP, bytes"),
+      num("pcie_tlp_overhead_B", 24, "PCIe bytes per TLP besides payload (framing, header, LCRC, DLLPs)", 0),
       num("bandwidth_back_GBps", 0.0, "split links only: b -> a bandwidth if different, GB/s (0: same)", 0),
       num("latency_us", 1.0, "one-way latency, microseconds", 0),
       str("duplex", "split", "split: directions independent (PCIe); shared: both directions share the bandwidth; "
                              "fatpipe: every flow gets the full bandwidth",
           {"split", "shared", "fatpipe"}),
+      curves_param({"forward_GBps", "backward_GBps", "latency_us"}),
   };
+}
+
+// Exactly one of bandwidth_GBps, pcie or pcie_gen/pcie_lanes: two rates for
+// one link would leave the reader guessing which one the simulator used.
+static double link_rate_Bps(const json& l, const std::string& path, std::string* pcie_desc) {
+  const double bw = get_num(l, "bandwidth_GBps");
+  const std::string spec = l["pcie"].get<std::string>();
+  const long long gen = get_int(l, "pcie_gen"), lanes = get_int(l, "pcie_lanes");
+  const bool by_fields = gen > 0 || lanes > 0;
+  const int given = (bw > 0) + !spec.empty() + by_fields;
+  if (given == 0)
+    throw ConfigError(path + ": give the link's rate as bandwidth_GBps or as pcie (e.g. \"gen4x16\")");
+  if (given > 1)
+    throw ConfigError(path + ": give exactly one of bandwidth_GBps, pcie, or pcie_gen + pcie_lanes");
+  if (bw > 0) return bw * kGB;
+  PcieConfig c;
+  if (!spec.empty()) {
+    c = parse_pcie_spec(spec, path + ".pcie");
+  } else {
+    if (gen == 0 || lanes == 0) throw ConfigError(path + ": pcie_gen and pcie_lanes go together; one is missing");
+    c.gen = static_cast<int>(gen);
+    c.lanes = static_cast<int>(lanes);
+    validate_pcie(c, path + ".pcie_lanes");
+  }
+  c.max_payload_B = get_num(l, "pcie_max_payload_B");
+  c.tlp_overhead_B = get_num(l, "pcie_tlp_overhead_B");
+  *pcie_desc = "gen" + std::to_string(c.gen) + "x" + std::to_string(c.lanes);
+  return pcie_effective_Bps(c);
 }
 
 Hardware parse_hardware(json& hw, const std::string& where) {
   resolve_params(hw, hardware_params(), where);
   Hardware out;
   out.name = hw["name"].get<std::string>();
+  if (!hw["devices"].is_object()) throw ConfigError(where + ".devices: expected an object: device name -> device");
+  if (!hw["links"].is_object()) throw ConfigError(where + ".links: expected an object: link name -> link");
+  const std::string cal = hw["calibration"].get<std::string>();
+  if (!cal.empty()) merge_calibration(hw, load_calibration_file(cal, where + ".calibration"), cal);
   const auto& reg = Registry<DeviceModel>::instance();
   for (auto& [name, dev] : hw["devices"].items()) {
     std::string path = where + ".devices." + name;
@@ -53,7 +109,13 @@ Hardware parse_hardware(json& hw, const std::string& where) {
     e.kind = dev["kind"].get<std::string>();
     const auto& entry = reg.find(e.kind, path + ".kind");
     resolve_params(dev, entry.params, path, {"kind"});
-    e.model = entry.make(dev);
+    // Constructors check what a ParamList cannot (a combination of keys, a
+    // kernel that does not fit) and name the key relative to the device.
+    try {
+      e.model = entry.make(dev);
+    } catch (const ConfigError& err) {
+      throw ConfigError(path + "." + err.what());
+    }
     out.devices.push_back(std::move(e));
   }
   if (out.devices.empty()) throw ConfigError(where + ".devices: at least one device is required");
@@ -72,10 +134,23 @@ Hardware parse_hardware(json& hw, const std::string& where) {
       if (out.device_index(end) < 0)
         throw ConfigError(path + ".ends: no device named '" + end + "' in " + where + ".devices");
     if (e.a == e.b) throw ConfigError(path + ".ends: a link needs two different ends");
-    e.bw_Bps = get_num(l, "bandwidth_GBps") * kGB;
+    e.bw_Bps = link_rate_Bps(l, path, &e.pcie);
     double back = get_num(l, "bandwidth_back_GBps");
     e.bw_back_Bps = back > 0 ? back * kGB : e.bw_Bps;
     e.latency_s = get_num(l, "latency_us") * kUs;
+    CurveSet curves = parse_curve_set(l, {"forward_GBps", "backward_GBps", "latency_us"}, path);
+    if (curves.count("forward_GBps")) {
+      e.bw_curve = curves["forward_GBps"].scaled(kGB);
+      e.bw_Bps = e.bw_curve.max_y();
+    }
+    if (curves.count("backward_GBps")) {
+      e.bw_back_curve = curves["backward_GBps"].scaled(kGB);
+      e.bw_back_Bps = e.bw_back_curve.max_y();
+    } else if (!e.bw_curve.empty() && !(back > 0)) {
+      e.bw_back_curve = e.bw_curve;  // a symmetric link calibrated in one direction
+      e.bw_back_Bps = e.bw_Bps;
+    }
+    if (curves.count("latency_us")) e.latency_curve = curves["latency_us"].scaled(kUs);
     const std::string d = l["duplex"].get<std::string>();
     e.duplex = d == "split" ? Duplex::Split : d == "shared" ? Duplex::Shared : Duplex::FatPipe;
     out.links.push_back(e);

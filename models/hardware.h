@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "models/curve.h"
 #include "models/device.h"
 #include "models/param.h"
 
@@ -27,6 +28,17 @@ struct LinkEntry {
   double bw_back_Bps = 0;   // backward bandwidth (split links; equal to bw_Bps unless set)
   double latency_s = 0;
   Duplex duplex = Duplex::Split;
+  std::string pcie;         // "gen4x16" when the rate came from PCIe gen/width, else ""
+  // Calibrated size dependence (empty: constant). Bandwidth curves are in B/s,
+  // the latency curve in seconds, all against transfer size in bytes. When a
+  // bandwidth curve is given, bw_Bps/bw_back_Bps hold its peak.
+  Curve bw_curve, bw_back_curve, latency_curve;
+
+  // Bandwidth of one transfer of `bytes` in a direction, B/s.
+  double bandwidth_at(bool forward, double bytes) const;
+  // bandwidth_at / nominal bandwidth, in (0, 1]: the SimGrid bandwidth factor.
+  double bandwidth_factor(bool forward, double bytes) const;
+  double latency_at(double bytes) const;
 };
 
 struct Hardware {

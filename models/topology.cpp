@@ -1,5 +1,8 @@
 #include "models/topology.h"
 
+#include <algorithm>
+#include <limits>
+
 #include <boost/graph/adjacency_list.hpp>
 #include <boost/graph/dijkstra_shortest_paths.hpp>
 
@@ -51,6 +54,26 @@ Route Topology::route(size_t from, size_t to) const {
   }
   std::reverse(r.begin(), r.end());
   return r;
+}
+
+double route_bandwidth_Bps(const Hardware& hw, const Route& r) {
+  double bw = std::numeric_limits<double>::infinity();
+  for (const Hop& h : r) {
+    const LinkEntry& l = hw.links[h.link];
+    bw = std::min(bw, h.forward ? l.bw_Bps : l.bw_back_Bps);
+  }
+  return bw;
+}
+
+double read_path_Bps(const Hardware& hw, const Topology& t, size_t from, size_t to, double request_bytes,
+                     int queue_depth) {
+  const DeviceModel& d = *hw.devices[from].model;
+  double bw = route_bandwidth_Bps(hw, t.route(from, to));
+  if (d.read_Bps() > 0) {
+    double eff = request_bytes > 0 ? d.read_efficiency(request_bytes, queue_depth) : 1.0;
+    bw = std::min(bw, d.read_Bps() * eff);
+  }
+  return bw;
 }
 
 }  // namespace kvtier

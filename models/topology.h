@@ -26,4 +26,14 @@ class Topology {
   const Hardware& hw_;
 };
 
+// The narrowest link along a route, B/s, each link taken in its direction of
+// travel: what one flow alone gets. A RAID-0 behind one upstream port reads at
+// min(N x drive, that port) this way; contention between flows is the
+// engine's (SimGrid's) business.
+double route_bandwidth_Bps(const Hardware& hw, const Route& r);
+// One flow reading device `from`'s media into device `to`: min(media read
+// bandwidth x read_efficiency(request_bytes, queue_depth), route).
+double read_path_Bps(const Hardware& hw, const Topology& t, size_t from, size_t to, double request_bytes = 0,
+                     int queue_depth = 1);
+
 }  // namespace kvtier

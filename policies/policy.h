@@ -29,6 +29,39 @@ class EvictionPolicy {
   // True: victims are discarded (H2O, StreamingLLM) and their attention mass
   // is lost; false: they are demoted to the next tier down.
   virtual bool drops() const { return false; }
+
+  // --- Additions (issue 4); every one has a default, so older policies and
+  // engines keep working.
+
+  // Whether demoting victim b out of tier `from` moves bytes. True (default,
+  // exclusive tiers): the block's data is written to the next tier down.
+  // False: the next tier down already holds a valid copy (b is clean, it came
+  // from there and was not written since), so the engine moves b down with no
+  // transfer. Write-back policies (clock with write_back) answer
+  // table.dirty[b]; the engine clears table.dirty[b] after it writes b down.
+  virtual bool write_back(BlockId b, TierId from) const {
+    (void)b;
+    (void)from;
+    return true;
+  }
+  // Budget policies (H2O, StreamingLLM) limit the blocks a (seq, layer) keeps
+  // whatever the tiers' capacity. After the engine creates a block of
+  // (seq, layer) (prefill or decode) it calls this until it returns kNoBlock;
+  // each returned block leaves now (dropped if drops(), else demoted).
+  // Never a pinned block. Default: no budget.
+  virtual BlockId budget_victim(uint32_t seq, uint32_t layer) {
+    (void)seq;
+    (void)layer;
+    return kNoBlock;
+  }
+  // Fraction of tier t's capacity above which the engine demotes victims in
+  // the background (off the critical path, after a step) until the tier is at
+  // or below it. 1.0 (default): evict only on demand, when t is full.
+  // HillInfer's HKM demotes asynchronously to keep DRAM use bounded.
+  virtual double watermark(TierId t) const {
+    (void)t;
+    return 1.0;
+  }
 };
 KVTIER_REGISTRY_FAMILY(EvictionPolicy, "eviction policy")
 
@@ -39,6 +72,25 @@ class PromotionPolicy {
   virtual ~PromotionPolicy() = default;
   virtual void setup(const BlockTable& table) { (void)table; }
   virtual bool promote(BlockId b, TierId from, const BlockTable& table) = 0;
+
+  // --- Additions (issue 4).
+  // Where a block that promote() accepted goes: tier 0 (default) or an
+  // intermediate tier (HKM promotes a cold SSD block to the DRAM warm pool).
+  // Always < from.
+  virtual TierId promote_to(BlockId b, TierId from, const BlockTable& table) const {
+    (void)b;
+    (void)from;
+    (void)table;
+    return 0;
+  }
+  // Every block attention uses, in whatever tier (t), once per (step, layer),
+  // before promote() is asked about it. Policies that track hit rates (HKM)
+  // record here; promote() alone only sees reads from lower tiers.
+  virtual void on_access(BlockId b, TierId t, const BlockTable& table) {
+    (void)b;
+    (void)t;
+    (void)table;
+  }
 };
 KVTIER_REGISTRY_FAMILY(PromotionPolicy, "promotion policy")
 
@@ -48,19 +100,27 @@ class PlacementPolicy {
   virtual ~PlacementPolicy() = default;
   virtual void setup(const BlockTable& table) { (void)table; }
   virtual TierId place(BlockId b, const BlockTable& table) = 0;
+
+  // --- Additions (issue 4).
+  // place() when the engine knows how many blocks (seq, layer) will have once
+  // this allocation is done (prefill allocates the whole prompt at once):
+  // `final_blocks` > index_of(b). Time pinning needs it to tell which prompt
+  // blocks are among the newest. Default: place(b, table).
+  virtual TierId place_in(BlockId b, uint32_t final_blocks, const BlockTable& table) {
+    (void)final_blocks;
+    return place(b, table);
+  }
+  // True: b must stay in tier t now (HKM time pinning of the newest tokens in
+  // the warm tier). An engine or eviction policy may use it as a veto on
+  // victims; eviction "hkm" applies the same rule itself.
+  virtual bool holds(BlockId b, TierId t, const BlockTable& table) const {
+    (void)b;
+    (void)t;
+    (void)table;
+    return false;
+  }
 };
 KVTIER_REGISTRY_FAMILY(PlacementPolicy, "placement policy")
-
-// How far ahead (in layers) the engine selects and fetches: 0 fetches a
-// layer's blocks only when the GPU reaches it; d overlaps the fetch for layer
-// l+d with the compute of layer l.
-class PrefetchPolicy {
- public:
-  virtual ~PrefetchPolicy() = default;
-  virtual void setup(const BlockTable& table) { (void)table; }
-  virtual uint32_t depth() const = 0;
-};
-KVTIER_REGISTRY_FAMILY(PrefetchPolicy, "prefetch policy")
 
 // What the evaluator is given for one (step, layer, sequence).
 struct SelectInput {
@@ -70,6 +130,84 @@ struct SelectInput {
   const std::vector<float>* trace_mass = nullptr;
 };
 
+// Prefetch quality, counted by the engine (policies do not count): a block
+// is "prefetched" when fetched ahead of the layer that needs it (layer-ahead
+// selection or predict()), "used" when attention then read it before it left
+// the tier, "needed" for every block attention read from the fetch target
+// tier, "covered" when a needed block was there thanks to a prefetch.
+struct PrefetchStats {
+  uint64_t prefetched_blocks = 0;
+  uint64_t used_blocks = 0;      // prefetched and then used
+  uint64_t needed_blocks = 0;    // read by attention from the fetch target tier
+  uint64_t covered_blocks = 0;   // needed and present because prefetched
+  uint64_t wasted_bytes = 0;     // bytes of prefetched blocks never used
+  double accuracy() const { return prefetched_blocks ? double(used_blocks) / double(prefetched_blocks) : 0.0; }
+  double coverage() const { return needed_blocks ? double(covered_blocks) / double(needed_blocks) : 0.0; }
+};
+
+// How far ahead (in layers) the engine selects and fetches: 0 fetches a
+// layer's blocks only when the GPU reaches it; d overlaps the fetch for layer
+// l+d with the compute of layer l.
+class PrefetchPolicy {
+ public:
+  virtual ~PrefetchPolicy() = default;
+  virtual void setup(const BlockTable& table) { (void)table; }
+  virtual uint32_t depth() const = 0;
+
+  // --- Additions (issue 4).
+  // Predictor: extra block indices of (next.seq, next.layer) to fetch ahead
+  // for the step next.step, beyond what the evaluation selects. The engine
+  // calls it right after it selects a layer ahead (same SelectInput; its
+  // trace fields are NOT to be read by a real predictor and are ignored by
+  // the built-in ones), de-duplicates against the selection and what is
+  // resident, and appends the rest to the fetch. `out` is cleared by the
+  // engine. Default: nothing extra.
+  virtual void predict(const SelectInput& next, const BlockTable& table, std::vector<uint32_t>& out) {
+    (void)next;
+    (void)table;
+    (void)out;
+  }
+  // Feedback: after attention ran for (done.step, done.layer, done.seq) the
+  // engine passes what it actually used: done.trace_blocks = the block
+  // indices attention read (the selection), done.trace_mass = their attention
+  // mass from the trace (may be null). Predictors learn from it.
+  virtual void observe(const SelectInput& done, const BlockTable& table) {
+    (void)done;
+    (void)table;
+  }
+  // Adaptive depth: the engine calls it once per decode step, before the
+  // step, with the GPU compute stream's and the fetch link's busy fractions
+  // over the previous step (0..1); returns the depth for this step, which
+  // depth() then also returns. Default: the fixed depth().
+  virtual uint32_t adapt_depth(double gpu_busy, double link_busy) {
+    (void)gpu_busy;
+    (void)link_busy;
+    return depth();
+  }
+};
+KVTIER_REGISTRY_FAMILY(PrefetchPolicy, "prefetch policy")
+
+// Where importance scoring runs and how the bytes of keys to score are split
+// between the host CPU and a near-data scorer (SmartSSD FPGA), after
+// HillInfer's APP. Exposed by EvaluationPolicy::scoring().
+struct ScoringPlan {
+  double bytes_cpu = 0;   // M_c: key bytes scored on the CPU
+  double bytes_fpga = 0;  // M_s: key bytes scored on the FPGA (near the SSD)
+  double t_cpu = 0;       // modelled M_c/f_c + alpha*M_c/B_c, seconds
+  double t_fpga = 0;      // modelled M_s/f_s + alpha*M_s/B_s, seconds
+  double beta = 0;        // M_c / M actually used (after the M_c <= M_0 cap)
+};
+class ScoringSplit {
+ public:
+  virtual ~ScoringSplit() = default;
+  // The split for this step's M = bytes_to_score bytes of cold keys.
+  virtual ScoringPlan plan(double bytes_to_score) = 0;
+  // Measured busy times of the two sides for the last plan() (seconds); a
+  // rebalancing split updates beta from them, the others ignore it.
+  virtual void report(double t_cpu_measured, double t_fpga_measured) = 0;
+  virtual double beta() const = 0;  // the current split target M_c/M
+};
+
 // Importance evaluation: which blocks a step actually loads. Writes block
 // indices (within the sequence and layer) to `out`, which the engine clears.
 class EvaluationPolicy {
@@ -77,7 +215,42 @@ class EvaluationPolicy {
   virtual ~EvaluationPolicy() = default;
   virtual void setup(const BlockTable& table) { (void)table; }
   virtual void select(const SelectInput& in, const BlockTable& table, std::vector<uint32_t>& out) = 0;
+
+  // --- Additions (issue 4).
+  // Non-null when scoring is split between CPU and a near-data FPGA (APP):
+  // the engine calls scoring()->plan(M) once per step with the bytes of keys
+  // to score in the cold tiers, runs the two parts on the CPU and FPGA
+  // actors, then calls scoring()->report(t_cpu, t_fpga) with their measured
+  // times. Null (default): scoring is free or on the GPU.
+  virtual ScoringSplit* scoring() { return nullptr; }
 };
 KVTIER_REGISTRY_FAMILY(EvaluationPolicy, "evaluation policy")
+
+// Stored-size ratio and (de)compression cost of a block, per tier and layer.
+// Ratios are stored bytes / uncompressed (FP16) bytes, keys and values apart
+// (each is half of block_bytes). Throughputs are in bytes of uncompressed
+// data per second on the named unit; 0 means free (no time charged).
+struct CompressionSpec {
+  double key_ratio = 1.0;
+  double value_ratio = 1.0;
+  double compress_Bps = 0;    // when a block is written into the tier
+  double decompress_Bps = 0;  // when it is read out of the tier
+  bool on_gpu = false;        // where the work runs: GPU (quantization kernels) or CPU (zstd)
+  double ratio() const { return 0.5 * (key_ratio + value_ratio); }
+};
+
+class CompressionPolicy {
+ public:
+  virtual ~CompressionPolicy() = default;
+  virtual void setup(const BlockTable& table) { (void)table; }
+  // How a block of `layer` is stored in tier t. Called at setup for every
+  // (tier, layer) so engines can cache it in a table; must be cheap anyway.
+  virtual CompressionSpec spec(TierId t, uint32_t layer) const = 0;
+  // Stored bytes of a block of `block_bytes` uncompressed bytes.
+  double stored_bytes(TierId t, uint32_t layer, double block_bytes) const {
+    return spec(t, layer).ratio() * block_bytes;
+  }
+};
+KVTIER_REGISTRY_FAMILY(CompressionPolicy, "compression policy")
 
 }  // namespace kvtier

@@ -1,1 +1,185 @@
-int main() { return 0; }  // placeholder, replaced by the CLI
+// The kvtier command line.
+#include <CLI/CLI.hpp>
+#include <filesystem>
+#include <iostream>
+
+#include "models/device.h"
+#include "policies/policy.h"
+#include "sim/config.h"
+#include "sim/engine.h"
+#include "sim/result.h"
+#include "traces/synthetic.h"
+
+namespace fs = std::filesystem;
+using namespace kvtier;
+
+namespace {
+
+constexpr int kBadInput = 2;
+
+template <class Base>
+void list_family(const char* title) {
+  std::cout << title << ":\n";
+  for (const auto& [name, e] : Registry<Base>::instance().entries()) {
+    std::cout << "  " << name << ": " << e.doc << "\n" << describe(e.params, "      ");
+  }
+}
+
+void list_presets(const char* folder, const char* title) {
+  std::cout << title << " (" << folder << "):\n";
+  fs::path dir = fs::path(KVTIER_SOURCE_DIR) / folder;
+  std::vector<fs::path> files;
+  if (fs::is_directory(dir))
+    for (const auto& e : fs::directory_iterator(dir))
+      if (e.path().extension() == ".json") files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  for (const auto& f : files) {
+    std::string what;
+    try {
+      json j = load_json_file(f.string());
+      what = j.value("description", j.value("name", ""));
+    } catch (const ConfigError& e) {
+      what = std::string("(invalid: ") + e.what() + ")";
+    }
+    std::cout << "  " << (fs::path(folder) / f.filename()).string() << ": " << what << "\n";
+  }
+}
+
+std::string out_dir_for(const json& cfg) {
+  std::string d = cfg["sim"]["out_dir"].get<std::string>();
+  return d.empty() ? (fs::path("out") / cfg["name"].get<std::string>()).string() : d;
+}
+
+int cmd_run(const std::string& config, const std::vector<std::string>& sets, const std::string& out,
+            const std::string& timeline, const std::vector<uint64_t>& seed, bool quiet) {
+  json cfg = load_config(config, sets);
+  if (!seed.empty()) cfg["sim"]["seed"] = seed.front();
+  if (!out.empty()) cfg["sim"]["out_dir"] = out;
+  if (!timeline.empty()) cfg["sim"]["timeline"] = timeline;
+  Simulation sim(cfg);  // validates everything before anything runs or is written
+  const std::string dir = out_dir_for(cfg);
+  const std::string tl = cfg["sim"]["timeline"].get<std::string>();
+  if (!tl.empty() && fs::path(tl).has_parent_path()) fs::create_directories(fs::path(tl).parent_path());
+  json metrics = sim.run(tl);
+  write_file_atomic((fs::path(dir) / "result.json").string(), make_result(cfg, metrics).dump(2) + "\n");
+  if (cfg["sim"]["step_csv"].get<bool>())
+    write_steps_csv((fs::path(dir) / "steps.csv").string(), sim.decode_start(), sim.step_ends());
+  if (!quiet) {
+    std::cout << "kvtier: " << cfg["name"].get<std::string>() << ": " << metrics["decode_tokens_per_s"].get<double>()
+              << " tokens/s, TPOT " << metrics["mean_step_latency_s"].get<double>() * 1e3 << " ms, TTFT "
+              << metrics["ttft_s"].get<double>() << " s, attention recall " << metrics["attention_recall"].get<double>()
+              << ", simulated " << metrics["simulated_time_s"].get<double>() << " s\n"
+              << "kvtier: wrote " << (fs::path(dir) / "result.json").string() << "\n";
+  }
+  return 0;
+}
+
+int cmd_trace_gen(const std::string& config, const std::vector<std::string>& sets, const std::string& out) {
+  json cfg = load_config(config, sets);
+  LlmSpec m = parse_llm(cfg["model"], "model");
+  const json& w = cfg["workload"];
+  json tr = w["trace"];
+  if (tr.value("kind", "") != "synthetic")
+    throw ConfigError("workload.trace.kind: `trace gen` writes the synthetic generator's trace; this config's is " +
+                      tr.value("kind", json()).dump());
+  SyntheticAttention gen(tr, "workload.trace", m.layers, w["context_tokens"].get<uint32_t>(),
+                         w["decode_steps"].get<uint32_t>(), w["block_tokens"].get<uint32_t>(),
+                         cfg["sim"]["seed"].get<uint64_t>());
+  AttentionHeader h = gen.header();
+  h.model = cfg["model"];
+  JsonlAttentionWriter writer(out, h);
+  AttentionRecord rec;
+  uint64_t n = 0;
+  while (gen.next(rec)) {
+    writer.write(rec);
+    ++n;
+  }
+  writer.close();
+  std::cout << "kvtier: wrote " << n << " records to " << out << "\n";
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"kvtier: trace-driven simulation of tiered KV-cache memory for LLM inference"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", KVTIER_VERSION);
+
+  std::string config, out, timeline;
+  std::vector<std::string> sets;
+  std::vector<uint64_t> seed;
+  bool quiet = false;
+  auto* run = app.add_subcommand("run", "simulate a configuration and write result.json");
+  run->add_option("config", config, "configuration JSON (e.g. configs/default.json)")->required();
+  run->add_option("--set", sets, "override a config value: PATH=VALUE, e.g. workload.batch=4 (repeatable)");
+  run->add_option("--out", out, "output directory (default out/<config name>)");
+  run->add_option("--timeline", timeline, "write a Chrome trace-event timeline to this file");
+  run->add_option("--seed", seed, "seed (overrides sim.seed)")->expected(1);
+  run->add_flag("--quiet,-q", quiet, "print nothing on success");
+
+  auto* trace = app.add_subcommand("trace", "attention traces");
+  trace->require_subcommand(1);
+  std::string gen_config = "configs/default.json", gen_out = "trace.jsonl";
+  std::vector<std::string> gen_sets;
+  auto* gen = trace->add_subcommand("gen", "write the synthetic trace of a config (format v1, docs/formats.md)");
+  gen->add_option("--config", gen_config, "configuration whose model, workload and seed shape the trace")
+      ->capture_default_str();
+  gen->add_option("--set", gen_sets, "override a config value: PATH=VALUE (repeatable)");
+  gen->add_option("--out", gen_out, "output file")->capture_default_str();
+
+  std::string what = "all";
+  auto* list = app.add_subcommand("list", "list policies, device kinds and presets with their parameters");
+  list->add_option("what", what, "policies | devices | hardware | models | systems | all")
+      ->check(CLI::IsMember({"policies", "devices", "hardware", "models", "systems", "all"}));
+
+  auto* show = app.add_subcommand("config", "print the fully resolved configuration");
+  show->add_option("config", config, "configuration JSON")->required();
+  show->add_option("--set", sets, "override a config value: PATH=VALUE (repeatable)");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "kvtier: error: " << e.what() << " (see kvtier --help)\n";
+    return kBadInput;
+  }
+
+  try {
+    if (*run) return cmd_run(config, sets, out, timeline, seed, quiet);
+    if (*gen) return cmd_trace_gen(gen_config, gen_sets, gen_out);
+    if (*show) {
+      json cfg = load_config(config, sets);
+      Simulation sim(cfg);
+      std::cout << cfg.dump(2) << "\n";
+      return 0;
+    }
+    if (*list) {
+      bool all = what == "all";
+      if (all || what == "policies") {
+        list_family<EvictionPolicy>("eviction policies");
+        list_family<PromotionPolicy>("promotion policies");
+        list_family<PlacementPolicy>("placement policies");
+        list_family<PrefetchPolicy>("prefetch policies");
+        list_family<EvaluationPolicy>("evaluation policies");
+      }
+      if (all || what == "devices") list_family<DeviceModel>("device kinds");
+      if (all || what == "hardware") list_presets("configs/hardware", "hardware presets");
+      if (all || what == "models") list_presets("configs/models", "model presets");
+      if (all || what == "systems") list_presets("configs/systems", "system presets");
+      return 0;
+    }
+  } catch (const ConfigError& e) {
+    std::cerr << "kvtier: error: " << e.what() << "\n";
+    return kBadInput;
+  } catch (const std::exception& e) {
+    std::cerr << "kvtier: internal error: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,147 @@
+// Small helpers shared by several policies: block groups, budgets, top-k
+// selection with sinks and a recent window. Header-only, allocation-free on
+// the hot path (callers pass scratch buffers sized in setup()).
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "models/param.h"
+#include "policies/block_table.h"
+
+namespace kvtier {
+
+// A group is one (seq, layer): its blocks are contiguous in the table,
+// index 0 .. blocks_per_seq_layer-1.
+inline uint32_t group_of(const BlockTable& t, BlockId b) { return b / t.blocks_per_seq_layer; }
+inline uint32_t n_groups(const BlockTable& t) { return t.batch * t.layers; }
+inline BlockId group_first(const BlockTable& t, uint32_t g) { return BlockId(g) * t.blocks_per_seq_layer; }
+
+// Blocks of (seq, layer) created so far. Blocks are created in index order
+// and a created block never goes back to kNotCreated (dropped ones are
+// kDropped), so "created" is a prefix: binary search, O(log blocks).
+inline uint32_t created_blocks(const BlockTable& t, uint32_t seq, uint32_t layer) {
+  BlockId first = t.id(seq, layer, 0);
+  uint32_t lo = 0, hi = t.blocks_per_seq_layer;
+  while (lo < hi) {
+    uint32_t mid = lo + (hi - lo) / 2;
+    if (t.tier[first + mid] != kNotCreated) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+// A block budget per (seq, layer): a fraction of the blocks that exist, or
+// a fixed count.
+struct Budget {
+  double value = 0.2;
+  bool fraction = true;
+  static ParamList params(double def, const std::string& what) {
+    return {positive("budget", def, what + ": a fraction of the blocks that exist (budget_unit fraction) or a block count (budget_unit blocks)"),
+            str("budget_unit", "fraction", "unit of budget: fraction of the (seq, layer)'s blocks, or blocks", {"fraction", "blocks"})};
+  }
+  static Budget from(const json& p) {
+    Budget b;
+    b.value = get_num(p, "budget");
+    b.fraction = p.at("budget_unit").get<std::string>() == "fraction";
+    if (b.fraction && b.value > 1.0) throw ConfigError("budget: a fraction must be in (0, 1], got " + std::to_string(b.value));
+    return b;
+  }
+  // Blocks kept out of n (at least 1 when n > 0, at most n).
+  uint32_t blocks(uint32_t n) const {
+    if (n == 0) return 0;
+    double k = fraction ? std::ceil(value * double(n) - 1e-9) : std::floor(value);
+    if (k < 1) k = 1;
+    return k >= double(n) ? n : uint32_t(k);
+  }
+};
+
+// Importance estimate of a block from its history in the table: a mix of the
+// attention mass at its last use and its mean mass per use. 0 if never used.
+inline float history_score(const BlockTable& t, BlockId b, float last_weight) {
+  uint32_t c = t.access_count[b];
+  if (c == 0) return 0.f;
+  return last_weight * t.last_mass[b] + (1.f - last_weight) * (t.mass[b] / float(c));
+}
+
+// Appends to `out`, in ascending order, the indices 0..n-1 to load: the first
+// `sinks`, the last `recent`, and the highest-`score` others until k in all
+// (sinks and the window count towards k but are kept even past it).
+// `score[i]` is the score of index i; `scratch` must have size >= n.
+// Ties go to the newer (higher) index. O(n) + O(k log k).
+inline void select_top_k(const float* score, uint32_t n, uint32_t k, uint32_t sinks, uint32_t recent,
+                         std::vector<uint32_t>& scratch, std::vector<uint32_t>& out) {
+  if (n == 0) return;
+  uint32_t s_end = std::min(sinks, n);
+  uint32_t r_begin = recent >= n ? 0 : n - recent;
+  if (r_begin < s_end) r_begin = s_end;
+  for (uint32_t i = 0; i < s_end; ++i) out.push_back(i);
+  uint32_t fixed = s_end + (n - r_begin);
+  uint32_t want = k > fixed ? k - fixed : 0;
+  uint32_t m = 0;
+  for (uint32_t i = s_end; i < r_begin; ++i) scratch[m++] = i;
+  if (want > m) want = m;
+  if (want > 0) {
+    auto better = [score](uint32_t a, uint32_t b) { return score[a] > score[b] || (score[a] == score[b] && a > b); };
+    if (want < m) std::nth_element(scratch.begin(), scratch.begin() + want, scratch.begin() + m, better);
+    std::sort(scratch.begin(), scratch.begin() + want);
+    for (uint32_t j = 0; j < want; ++j) out.push_back(scratch[j]);
+  }
+  for (uint32_t i = r_begin; i < n; ++i) out.push_back(i);
+}
+
+// Per (tier, group) block counts, live blocks per group and blocks created
+// per group, kept current from an eviction policy's on_insert/on_remove.
+// "Created" is the highest index seen + 1: blocks are created in order.
+struct GroupCounts {
+  uint32_t groups = 0, tiers = 0;
+  std::vector<uint32_t> in_tier;  // [t * groups + g]
+  std::vector<uint32_t> live;     // blocks of g in any tier
+  std::vector<uint32_t> created;  // highest index seen + 1
+  void setup(const BlockTable& t) {
+    groups = n_groups(t);
+    tiers = uint32_t(t.tiers.size());
+    in_tier.assign(size_t(groups) * tiers, 0);
+    live.assign(groups, 0);
+    created.assign(groups, 0);
+  }
+  void insert(const BlockTable& t, BlockId b, TierId tier) {
+    uint32_t g = group_of(t, b);
+    ++in_tier[size_t(tier) * groups + g];
+    ++live[g];
+    uint32_t i = t.index_of(b) + 1;
+    if (i > created[g]) created[g] = i;
+  }
+  void remove(const BlockTable& t, BlockId b, TierId tier) {
+    uint32_t g = group_of(t, b);
+    uint32_t& c = in_tier[size_t(tier) * groups + g];
+    if (c) --c;
+    if (live[g]) --live[g];
+  }
+  // The group with the most blocks in tier t (kNoBlock if the tier is empty).
+  uint32_t largest(TierId tier) const {
+    uint32_t best = kNoBlock, n = 0;
+    const uint32_t* c = in_tier.data() + size_t(tier) * groups;
+    for (uint32_t g = 0; g < groups; ++g)
+      if (c[g] > n) {
+        n = c[g];
+        best = g;
+      }
+    return best;
+  }
+};
+
+// Deterministic hash -> uniform (0, 1), for seeded noise that needs no state
+// (splitmix64).
+inline double hash_unit(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  x ^= x >> 31;
+  return (double(x >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+}
+
+}  // namespace kvtier

@@ -1,0 +1,122 @@
+// HillInfer's HKM eviction/demotion (arXiv 2602.18750; seed 000): the DRAM
+// warm pool keeps the newest tokens (time pinning) and the blocks with a high
+// hit rate; when it is full, or above its watermark (asynchronous demotion
+// keeps DRAM use bounded), the least useful block by hit rate moves down to
+// the SmartSSD cold pool. Time-pinned blocks never leave the warm tier and
+// pinned blocks (in use by a layer in flight) never leave any tier. In the
+// other tiers (the GPU hot pool) the same rule applies without time pinning.
+//
+// Hit rate: HitRateTable (policies/hkm.h), hits in the last `window` steps,
+// updated from on_access. Finding the least useful block exactly would need a
+// scan of the tier, because hit rates decay with time without events; we
+// instead take, among the `candidates` least recently used eligible blocks
+// of the tier, the one with the lowest hit rate (Redis-style sampled LFU).
+// This is exact whenever the LRU end holds a block with no hit in the window
+// (rate 0, the minimum), the common case once the pool is warm.
+#include "policies/hkm.h"
+#include "policies/policy.h"
+
+namespace kvtier {
+
+class HkmEviction : public EvictionPolicy {
+ public:
+  static ParamList params() {
+    ParamList p = TimePin::params();
+    p.push_back(integer("window", 16, "hit-rate window in decode steps (the table keeps 16 steps of history)", 1, 16));
+    p.push_back(integer("candidates", 16,
+                        "eligible least-recently-used blocks compared by hit rate when choosing a victim", 1));
+    p.push_back(num("watermark", 0.9,
+                    "warm tier: demote in the background above this fraction of its capacity (bounded DRAM use); 1 = "
+                    "only on demand",
+                    0.0, 1.0));
+    return p;
+  }
+  explicit HkmEviction(const json& p)
+      : pin_(TimePin::from(p)),
+        window_(uint32_t(get_int(p, "window"))),
+        candidates_(uint32_t(get_int(p, "candidates"))),
+        watermark_(get_num(p, "watermark")) {}
+
+  void setup(const BlockTable& table) override {
+    table_ = &table;
+    size_t n = table.size();
+    hits_.setup(n, window_);
+    counts_.setup(table);
+    prev_.assign(n, kNoBlock);
+    next_.assign(n, kNoBlock);
+    head_.assign(table.tiers.size(), kNoBlock);
+    tail_.assign(table.tiers.size(), kNoBlock);
+  }
+  void on_insert(BlockId b, TierId t) override {
+    counts_.insert(*table_, b, t);
+    push_front(b, t);
+  }
+  void on_access(BlockId b, TierId t) override {
+    hits_.hit(b, table_->step);
+    unlink(b, t);
+    push_front(b, t);
+  }
+  void on_remove(BlockId b, TierId t) override {
+    counts_.remove(*table_, b, t);
+    unlink(b, t);
+  }
+
+  BlockId victim(TierId t) override {
+    const BlockTable& tb = *table_;
+    BlockId best = kNoBlock;
+    uint32_t best_hits = 0, seen = 0;
+    for (BlockId b = tail_[t]; b != kNoBlock && seen < candidates_; b = prev_[b]) {
+      if (!eligible(b, t)) continue;
+      uint32_t h = hits_.hits(b, tb.step);
+      if (best == kNoBlock || h < best_hits) {
+        best = b;
+        best_hits = h;
+        if (h == 0) break;  // cannot do better; the LRU-most such block
+      }
+      ++seen;
+    }
+    return best;
+  }
+
+  double watermark(TierId t) const override { return t == pin_.warm ? watermark_ : 1.0; }
+
+  // For the engine's metrics and tests.
+  bool time_pinned(BlockId b) const {
+    uint32_t g = group_of(*table_, b);
+    return pin_.pinned(b, counts_.created[g], *table_);
+  }
+  double hit_rate(BlockId b) const { return hits_.rate(b, table_->step); }
+  uint64_t table_bytes() const { return HitRateTable::table_bytes(*table_); }
+
+ private:
+  bool eligible(BlockId b, TierId t) const {
+    if (table_->pinned(b)) return false;
+    return t != pin_.warm || !time_pinned(b);
+  }
+  void push_front(BlockId b, TierId t) {
+    prev_[b] = kNoBlock;
+    next_[b] = head_[t];
+    if (head_[t] != kNoBlock) prev_[head_[t]] = b;
+    head_[t] = b;
+    if (tail_[t] == kNoBlock) tail_[t] = b;
+  }
+  void unlink(BlockId b, TierId t) {
+    if (prev_[b] != kNoBlock) next_[prev_[b]] = next_[b];
+    else if (head_[t] == b) head_[t] = next_[b];
+    if (next_[b] != kNoBlock) prev_[next_[b]] = prev_[b];
+    else if (tail_[t] == b) tail_[t] = prev_[b];
+    prev_[b] = next_[b] = kNoBlock;
+  }
+
+  TimePin pin_;
+  uint32_t window_, candidates_;
+  double watermark_;
+  const BlockTable* table_ = nullptr;
+  HitRateTable hits_;
+  GroupCounts counts_;
+  std::vector<BlockId> prev_, next_, head_, tail_;
+};
+KVTIER_REGISTER(EvictionPolicy, HkmEviction, "hkm",
+                "HillInfer HKM: demote the lowest-hit-rate block, never a time-pinned newest block of the warm tier");
+
+}  // namespace kvtier

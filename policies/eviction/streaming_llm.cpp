@@ -1,0 +1,96 @@
+// StreamingLLM (Xiao et al., ICLR 2024): keep the attention sinks (the first
+// tokens) and a window of the most recent ones; everything in between is
+// discarded (drops() is true).
+//
+// Granularity: blocks. `sinks` counts blocks (StreamingLLM's 4 sink tokens
+// fit in the first block, hence the default 1) and `recent` counts the
+// newest blocks. budget_victim(seq, layer) drops the oldest block outside
+// sinks and window after each new block (a per-(seq, layer) cursor makes it
+// O(1) amortised). victim(t), when a tier is full anyway, takes from the
+// (seq, layer) with the most blocks in t the oldest unprotected block, then
+// the oldest of the window, then a sink; never a pinned block.
+#include "policies/common.h"
+#include "policies/policy.h"
+
+namespace kvtier {
+
+class StreamingLlmEviction : public EvictionPolicy {
+ public:
+  static ParamList params() {
+    return {integer("sinks", 1, "first blocks of each (seq, layer) always kept (attention sinks)", 0),
+            integer("recent", 8, "newest blocks of each (seq, layer) always kept (the rolling window)", 1)};
+  }
+  explicit StreamingLlmEviction(const json& p)
+      : sinks_(uint32_t(get_int(p, "sinks"))), recent_(uint32_t(get_int(p, "recent"))) {}
+
+  void setup(const BlockTable& table) override {
+    table_ = &table;
+    counts_.setup(table);
+    cursor_.assign(counts_.groups, sinks_);
+  }
+  void on_insert(BlockId b, TierId t) override { counts_.insert(*table_, b, t); }
+  void on_access(BlockId, TierId) override {}
+  void on_remove(BlockId b, TierId t) override { counts_.remove(*table_, b, t); }
+  bool drops() const override { return true; }
+
+  BlockId budget_victim(uint32_t seq, uint32_t layer) override {
+    const BlockTable& tb = *table_;
+    uint32_t g = seq * tb.layers + layer;
+    uint32_t n = counts_.created[g];
+    if (counts_.live[g] <= sinks_ + recent_ || n <= sinks_ + recent_) return kNoBlock;
+    uint32_t r_begin = n - recent_;
+    BlockId first = group_first(tb, g);
+    uint32_t& c = cursor_[g];
+    while (c < r_begin && tb.tier[first + c] >= kDropped) ++c;  // skip what is gone
+    for (uint32_t i = c; i < r_begin; ++i) {
+      BlockId b = first + i;
+      if (tb.tier[b] < kDropped && !tb.pinned(b)) return b;
+    }
+    return kNoBlock;
+  }
+
+  BlockId victim(TierId t) override {
+    uint32_t g = counts_.largest(t);
+    if (g == kNoBlock) return kNoBlock;
+    BlockId b = oldest(g, t);
+    if (b != kNoBlock) return b;
+    for (g = 0; g < counts_.groups; ++g)
+      if (counts_.in_tier[size_t(t) * counts_.groups + g] && (b = oldest(g, t)) != kNoBlock) return b;
+    return kNoBlock;
+  }
+
+ private:
+  // Protection class of index i among n created: 0 evictable, 1 window, 2 sink.
+  int cls(uint32_t i, uint32_t n) const {
+    if (i < sinks_) return 2;
+    if (i + recent_ >= n) return 1;
+    return 0;
+  }
+  BlockId oldest(uint32_t g, TierId t) const {
+    const BlockTable& tb = *table_;
+    uint32_t n = counts_.created[g];
+    BlockId first = group_first(tb, g);
+    BlockId best = kNoBlock;
+    int best_cls = 3;
+    for (uint32_t i = 0; i < n; ++i) {
+      BlockId b = first + i;
+      if (tb.tier[b] != t || tb.pinned(b)) continue;
+      int c = cls(i, n);
+      if (c < best_cls) {
+        best = b;
+        best_cls = c;
+        if (c == 0) break;  // the oldest evictable one
+      }
+    }
+    return best;
+  }
+
+  uint32_t sinks_, recent_;
+  const BlockTable* table_ = nullptr;
+  GroupCounts counts_;
+  std::vector<uint32_t> cursor_;
+};
+KVTIER_REGISTER(EvictionPolicy, StreamingLlmEviction, "streaming_llm",
+                "StreamingLLM: keep the sink blocks and a recent window; the rest is dropped");
+
+}  // namespace kvtier

@@ -1,0 +1,45 @@
+// HillInfer's HKM promotion (seed 000: "when a cold token's access frequency
+// jumps, it moves to host DRAM at once"): a block read from a tier below the
+// warm tier moves up to the warm tier (not the GPU) when its hit rate over
+// the last `window` steps reaches `threshold`; otherwise it is read through
+// (scored near the data and only the selected KV is sent up). Blocks already
+// in the warm tier stay there: the GPU hot pool is a per-step staging area.
+//
+// The hit-rate table (policies/hkm.h) is recorded from on_access, which the
+// engine calls for every use, and from promote() itself (a hit is idempotent
+// within a step), so it also works when the engine only calls promote().
+#include "policies/hkm.h"
+#include "policies/policy.h"
+
+namespace kvtier {
+
+class HkmPromotion : public PromotionPolicy {
+ public:
+  static ParamList params() {
+    return {integer("window", 16, "hit-rate window in decode steps (at most the table's 16)", 1, 16),
+            num("threshold", 0.25, "hit rate (hits / window) at or above which a cold block is promoted", 0.0, 1.0),
+            integer("warm_tier", 1, "tier cold blocks are promoted to (host DRAM when the GPU is tier 0)", 0, 253)};
+  }
+  explicit HkmPromotion(const json& p)
+      : window_(uint32_t(get_int(p, "window"))), threshold_(get_num(p, "threshold")), warm_(TierId(get_int(p, "warm_tier"))) {}
+
+  void setup(const BlockTable& table) override { hits_.setup(table.size(), window_); }
+  void on_access(BlockId b, TierId, const BlockTable& table) override { hits_.hit(b, table.step); }
+  bool promote(BlockId b, TierId from, const BlockTable& table) override {
+    hits_.hit(b, table.step);
+    return from > warm_ && hits_.rate(b, table.step) >= threshold_ - 1e-12;
+  }
+  TierId promote_to(BlockId, TierId, const BlockTable&) const override { return warm_; }
+
+  double hit_rate(BlockId b, uint32_t step) const { return hits_.rate(b, step); }
+
+ private:
+  uint32_t window_;
+  double threshold_;
+  TierId warm_;
+  HitRateTable hits_;
+};
+KVTIER_REGISTER(PromotionPolicy, HkmPromotion, "hkm",
+                "HillInfer HKM: a cold block whose hit rate over a window reaches a threshold moves up to the warm tier");
+
+}  // namespace kvtier

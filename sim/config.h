@@ -1,0 +1,35 @@
+// Loading a run configuration: JSON files with presets, command-line
+// overrides, and validation of the top-level sections. The component
+// sections (devices, policies, trace generator) are validated by their own
+// ParamLists when the simulation is set up. Conventions: docs/config.md.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "models/param.h"
+
+namespace kvtier {
+
+// Parses a JSON file; syntax errors name file:line:column.
+json load_json_file(const std::string& path);
+
+// Finds a data file named in a config: as given (absolute or relative to the
+// current directory), then relative to the including file's directory, then
+// relative to the kvtier source tree. Throws ConfigError naming `where`.
+std::string find_data_file(const std::string& path, const std::string& including_file, const std::string& where);
+
+// Loads `path`, expands presets (a section given as a file name, or an
+// object with "preset": file plus overrides; a top-level "preset" is a whole
+// base config), applies `--set a.b.c=value` overrides, and checks the
+// top-level sections. The result is ready for Simulation.
+json load_config(const std::string& path, const std::vector<std::string>& sets);
+
+// Applies one "a.b.c=value" override; value is JSON if it parses, else a string.
+void apply_set(json& cfg, const std::string& assignment);
+
+ParamList workload_params();
+ParamList sim_params();
+
+}  // namespace kvtier

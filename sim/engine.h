@@ -1,0 +1,106 @@
+// The decode engine: replays an attention trace through the device models
+// with the configured policies, on SimGrid.
+//
+// Lifecycle (after MQSim): the constructor validates the whole configuration
+// and builds every component (throwing ConfigError before anything runs or is
+// written); run() builds the SimGrid platform, runs the simulation and
+// returns the metrics.
+//
+// Concurrency mirrors the hardware: the GPU compute stream is the driver
+// actor; every copy direction between two devices is its own Stream actor.
+// All actors live on one controller host so that hand-offs cost nothing
+// (see shared/reference/simgrid-3.32.md); transfers are sendto_async between
+// device hosts and compute runs on the GPU host.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "models/hardware.h"
+#include "models/llm.h"
+#include "models/topology.h"
+#include "policies/policy.h"
+#include "sim/streams.h"
+#include "traces/attention_trace.h"
+
+namespace kvtier {
+
+class Simulation {
+ public:
+  explicit Simulation(json& cfg);  // cfg is resolved in place (defaults filled)
+  ~Simulation();
+  json run(const std::string& timeline_path);
+  // Decode step end times (seconds), for steps.csv.
+  const std::vector<double>& step_ends() const { return step_end_; }
+  double decode_start() const { return decode_start_; }
+
+ private:
+  struct Slot {  // what one selected (step, layer) hands to the GPU
+    std::vector<JobId> waits;
+    uint64_t kv_blocks = 0;
+  };
+
+  void drive();
+  void prefill();
+  void select(uint64_t k);
+  void append(uint64_t k);
+  void allocate(BlockId b, TierId* written_to);
+  bool make_room(TierId t);
+  void move(BlockId b, TierId from, TierId to);
+  void demote(BlockId b, TierId from);
+  void flush_moves();
+  void flush_writes();
+  void compute(double seconds);
+  Stream& stream(size_t from_dev, size_t to_dev);
+  uint32_t blocks_at(uint32_t step) const { return (ctx_ + step + bt_) / bt_; }
+  static void add_dep(std::vector<JobId>& deps, JobId j);
+
+  json& cfg_;
+  Hardware hw_;
+  std::unique_ptr<Topology> topo_;
+  LlmSpec model_;
+  uint32_t batch_, ctx_, steps_, bt_;
+  bool prefill_compute_;
+  std::unique_ptr<EvictionPolicy> evict_;
+  std::unique_ptr<PromotionPolicy> promote_;
+  std::unique_ptr<PlacementPolicy> place_;
+  std::unique_ptr<PrefetchPolicy> prefetch_;
+  std::unique_ptr<EvaluationPolicy> eval_;
+  std::unique_ptr<AttentionSource> trace_;
+  std::string trace_name_;
+
+  BlockTable t_;
+  std::vector<size_t> tier_dev_;
+  size_t gpu_dev_ = 0;
+  bool gpu_tier_ = false;  // the GPU's memory is tier 0
+  double gpu_flops_ = 0, gpu_mem_Bps_ = 0, gpu_launch_s_ = 0;
+
+  // Run state.
+  std::unique_ptr<Platform> platform_;
+  std::unique_ptr<JobBoard> board_;
+  std::unique_ptr<Timeline> timeline_;
+  std::vector<std::unique_ptr<Stream>> streams_;  // n x n by (from, to) device
+  sg4::Host* gpu_host_ = nullptr;
+  uint32_t gpu_track_ = 0;
+  std::vector<JobId> pending_;  // per block: the job moving it, if any
+  std::vector<Slot> ring_;
+  AttentionRecord rec_;
+  std::vector<float> mass_of_;  // per block index: the current record's mass
+  std::vector<BlockId> sel_;
+  std::vector<uint32_t> idx_;
+  // Per tier, batched per selected layer.
+  std::vector<double> fetch_bytes_, move_bytes_, write_bytes_;
+  std::vector<JobId> fetch_job_, move_job_, write_job_;
+  std::vector<std::vector<JobId>> fetch_deps_, move_deps_, write_deps_;
+
+  // Metrics.
+  double decode_start_ = 0, prefill_end_ = 0, gpu_busy_s_ = 0;
+  std::vector<double> step_end_;
+  double total_mass_ = 0, used_mass_ = 0;
+  uint64_t accesses_ = 0, dropped_accesses_ = 0, dropped_blocks_ = 0, demoted_blocks_ = 0, promoted_blocks_ = 0;
+  std::vector<uint64_t> hits_, peak_blocks_;
+  double ssd_bytes_written_ = 0, fetched_bytes_ = 0;
+};
+
+}  // namespace kvtier

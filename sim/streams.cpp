@@ -1,0 +1,84 @@
+#include "sim/streams.h"
+
+#include <mutex>
+
+namespace kvtier {
+
+JobBoard::JobBoard() : done_(1, 1), mutex_(sg4::Mutex::create()), cv_(sg4::ConditionVariable::create()) {}
+
+JobId JobBoard::create() {
+  done_.push_back(0);
+  return static_cast<JobId>(done_.size() - 1);
+}
+
+void JobBoard::finish(JobId j) {
+  done_[j] = 1;
+  cv_->notify_all();
+}
+
+void JobBoard::wait(JobId j) {
+  if (done(j)) return;
+  std::unique_lock<sg4::Mutex> lock(*mutex_);
+  while (!done(j)) cv_->wait(lock);
+}
+
+Stream::Stream(std::string name, Platform& platform, JobBoard& board, Timeline& timeline)
+    : name_(std::move(name)),
+      platform_(platform),
+      board_(board),
+      timeline_(timeline),
+      mutex_(sg4::Mutex::create()),
+      cv_(sg4::ConditionVariable::create()) {
+  track_ = timeline_.track(Timeline::Streams, name_);
+}
+
+void Stream::submit(TransferJob job) {
+  queue_.push_back(std::move(job));
+  cv_->notify_one();
+}
+
+void Stream::start() {
+  sg4::Actor::create(name_, platform_.controller(), [this] { run(); });
+}
+
+void Stream::stop() {
+  stopping_ = true;
+  cv_->notify_one();
+}
+
+void Stream::run() {
+  auto& stats = platform_.stats();
+  while (true) {
+    {
+      std::unique_lock<sg4::Mutex> lock(*mutex_);
+      while (queue_.empty() && !stopping_) cv_->wait(lock);
+    }
+    if (queue_.empty()) return;
+    TransferJob job = std::move(queue_.front());
+    queue_.pop_front();
+    for (JobId d : job.deps) board_.wait(d);
+    const PlatformRoute& route = platform_.route(job.from, job.to);
+    const double t0 = sg4::Engine::get_clock();
+    for (uint32_t s : route.stats) {
+      LinkStat& st = stats[s];
+      if (st.active++ == 0) st.busy_since = t0;
+      st.bytes += job.bytes;
+    }
+    // Keep the CommPtr: the raw pointer start() returns dies with the temporary.
+    sg4::CommPtr c = sg4::Comm::sendto_async(platform_.host(job.from), platform_.host(job.to),
+                                             static_cast<uint64_t>(job.bytes));
+    c->wait();
+    const double t1 = sg4::Engine::get_clock();
+    for (uint32_t s : route.stats) {
+      LinkStat& st = stats[s];
+      if (--st.active == 0) st.busy_s += t1 - st.busy_since;
+    }
+    if (timeline_.enabled()) {
+      timeline_.event(Timeline::Streams, track_, "transfer", t0, t1, job.bytes);
+      for (uint32_t s : route.stats) timeline_.event(Timeline::Links, stats[s].track, name_.c_str(), t0, t1, job.bytes);
+    }
+    board_.finish(job.id);
+  }
+}
+
+}  // namespace kvtier

@@ -1,0 +1,62 @@
+// Streams of work that run concurrently on real hardware (a copy engine
+// direction, a storage queue): each is a SimGrid actor that runs its jobs in
+// FIFO order, one at a time. Jobs may depend on jobs of other streams (a fetch
+// of a block that is still being demoted); the JobBoard tracks completion.
+#pragma once
+
+#include <simgrid/s4u.hpp>
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "sim/platform.h"
+#include "sim/timeline.h"
+
+namespace kvtier {
+
+using JobId = uint32_t;
+constexpr JobId kNoJob = 0;
+
+class JobBoard {
+ public:
+  JobBoard();
+  JobId create();
+  bool done(JobId j) const { return j == kNoJob || done_[j] != 0; }
+  void finish(JobId j);
+  void wait(JobId j);  // blocks the calling actor until j is done
+
+ private:
+  std::vector<uint8_t> done_;
+  sg4::MutexPtr mutex_;
+  sg4::ConditionVariablePtr cv_;
+};
+
+struct TransferJob {
+  JobId id = kNoJob;
+  size_t from = 0, to = 0;  // device indices
+  double bytes = 0;
+  std::vector<JobId> deps;
+};
+
+class Stream {
+ public:
+  Stream(std::string name, Platform& platform, JobBoard& board, Timeline& timeline);
+  const std::string& name() const { return name_; }
+  void submit(TransferJob job);
+  void start();  // creates the actor on the controller host
+  void stop();   // the actor ends once its queue is empty
+
+ private:
+  void run();
+  std::string name_;
+  Platform& platform_;
+  JobBoard& board_;
+  Timeline& timeline_;
+  uint32_t track_ = 0;
+  std::deque<TransferJob> queue_;
+  bool stopping_ = false;
+  sg4::MutexPtr mutex_;
+  sg4::ConditionVariablePtr cv_;
+};
+
+}  // namespace kvtier

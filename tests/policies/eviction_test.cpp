@@ -1,0 +1,274 @@
+#include <algorithm>
+#include <random>
+#include <set>
+
+#include "fixture.h"
+#include "policies/hkm.h"
+
+using namespace kvtier;
+using kvtier::test::make;
+using kvtier::test::Table;
+
+TEST_CASE("lru: the least recently used block leaves first") {
+  Table T(1, 1, 8, {8, 100});
+  auto e = make<EvictionPolicy>("lru");
+  e->setup(T.t);
+  for (BlockId b = 0; b < 4; ++b) T.create(e.get(), b, 0);
+  T.use(e.get(), 0);
+  T.use(e.get(), 2);
+  T.use(e.get(), 1);
+  T.use(e.get(), 3);
+  CHECK(e->victim(0) == 0);
+  T.use(e.get(), 0);
+  CHECK(e->victim(0) == 2);
+}
+
+TEST_CASE("lfu: the least frequently used block leaves; ties go to the least recent") {
+  Table T(1, 1, 8, {8, 100});
+  auto e = make<EvictionPolicy>("lfu");
+  e->setup(T.t);
+  for (BlockId b = 0; b < 4; ++b) T.create(e.get(), b, 0);
+  for (int i = 0; i < 3; ++i) T.use(e.get(), 0);
+  for (int i = 0; i < 2; ++i) T.use(e.get(), 1);
+  T.use(e.get(), 2);
+  T.use(e.get(), 3);
+  CHECK(e->victim(0) == 2);  // 2 and 3 used once; 2 less recently
+  T.use(e.get(), 2);
+  CHECK(e->victim(0) == 3);
+  T.move(e.get(), 3, 1);
+  CHECK(e->victim(0) == 1);  // 1 and 2 at 2 uses; 1 older
+  CHECK(e->victim(1) == 3);
+  e->on_remove(1, 0);
+  e->on_remove(2, 0);
+  CHECK(e->victim(0) == 0);
+  e->on_remove(0, 0);
+  CHECK(e->victim(0) == kNoBlock);
+}
+
+TEST_CASE("lfu: a pinned least-frequent block is passed over") {
+  Table T(1, 1, 8, {8, 100});
+  auto e = make<EvictionPolicy>("lfu");
+  e->setup(T.t);
+  for (BlockId b = 0; b < 5; ++b) T.create(e.get(), b, 0);
+  for (BlockId b = 1; b < 5; ++b)
+    for (BlockId k = 0; k < b + 2; ++k) T.use(e.get(), b);
+  T.pin_from_now();
+  T.use(e.get(), 0);  // 1 use, pinned
+  CHECK(e->victim(0) == 1);
+}
+
+TEST_CASE("lfu: keep_history false restarts the count when a block enters a tier") {
+  Table T(1, 1, 8, {8, 100});
+  auto e = make<EvictionPolicy>(json{{"name", "lfu"}, {"keep_history", false}});
+  e->setup(T.t);
+  T.create(e.get(), 0, 1);
+  for (int i = 0; i < 5; ++i) T.use(e.get(), 0);
+  T.create(e.get(), 1, 0);
+  T.use(e.get(), 1);
+  T.move(e.get(), 0, 0);  // promoted: its 5 uses do not count in tier 0
+  CHECK(e->victim(0) == 0);
+}
+
+TEST_CASE("clock: a referenced block gets a second chance") {
+  Table T(1, 1, 8, {8, 100});
+  auto e = make<EvictionPolicy>(json{{"name", "clock"}, {"ttl_steps", 0}});
+  e->setup(T.t);
+  for (BlockId b = 0; b < 3; ++b) T.create(e.get(), b, 0);  // ring 0 1 2, hand at 0
+  T.use(e.get(), 0);
+  CHECK(e->victim(0) == 1);  // 0 referenced: spared, bit cleared
+  T.move(e.get(), 1, 1);
+  CHECK(e->victim(0) == 2);  // 0 was cleared on the first sweep but the hand is past it
+  T.use(e.get(), 2);
+  CHECK(e->victim(0) == 0);  // 2 spared now, 0 has no second chance left
+}
+
+TEST_CASE("clock: a TTL-expired block goes first, whatever its reference bit") {
+  Table T(1, 1, 8, {8, 100});
+  auto e = make<EvictionPolicy>(json{{"name", "clock"}, {"ttl_steps", 4}});
+  e->setup(T.t);
+  T.t.step = 0;
+  for (BlockId b = 0; b < 3; ++b) T.create(e.get(), b, 0);
+  T.use(e.get(), 2);  // referenced at step 0
+  T.t.step = 10;
+  T.use(e.get(), 0);
+  T.use(e.get(), 1);
+  // Without the TTL the hand would clear 0, 1, 2 and take 0.
+  CHECK(e->victim(0) == 2);
+  // With all three fresh, plain second chance applies.
+  T.use(e.get(), 2);
+  CHECK(e->victim(0) == 0);
+}
+
+TEST_CASE("clock: only dirty victims are written back") {
+  Table T(1, 1, 8, {8, 100});
+  auto wb = make<EvictionPolicy>("clock");
+  auto wt = make<EvictionPolicy>(json{{"name", "clock"}, {"write_back", false}});
+  wb->setup(T.t);
+  wt->setup(T.t);
+  T.t.dirty[0] = 1;
+  T.t.dirty[1] = 0;
+  CHECK(wb->write_back(0, 0));
+  CHECK_FALSE(wb->write_back(1, 0));
+  CHECK(wt->write_back(1, 0));
+  auto lru = make<EvictionPolicy>("lru");
+  CHECK(lru->write_back(1, 0));  // default: exclusive tiers, always moved
+}
+
+TEST_CASE("h2o: keeps the heavy hitters and the recent window, drops the rest") {
+  Table T(1, 1, 16, {100, 100});
+  auto e = make<EvictionPolicy>(json{{"name", "h2o"}, {"budget", 4}, {"budget_unit", "blocks"}, {"recent", 2}});
+  e->setup(T.t);
+  CHECK(e->drops());
+  float mass[10] = {0.5f, 0.1f, 0.2f, 5.0f, 0.3f, 0.1f, 3.0f, 0.2f, 0.0f, 0.0f};
+  for (BlockId b = 0; b < 10; ++b) {
+    T.create(e.get(), b, 0);
+    if (mass[b] > 0) T.use(e.get(), b, mass[b]);
+  }
+  std::vector<BlockId> dropped;
+  for (BlockId v; (v = e->budget_victim(0, 0)) != kNoBlock;) {
+    dropped.push_back(v);
+    T.drop(e.get(), v);
+  }
+  CHECK(dropped.size() == 6);
+  std::set<BlockId> kept;
+  for (BlockId b = 0; b < 10; ++b)
+    if (T.t.tier[b] < kDropped) kept.insert(b);
+  CHECK(kept == std::set<BlockId>{3, 6, 8, 9});
+  CHECK(dropped.front() == 1);  // lightest first (ties: oldest)
+}
+
+TEST_CASE("h2o: a fractional budget follows the blocks created") {
+  Table T(1, 2, 20, {100, 100});
+  auto e = make<EvictionPolicy>(json{{"name", "h2o"}, {"budget", 0.25}, {"recent", 1}});
+  e->setup(T.t);
+  for (uint32_t i = 0; i < 20; ++i) {
+    BlockId b = T.t.id(0, 1, i);
+    T.create(e.get(), b, 0);
+    T.use(e.get(), b, float(i % 7));
+    for (BlockId v; (v = e->budget_victim(0, 1)) != kNoBlock;) T.drop(e.get(), v);
+  }
+  uint32_t live = 0;
+  for (uint32_t i = 0; i < 20; ++i) live += T.t.tier[T.t.id(0, 1, i)] < kDropped;
+  CHECK(live == 5);
+  CHECK(T.t.tier[T.t.id(0, 1, 19)] == 0);  // the newest
+  CHECK(e->budget_victim(0, 0) == kNoBlock);  // layer 0 untouched
+}
+
+TEST_CASE("h2o: victim of a full tier is the lightest block outside the window") {
+  Table T(1, 2, 8, {12, 100});
+  auto e = make<EvictionPolicy>(json{{"name", "h2o"}, {"budget", 1.0}, {"recent", 2}});
+  e->setup(T.t);
+  for (uint32_t i = 0; i < 8; ++i) {
+    T.create(e.get(), T.t.id(0, 0, i), 0);
+    T.use(e.get(), T.t.id(0, 0, i), i == 6 ? 0.01f : 1.0f + float(i));  // 6: light but in the window
+  }
+  for (uint32_t i = 0; i < 4; ++i) T.create(e.get(), T.t.id(0, 1, i), 0);
+  CHECK(e->victim(0) == T.t.id(0, 0, 0));
+}
+
+TEST_CASE("streaming_llm: keeps the sinks and the recent window") {
+  Table T(1, 1, 16, {100, 100});
+  auto e = make<EvictionPolicy>(json{{"name", "streaming_llm"}, {"sinks", 1}, {"recent", 3}});
+  e->setup(T.t);
+  CHECK(e->drops());
+  std::vector<BlockId> dropped;
+  for (BlockId b = 0; b < 10; ++b) {
+    T.create(e.get(), b, 0);
+    T.use(e.get(), b, b == 5 ? 10.f : 0.1f);  // mass does not matter
+    for (BlockId v; (v = e->budget_victim(0, 0)) != kNoBlock;) {
+      dropped.push_back(v);
+      T.drop(e.get(), v);
+    }
+  }
+  CHECK(dropped == std::vector<BlockId>{1, 2, 3, 4, 5, 6});
+  for (BlockId b : {0u, 7u, 8u, 9u}) CHECK(T.t.tier[b] == 0);
+}
+
+TEST_CASE("streaming_llm: victim of a full tier prefers blocks outside sinks and window") {
+  Table T(1, 1, 16, {6, 100});
+  auto e = make<EvictionPolicy>(json{{"name", "streaming_llm"}, {"sinks", 1}, {"recent", 4}});
+  e->setup(T.t);
+  for (BlockId b = 0; b < 6; ++b) T.create(e.get(), b, 0);
+  CHECK(e->victim(0) == 1);
+  T.pin_from_now();
+  T.use(e.get(), 1);
+  CHECK(e->victim(0) == 2);  // now in the window, but the oldest unpinned non-sink
+}
+
+TEST_CASE("hkm eviction: the lowest hit rate leaves, never a time-pinned newest block") {
+  Table T(1, 1, 10, {4, 10, 1000});
+  auto e = make<EvictionPolicy>(json{{"name", "hkm"}, {"alpha", 0.2}, {"window", 8}});
+  e->setup(T.t);
+  for (BlockId b = 0; b < 10; ++b) T.create(e.get(), b, 1);  // 8 and 9 are the newest 20%
+  // Hits per block over the last 8 steps: block b is used in b%4+1 steps,
+  // except 3 which is used in none.
+  for (uint32_t s = 0; s < 8; ++s) {
+    T.t.step = s;
+    for (BlockId b = 0; b < 8; ++b)
+      if (b != 3 && s < b % 4 + 1) T.use(e.get(), b);
+  }
+  CHECK(e->victim(1) == 3);
+  T.move(e.get(), 3, 2);
+  BlockId v = e->victim(1);
+  CHECK((v == 0 || v == 4));  // one hit each: the lowest rate left
+  // 8 and 9 were never used: rate 0, but time-pinned in the warm tier.
+  for (int k = 0; k < 7; ++k) {
+    BlockId w = e->victim(1);
+    REQUIRE(w != kNoBlock);
+    CHECK(w != 8);
+    CHECK(w != 9);
+    T.move(e.get(), w, 2);
+  }
+  CHECK(e->victim(1) == kNoBlock);  // only 8 and 9 left
+  // Outside the warm tier time pinning does not apply.
+  T.move(e.get(), 9, 0);
+  CHECK(e->victim(0) == 9);
+}
+
+TEST_CASE("hkm eviction: watermark bounds the warm tier, hit-rate table is 2 bytes per token") {
+  Table T(2, 3, 10, {4, 10, 1000}, 128);
+  auto e = make<EvictionPolicy>(json{{"name", "hkm"}, {"watermark", 0.8}});
+  e->setup(T.t);
+  CHECK(e->watermark(1) == Approx(0.8));
+  CHECK(e->watermark(0) == 1.0);
+  CHECK(HitRateTable::table_bytes(T.t) == 2ull * (2 * 3 * 10) * 128);
+}
+
+TEST_CASE("every eviction policy: pinned blocks are never victims") {
+  for (const auto& kv : Registry<EvictionPolicy>::instance().entries()) {
+    DYNAMIC_SECTION(kv.first) {
+      Table T(2, 2, 12, {40, 1000});
+      auto e = make<EvictionPolicy>(kv.first);
+      e->setup(T.t);
+      std::mt19937 rng(7);
+      std::vector<BlockId> in0;
+      for (uint32_t s = 0; s < 2; ++s)
+        for (uint32_t l = 0; l < 2; ++l)
+          for (uint32_t i = 0; i < 10; ++i) {
+            BlockId b = T.t.id(s, l, i);
+            T.create(e.get(), b, 0);
+            in0.push_back(b);
+          }
+      for (int round = 0; round < 200; ++round) {
+        T.t.step = uint32_t(round);
+        std::shuffle(in0.begin(), in0.end(), rng);
+        for (size_t k = 0; k < in0.size() / 2; ++k) T.use(e.get(), in0[k], float(rng() % 100) / 100.f);
+        T.pin_from_now();
+        size_t npin = rng() % (in0.size() + 1);
+        for (size_t k = 0; k < npin; ++k) T.use(e.get(), in0[k], 0.01f);
+        BlockId v = e->victim(0);
+        if (npin == in0.size()) {
+          CHECK(v == kNoBlock);
+        } else if (v != kNoBlock) {
+          CHECK_FALSE(T.t.pinned(v));
+          CHECK(T.t.tier[v] == 0);
+        }
+        if (v != kNoBlock) {  // swap it out and back in to keep the tier busy
+          T.move(e.get(), v, 1);
+          T.move(e.get(), v, 0);
+        }
+        T.t.pin_stamp = 0;
+      }
+    }
+  }
+}
