@@ -36,7 +36,7 @@ ParamList hardware_params() {
   return {
       str("name", "unnamed", "name of this hardware description"),
       any("devices", nullptr, "object: device name -> {\"kind\": ..., parameters of that kind}", ParamType::Object),
-      any("links", nullptr, "object: link name -> {\"ends\": [a, b], bandwidth_GBps, latency_us, duplex}",
+      any("links", nullptr, "object: link name -> {\"ends\": [a, b], bandwidth_GBps or pcie, latency_us, duplex, curves}",
           ParamType::Object),
       any("tiers", nullptr, "array of device names that hold KV, fastest first", ParamType::Array),
       str("gpu", "", "the device that runs attention (default: the only device of kind gpu)"),

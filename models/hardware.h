@@ -1,6 +1,6 @@
 // The hardware description: devices (each a registered kind), links between
 // them, and the order of the KV tiers. Parsed and validated from the config's
-// `hardware` section; see docs/config.md.
+// `hardware` section; see docs/hardware.md (kinds, PCIe rates, calibration).
 #pragma once
 
 #include <memory>

@@ -226,29 +226,44 @@ class EvaluationPolicy {
 };
 KVTIER_REGISTRY_FAMILY(EvaluationPolicy, "evaluation policy")
 
-// Stored-size ratio and (de)compression cost of a block, per tier and layer.
-// Ratios are stored bytes / uncompressed (FP16) bytes, keys and values apart
-// (each is half of block_bytes). Throughputs are in bytes of uncompressed
-// data per second on the named unit; 0 means free (no time charged).
+// How a block of a given layer is stored in a given tier: compression ratio
+// and (de)compression cost, keys and values apart (each is half of
+// block_bytes). Ratios follow models/compression.h's Codec: uncompressed /
+// stored bytes (>= 1; 2.5 means 60% less data). Throughputs are aggregate
+// (all engines the system gives the codec), in uncompressed bytes per second;
+// 0 means free. The codec figures themselves (zstd, int8, int4 speeds and
+// ratios, with sources) live in models/compression.h; a compression policy
+// decides which applies where.
 struct CompressionSpec {
   double key_ratio = 1.0;
   double value_ratio = 1.0;
   double compress_Bps = 0;    // when a block is written into the tier
   double decompress_Bps = 0;  // when it is read out of the tier
   bool on_gpu = false;        // where the work runs: GPU (quantization kernels) or CPU (zstd)
-  double ratio() const { return 0.5 * (key_ratio + value_ratio); }
+  // Stored bytes / uncompressed bytes of a whole block (K and V halves).
+  double stored_fraction() const { return 0.5 / key_ratio + 0.5 / value_ratio; }
 };
 
 class CompressionPolicy {
  public:
   virtual ~CompressionPolicy() = default;
   virtual void setup(const BlockTable& table) { (void)table; }
-  // How a block of `layer` is stored in tier t. Called at setup for every
-  // (tier, layer) so engines can cache it in a table; must be cheap anyway.
+  // How a block of `layer` (0-based) is stored in tier t. Cheap and
+  // allocation-free; engines may still tabulate it per (tier, layer) at setup.
   virtual CompressionSpec spec(TierId t, uint32_t layer) const = 0;
   // Stored bytes of a block of `block_bytes` uncompressed bytes.
   double stored_bytes(TierId t, uint32_t layer, double block_bytes) const {
-    return spec(t, layer).ratio() * block_bytes;
+    return spec(t, layer).stored_fraction() * block_bytes;
+  }
+  // Seconds to compress (write into t) / decompress (read out of t) `bytes`
+  // uncompressed bytes of `layer`.
+  double compress_s(TierId t, uint32_t layer, double bytes) const {
+    CompressionSpec s = spec(t, layer);
+    return s.compress_Bps > 0 ? bytes / s.compress_Bps : 0.0;
+  }
+  double decompress_s(TierId t, uint32_t layer, double bytes) const {
+    CompressionSpec s = spec(t, layer);
+    return s.decompress_Bps > 0 ? bytes / s.decompress_Bps : 0.0;
   }
 };
 KVTIER_REGISTRY_FAMILY(CompressionPolicy, "compression policy")

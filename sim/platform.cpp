@@ -19,6 +19,13 @@ sg4::Engine& start_simgrid() {
   sg4::Engine::set_config("network/model:CM02");
   sg4::Engine::set_config("network/crosstraffic:0");
   sg4::Engine::set_config("network/TCP-gamma:0");
+  // Flows share a link equally (weight-S models TCP RTT-unfairness, not PCIe).
+  sg4::Engine::set_config("network/weight-S:0");
+  // Lazy updates lose flows' bandwidth shares when link bandwidths on one
+  // route differ by ~1e5 (measured: a 512 KiB copy over a 10 GB/s link behind
+  // a 1e6 GB/s media link took 5 us instead of 57 us on every other layer).
+  // Full recomputation is exact and our flow counts are small.
+  sg4::Engine::set_config("network/optim:Full");
   return engine;
 }
 

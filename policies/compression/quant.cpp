@@ -2,13 +2,17 @@
 // per element in configurable layer ranges (default, as the seed: 8 bit in
 // layers 1-8, 4 bit in 9-24, FP16 in 25-32), values in value_bits (16 =
 // FP16, unchanged). Layers are numbered from 1 in `ranges`, as in the seed
-// (engine layer index + 1); layers no range covers stay FP16. The key ratio
-// is bits/16 and the value ratio value_bits/16 (scales and zero points are
-// not counted: about 1-3% at group size 64-128). (De)quantization runs on
-// the GPU at the given throughputs (0 = free). The attention-quality cost of
-// the lower precision is not modelled.
+// (engine layer index + 1); layers no range covers stay FP16.
+//
+// Ratio (uncompressed / stored): 16 / bits, plus, with group > 0, one FP16
+// scale and zero point per `group` values (models/compression.h's
+// quantized_ratio, the scheme of its int8/int4 codecs): 8 bit at group 64 is
+// 16/8.5. group 0 gives the bare 16/bits. (De)quantization runs on the GPU at
+// the int8 codec's throughput of models/compression.h unless set. The
+// attention-quality cost of the lower precision is not modelled.
 #include <string>
 
+#include "models/compression.h"
 #include "policies/policy.h"
 
 namespace kvtier {
@@ -17,22 +21,23 @@ class QuantCompression : public CompressionPolicy {
  public:
   static ParamList params() {
     return {any("ranges",
-                json::array({{{"from_layer", 1}, {"to_layer", 8}, {"bits", 8}},
-                             {{"from_layer", 9}, {"to_layer", 24}, {"bits", 4}},
-                             {{"from_layer", 25}, {"to_layer", 32}, {"bits", 16}}}),
+                json::array({json{{"from_layer", 1}, {"to_layer", 8}, {"bits", 8}},
+                             json{{"from_layer", 9}, {"to_layer", 24}, {"bits", 4}},
+                             json{{"from_layer", 25}, {"to_layer", 32}, {"bits", 16}}}),
                 "key precision per layer range: [{from_layer, to_layer, bits}], layers from 1, inclusive; "
                 "uncovered layers stay 16 bit",
                 ParamType::Array),
             integer("value_bits", 16, "bits per value element in every layer (16 = FP16, not quantized)", 1, 16),
-            num("quant_GBps", 0.0, "GPU quantization throughput over FP16 bytes, GB/s; 0 = free", 0.0),
-            num("dequant_GBps", 0.0, "GPU dequantization throughput over FP16 bytes, GB/s; 0 = free", 0.0),
+            integer("group", 64, "values per FP16 scale + zero point (their overhead counts in the ratio); 0 = none", 0),
+            num("quant_GBps", 0.0, "GPU quantization throughput over FP16 bytes, GB/s; 0 = the int8 codec's (500)", 0.0),
+            num("dequant_GBps", 0.0, "GPU dequantization throughput over FP16 bytes, GB/s; 0 = the int8 codec's (500)", 0.0),
             integer("from_tier", 0, "tiers with this index and below store quantized; 0 = every tier", 0, 253)};
   }
-  explicit QuantCompression(const json& p)
-      : value_bits_(int(get_int(p, "value_bits"))),
-        q_(get_num(p, "quant_GBps") * 1e9),
-        dq_(get_num(p, "dequant_GBps") * 1e9),
-        from_(TierId(get_int(p, "from_tier"))) {
+  explicit QuantCompression(const json& p) : group_(int(get_int(p, "group"))), from_(TierId(get_int(p, "from_tier"))) {
+    const Codec& c = find_codec("int8", "compression quant");
+    q_ = get_num(p, "quant_GBps") > 0 ? get_num(p, "quant_GBps") * 1e9 : c.compress_Bps;
+    dq_ = get_num(p, "dequant_GBps") > 0 ? get_num(p, "dequant_GBps") * 1e9 : c.decompress_Bps;
+    value_ratio_ = ratio(int(get_int(p, "value_bits")));
     const json& r = p.at("ranges");
     for (size_t i = 0; i < r.size(); ++i) {
       std::string where = "compression quant: ranges[" + std::to_string(i) + "]";
@@ -46,23 +51,27 @@ class QuantCompression : public CompressionPolicy {
       if (size_t(b) > key_bits_.size()) key_bits_.resize(size_t(b), 16);
       for (long long l = a; l <= b; ++l) key_bits_[size_t(l - 1)] = int(bits);
     }
+    for (int bits : key_bits_) key_ratio_.push_back(ratio(bits));
   }
   CompressionSpec spec(TierId t, uint32_t layer) const override {
     CompressionSpec s;
     if (t < from_) return s;
-    s.key_ratio = double(key_bits(layer)) / 16.0;
-    s.value_ratio = double(value_bits_) / 16.0;
+    s.key_ratio = layer < key_ratio_.size() ? key_ratio_[layer] : 1.0;
+    s.value_ratio = value_ratio_;
+    if (s.key_ratio == 1.0 && s.value_ratio == 1.0) return s;  // FP16 as is: no kernel
     s.compress_Bps = q_;
     s.decompress_Bps = dq_;
     s.on_gpu = true;
     return s;
   }
-  int key_bits(uint32_t layer) const { return layer < key_bits_.size() ? key_bits_[layer] : 16; }
 
  private:
-  std::vector<int> key_bits_;  // by 0-based layer
-  int value_bits_;
-  double q_, dq_;
+  double ratio(int bits) const { return bits >= 16 ? 1.0 : (group_ > 0 ? quantized_ratio(bits, group_) : 16.0 / bits); }
+  std::vector<int> key_bits_;      // by 0-based layer
+  std::vector<double> key_ratio_;  // by 0-based layer
+  double value_ratio_ = 1;
+  int group_;
+  double q_ = 0, dq_ = 0;
   TierId from_;
 };
 KVTIER_REGISTER(CompressionPolicy, QuantCompression, "quant",

@@ -35,8 +35,7 @@ class HotSpanPrefetch : public PrefetchPolicy {
         skip_(uint32_t(get_int(p, "skip_sinks"))) {}
 
   void setup(const BlockTable& table) override {
-    groups_ = n_groups(table);
-    size_t n = size_t(groups_) * window_;
+    size_t n = size_t(n_groups(table)) * window_;
     step_.assign(n, kNone);
     lo_.assign(n, 0);
     hi_.assign(n, 0);
@@ -97,7 +96,6 @@ class HotSpanPrefetch : public PrefetchPolicy {
   uint32_t depth_, window_;
   double before_, after_, hot_;
   uint32_t skip_;
-  uint32_t groups_ = 0;
   std::vector<uint32_t> step_, lo_, hi_;
 };
 KVTIER_REGISTER(PrefetchPolicy, HotSpanPrefetch, "hifc_hot_span",

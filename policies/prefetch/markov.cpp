@@ -93,19 +93,6 @@ class MarkovPrefetch : public PrefetchPolicy {
     }
   }
 
-  // For tests: the most counted successor of `from` in (seq, layer).
-  uint32_t top_successor(uint32_t seq, uint32_t layer, uint32_t from, uint32_t layers) const {
-    size_t base = (size_t(seq * layers + layer) * bpsl_ + from) * ways_;
-    uint32_t best = kNoBlock;
-    uint16_t best_c = 0;
-    for (uint32_t w = 0; w < ways_; ++w)
-      if (cnt_[base + w] > best_c) {
-        best_c = cnt_[base + w];
-        best = succ_[base + w];
-      }
-    return best;
-  }
-
  private:
   // Slot w is the f-th best (0-based) of `base`'s slots: exactly f slots are
   // strictly better (ties broken by slot order).

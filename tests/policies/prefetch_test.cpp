@@ -83,8 +83,6 @@ TEST_CASE("prefetch markov: predicts the most frequent successor") {
   p->predict(at(3, 16), T.t, out);
   // Last step used {5, 9}: 5's top successor is 7; 9 has none yet.
   CHECK(out == std::vector<uint32_t>{7});
-  auto* m = p.get();
-  (void)m;
 }
 
 TEST_CASE("prefetch markov: the sliding window forgets old transitions") {
