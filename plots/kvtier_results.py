@@ -1,0 +1,263 @@
+"""Shared helpers for the kvtier plotting scripts: loading results, naming
+runs, classifying links, and writing output files atomically.
+
+A kvtier result is the JSON object that `kvtier run` writes to result.json:
+{"kvtier_version", "seed", "config" (fully resolved), "metrics"}. The metric
+names are the contract in shared/design/ARCHITECTURE.md ("Metrics").
+"""
+
+import csv
+import json
+import math
+import os
+import sys
+import tempfile
+
+import matplotlib
+
+matplotlib.use("Agg")  # never a display: these scripts run in CI and over ssh
+
+# Device kinds whose media links count as SSD traffic.
+STORAGE_KINDS = {"nvme", "smartssd", "ssd"}
+# Config keys that do not change what a run computes (kept out of run labels).
+IGNORED_CONFIG_KEYS = {"sim.out_dir", "sim.timeline", "sim.step_csv"}
+
+
+class ResultError(Exception):
+    """Bad input: reported as one line on stderr, exit status 2."""
+
+
+def die(prog, err):
+    """Print one error line and exit with status 2 (bad input)."""
+    msg = " ".join(str(err).split())  # exactly one line
+    sys.stderr.write("%s: error: %s\n" % (prog, msg))
+    sys.exit(2)
+
+
+def check_result(obj, where):
+    if not isinstance(obj, dict) or not isinstance(obj.get("metrics"), dict):
+        raise ResultError('%s: not a kvtier result (no "metrics" object)' % where)
+    return obj
+
+
+def load_result(path):
+    """One result.json."""
+    return check_result(_load_json(path), path)
+
+
+def _load_json(path):
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except FileNotFoundError:
+        raise ResultError("%s: no such file" % path)
+    except OSError as e:
+        raise ResultError("%s: cannot read: %s" % (path, e.strerror or e))
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ResultError("%s:%d:%d: invalid JSON: %s" % (path, e.lineno, e.colno, e.msg))
+
+
+def load_results(path):
+    """A result.json (one JSON object) or a sweep's JSON-lines file (one result
+    object per line; a line may also wrap it as {"result": {...}}). Returns a
+    list of (label_hint, result) where label_hint names the source."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except FileNotFoundError:
+        raise ResultError("%s: no such file" % path)
+    except OSError as e:
+        raise ResultError("%s: cannot read: %s" % (path, e.strerror or e))
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError:
+        obj = None
+    if obj is not None:
+        return [(path, check_result(_unwrap(obj), path))]
+    out = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        where = "%s:%d" % (path, n)
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise ResultError("%s:%d: invalid JSON: %s" % (where, e.colno, e.msg))
+        out.append((where, check_result(_unwrap(obj), where)))
+    if not out:
+        raise ResultError("%s: empty file" % path)
+    return out
+
+
+def _unwrap(obj):
+    if isinstance(obj, dict) and "metrics" not in obj and isinstance(obj.get("result"), dict):
+        return obj["result"]
+    return obj
+
+
+def config_name(result, default="run"):
+    cfg = result.get("config")
+    if isinstance(cfg, dict) and isinstance(cfg.get("name"), str) and cfg["name"]:
+        return cfg["name"]
+    return default
+
+
+def metric(result, key, default=float("nan")):
+    v = result["metrics"].get(key, default)
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return default
+
+
+def _flatten(obj, prefix=""):
+    out = {}
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            out.update(_flatten(v, prefix + k + "."))
+    else:
+        out[prefix[:-1]] = json.dumps(obj, sort_keys=True)
+    return out
+
+
+def run_labels(results):
+    """A short, distinct label per result: the config name, plus the config
+    values that set apart runs of the same name (e.g. a sweep's points)."""
+    names = [config_name(r) for r in results]
+    labels = list(names)
+    for name in set(names):
+        idx = [i for i, n in enumerate(names) if n == name]
+        if len(idx) < 2:
+            continue
+        flats = [_flatten(results[i].get("config", {})) for i in idx]
+        flats = [dict(f, seed=json.dumps(results[i].get("seed"))) for f, i in zip(flats, idx)]
+        keys = sorted(set().union(*flats) - IGNORED_CONFIG_KEYS)
+        diff = [k for k in keys if len({f.get(k) for f in flats}) > 1]
+        for i, f in zip(idx, flats):
+            parts = ["%s=%s" % (k.split(".")[-1], f.get(k, "-")) for k in diff[:3]]
+            labels[i] = "%s (%s)" % (name, ", ".join(parts)) if parts else name
+    # Still identical (same config twice): number them.
+    seen = {}
+    for i, lab in enumerate(labels):
+        if labels.count(lab) > 1:
+            seen[lab] = seen.get(lab, 0) + 1
+            labels[i] = "%s #%d" % (lab, seen[lab])
+    return labels
+
+
+def _hw(result):
+    cfg = result.get("config")
+    hw = cfg.get("hardware") if isinstance(cfg, dict) else None
+    return hw if isinstance(hw, dict) else {}
+
+
+def link_base(name):
+    """'pcie_gpu:root->gpu' -> 'pcie_gpu'; 'ssd.read' -> 'ssd' (a device's media link)."""
+    if ":" in name:
+        return name.split(":", 1)[0]
+    for suf in (".read", ".write", ".media"):
+        if name.endswith(suf):
+            return name[: -len(suf)]
+    return name
+
+
+def is_pcie_link(result, name):
+    """A PCIe link: its hardware entry names a "pcie" generation/width (or,
+    without the config, its name starts with "pcie")."""
+    base = name.split(":", 1)[0]
+    spec = _hw(result).get("links", {}).get(base)
+    if isinstance(spec, dict):
+        return "pcie" in spec
+    return base.lower().startswith("pcie")
+
+
+def is_ssd_media_link(result, name):
+    if not name.endswith((".read", ".write", ".media")):
+        return False
+    dev = _hw(result).get("devices", {}).get(link_base(name))
+    if isinstance(dev, dict):
+        return str(dev.get("kind", "")).lower() in STORAGE_KINDS
+    return "ssd" in link_base(name).lower()
+
+
+def link_bytes(result):
+    links = result["metrics"].get("links", {})
+    out = {}
+    for name, v in links.items():
+        b = v.get("bytes") if isinstance(v, dict) else None
+        if isinstance(b, (int, float)) and math.isfinite(b):
+            out[name] = float(b)
+    return out
+
+
+def pcie_bytes(result):
+    return sum(b for n, b in link_bytes(result).items() if is_pcie_link(result, n))
+
+
+def ssd_bytes(result):
+    return sum(b for n, b in link_bytes(result).items() if is_ssd_media_link(result, n))
+
+
+def read_steps_csv(path):
+    """steps.csv (step,start_s,end_s,latency_s) -> (steps, latencies) or None."""
+    if not os.path.isfile(path):
+        return None
+    steps, lat = [], []
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            for row in csv.DictReader(f):
+                steps.append(int(row["step"]))
+                lat.append(float(row["latency_s"]))
+    except (OSError, KeyError, ValueError, TypeError) as e:
+        raise ResultError("%s: not a kvtier steps.csv (%s)" % (path, e))
+    return steps, lat
+
+
+def human_bytes(b):
+    if b is None or not math.isfinite(b):
+        return "n/a"
+    for unit in ("B", "KB", "MB", "GB", "TB", "PB"):
+        if abs(b) < 1000 or unit == "PB":
+            return ("%.0f %s" if unit == "B" else "%.3g %s") % (b, unit)
+        b /= 1000.0
+
+
+def _umask():
+    m = os.umask(0)
+    os.umask(m)
+    return m
+
+
+def save_figure(fig, path):
+    """Write the figure to path atomically: a temporary file in the same
+    folder, then os.replace, so a reader never sees half a file."""
+    d = os.path.dirname(os.path.abspath(path))
+    os.makedirs(d, exist_ok=True)
+    fmt = os.path.splitext(path)[1].lstrip(".").lower() or "png"
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix="." + fmt, dir=d)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            fig.savefig(f, format=fmt, dpi=110)
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def write_text_atomic(path, text):
+    d = os.path.dirname(os.path.abspath(path))
+    os.makedirs(d, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=d)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise

@@ -1,0 +1,122 @@
+// Configuration loading: presets, overrides, and the errors users see.
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+
+#include "sim/config.h"
+#include "sim/engine.h"
+
+using namespace kvtier;
+namespace fs = std::filesystem;
+
+namespace {
+std::string write_tmp(const std::string& name, const std::string& text) {
+  fs::path dir = fs::temp_directory_path() / "kvtier_config_test";
+  fs::create_directories(dir);
+  fs::path p = dir / name;
+  std::ofstream(p) << text;
+  return p.string();
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// Loads and fully validates (component sections included) without simulating.
+void validate(const std::string& path, const std::vector<std::string>& sets = {}) {
+  json cfg = load_config(path, sets);
+  Simulation sim(cfg);
+}
+}  // namespace
+
+TEST_CASE("the default config resolves with every default filled in") {
+  json cfg = load_config("configs/default.json", {});
+  Simulation sim(cfg);
+  CHECK(cfg["workload"]["batch"] == 4);
+  CHECK(cfg["sim"]["seed"] == 1);
+  CHECK(cfg["hardware"]["devices"]["gpu"].contains("launch_overhead_us"));
+  CHECK(cfg["policies"]["prefetch"]["depth"] == 1);
+  CHECK(cfg["workload"]["trace"].contains("zipf_s"));
+}
+
+TEST_CASE("a section preset with overrides next to it, and --set on top") {
+  std::string p = write_tmp("preset_override.json", R"({
+    "hardware": {"preset": "configs/hardware/rtx4090_dram_nvme.json", "devices": {"gpu": {"capacity_GB": 48}}},
+    "model": "configs/models/opt-6.7b.json"})");
+  json cfg = load_config(p, {"workload.batch=3", "policies.eviction.name=lru"});
+  CHECK(cfg["hardware"]["devices"]["gpu"]["capacity_GB"] == 48);
+  CHECK(cfg["hardware"]["devices"]["gpu"]["kind"] == "gpu");  // the rest of the preset survives
+  CHECK(cfg["workload"]["batch"] == 3);
+  CHECK(cfg["name"] == "preset_override");
+}
+
+TEST_CASE("malformed JSON is reported as file:line:column") {
+  std::string p = write_tmp("malformed.json", "{\n  \"name\": \"x\",\n  \"model\": [1, 2,,]\n}\n");
+  std::string e = error_of([&] { load_config(p, {}); });
+  CHECK_THAT(e, Catch::Contains(p + ":3:"));
+  CHECK_THAT(e, Catch::Contains("invalid JSON"));
+}
+
+TEST_CASE("an unknown key names its path and suggests the nearest known key") {
+  std::string e = error_of([] { validate("configs/default.json", {"workload.bach=4"}); });
+  CHECK_THAT(e, Catch::Contains("workload.bach"));
+  CHECK_THAT(e, Catch::Contains("did you mean 'batch'"));
+  e = error_of([] { validate("configs/default.json", {"hardware.devices.gpu.capacity_gb=4"}); });
+  CHECK_THAT(e, Catch::Contains("hardware.devices.gpu.capacity_gb"));
+  CHECK_THAT(e, Catch::Contains("capacity_GB"));
+}
+
+TEST_CASE("a zero or negative bandwidth or capacity is refused with its path") {
+  std::string e = error_of([] { validate("configs/default.json", {"hardware.devices.dram.capacity_GB=0"}); });
+  CHECK_THAT(e, Catch::Contains("hardware.devices.dram.capacity_GB"));
+  CHECK_THAT(e, Catch::Contains("> 0"));
+  json hw = load_json_file("configs/hardware/rtx4090_dram_nvme.json");
+  std::string link = hw["links"].begin().key();
+  e = error_of([&] { validate("configs/default.json", {"hardware.links." + link + ".bandwidth_GBps=-3"}); });
+  CHECK_THAT(e, Catch::Contains("hardware.links." + link + ".bandwidth_GBps"));
+}
+
+TEST_CASE("a tier smaller than one block is refused") {
+  std::string e = error_of([] { validate("configs/default.json", {"hardware.devices.dram.capacity_GB=0.000001"}); });
+  CHECK_THAT(e, Catch::Contains("hardware.devices.dram"));
+  CHECK_THAT(e, Catch::Contains("holds no KV block"));
+}
+
+TEST_CASE("an unknown policy name lists the known ones") {
+  std::string e = error_of([] { validate("configs/default.json", {"policies.eviction.name=lrux"}); });
+  CHECK_THAT(e, Catch::Contains("policies.eviction.name"));
+  CHECK_THAT(e, Catch::Contains("unknown eviction policy 'lrux'"));
+  CHECK_THAT(e, Catch::Contains("lru"));
+  e = error_of([] { validate("configs/default.json", {"policies.evction.name=lru"}); });
+  CHECK_THAT(e, Catch::Contains("did you mean 'eviction'"));
+}
+
+TEST_CASE("a missing trace file is named") {
+  std::string e = error_of(
+      [] { validate("configs/default.json", {R"(workload.trace={"kind":"file","path":"/nonexistent/t.jsonl"})"}); });
+  CHECK_THAT(e, Catch::Contains("workload.trace.path"));
+  CHECK_THAT(e, Catch::Contains("/nonexistent/t.jsonl"));
+}
+
+TEST_CASE("KV that does not fit in the tiers is refused before running") {
+  std::string e = error_of([] {
+    validate("configs/default.json", {"hardware.devices.ssd.capacity_GB=1", "hardware.devices.dram.capacity_GB=1"});
+  });
+  CHECK_THAT(e, Catch::Contains("the KV needs"));
+}
+
+TEST_CASE("overrides parse JSON values and keeps bare words as strings") {
+  json cfg = json::object();
+  apply_set(cfg, "a.b=3");
+  apply_set(cfg, "a.c=lru");
+  apply_set(cfg, R"(a.d={"x": [1]})");
+  CHECK(cfg["a"]["b"] == 3);
+  CHECK(cfg["a"]["c"] == "lru");
+  CHECK(cfg["a"]["d"]["x"][0] == 1);
+  CHECK_THROWS_AS(apply_set(cfg, "novalue"), ConfigError);
+}
