@@ -13,7 +13,12 @@ import os
 import sys
 import tempfile
 
-import matplotlib
+try:
+    import matplotlib
+except ImportError:  # e.g. a pyenv python3 first on PATH
+    sys.stderr.write("%s: error: matplotlib is not installed for %s; run with /usr/bin/python3 "
+                     "(Debian: apt install python3-matplotlib)\n" % (os.path.basename(sys.argv[0]), sys.executable))
+    sys.exit(1)
 
 matplotlib.use("Agg")  # never a display: these scripts run in CI and over ssh
 
@@ -198,6 +203,17 @@ def pcie_bytes(result):
 
 def ssd_bytes(result):
     return sum(b for n, b in link_bytes(result).items() if is_ssd_media_link(result, n))
+
+
+def ordered_tiers(result):
+    """metrics.tiers as a dict in the hardware's tier order (top tier first)."""
+    tiers = result["metrics"].get("tiers")
+    if not isinstance(tiers, dict):
+        return {}
+    order = _hw(result).get("tiers")
+    order = [t for t in order if t in tiers] if isinstance(order, list) else []
+    order += [t for t in tiers if t not in order]
+    return {t: tiers[t] for t in order if isinstance(tiers[t], dict)}
 
 
 def read_steps_csv(path):
