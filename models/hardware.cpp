@@ -47,8 +47,10 @@ ParamList hardware_params() {
 ParamList link_params() {
   return {
       any("ends", nullptr, "[a, b]: the two devices or switches it connects; forward is a -> b", ParamType::Array),
-      positive("bandwidth_GBps", 0.0,
-               "bandwidth per direction (split) or in total (shared), GB/s; give this or pcie, not both"),
+      // 0 means "not given" (the rate comes from pcie), so a resolved config,
+      // defaults filled in, validates again.
+      num("bandwidth_GBps", 0.0,
+          "bandwidth per direction (split) or in total (shared), GB/s; give this or pcie, not both (0: not given)", 0),
       str("pcie", "", "PCIe generation and width, e.g. \"gen4x16\": the rate is computed (models/pcie.h)"),
       integer("pcie_gen", 0, "PCIe generation, with pcie_lanes, instead of pcie (0 = unused)", 0, 5),
       integer("pcie_lanes", 0, "PCIe width (1, 2, 4, 8, 16), with pcie_gen", 0, 16),
@@ -72,7 +74,7 @@ static double link_rate_Bps(const json& l, const std::string& path, std::string*
   const bool by_fields = gen > 0 || lanes > 0;
   const int given = (bw > 0) + !spec.empty() + by_fields;
   if (given == 0)
-    throw ConfigError(path + ": give the link's rate as bandwidth_GBps or as pcie (e.g. \"gen4x16\")");
+    throw ConfigError(path + ".bandwidth_GBps: the link has no rate; expected a bandwidth > 0 or a pcie rate (e.g. \"gen4x16\")");
   if (given > 1)
     throw ConfigError(path + ": give exactly one of bandwidth_GBps, pcie, or pcie_gen + pcie_lanes");
   if (bw > 0) return bw * kGB;

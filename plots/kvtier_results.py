@@ -138,18 +138,29 @@ def run_labels(results):
             continue
         flats = [_flatten(results[i].get("config", {})) for i in idx]
         flats = [dict(f, seed=json.dumps(results[i].get("seed"))) for f, i in zip(flats, idx)]
-        keys = sorted(set().union(*flats) - IGNORED_CONFIG_KEYS)
-        diff = [k for k in keys if len({f.get(k) for f in flats}) > 1]
+        # Keys every run has (a policy's own parameters come with its name).
+        keys = sorted(set.intersection(*[set(f) for f in flats]) - IGNORED_CONFIG_KEYS)
+        diff = [k for k in keys if len({f[k] for f in flats}) > 1]
+        diff.sort(key=lambda k: (not k.startswith("policies."), not k.endswith(".name")))
         for i, f in zip(idx, flats):
-            parts = ["%s=%s" % (k.split(".")[-1], f.get(k, "-")) for k in diff[:3]]
+            parts = ["%s=%s" % (".".join(k.split(".")[-2:]), _short(f[k])) for k in diff[:4]]
             labels[i] = "%s (%s)" % (name, ", ".join(parts)) if parts else name
-    # Still identical (same config twice): number them.
+    # Still identical (the same config twice): number them.
+    counts = {lab: labels.count(lab) for lab in labels}
     seen = {}
     for i, lab in enumerate(labels):
-        if labels.count(lab) > 1:
+        if counts[lab] > 1:
             seen[lab] = seen.get(lab, 0) + 1
             labels[i] = "%s #%d" % (lab, seen[lab])
     return labels
+
+
+def _short(v):
+    try:
+        x = json.loads(v)
+    except ValueError:
+        return v
+    return x if isinstance(x, str) else v
 
 
 def _hw(result):

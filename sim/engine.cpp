@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "models/fpga_ku15p.h"
 #include "sim/config.h"
 #include "traces/synthetic.h"
 
@@ -33,8 +34,8 @@ Simulation::Simulation(json& cfg) : cfg_(cfg) {
   prefill_compute_ = w["prefill"] == "compute";
 
   json& pol = cfg_["policies"];
-  const json defaults = {{"eviction", "lru"}, {"promotion", "on_access"}, {"placement", "top"},
-                         {"prefetch", "none"}, {"evaluation", "trace"}};
+  const json defaults = {{"eviction", "lru"},   {"promotion", "on_access"}, {"placement", "top"},
+                         {"prefetch", "none"},  {"evaluation", "trace"},    {"compression", "none"}};
   for (auto it = pol.begin(); it != pol.end(); ++it)
     if (!defaults.contains(it.key()) && !is_annotation_key(it.key())) {
       std::vector<std::string> fams;
@@ -50,6 +51,7 @@ Simulation::Simulation(json& cfg) : cfg_(cfg) {
   place_ = Registry<PlacementPolicy>::instance().create(pol["placement"], "policies.placement");
   prefetch_ = Registry<PrefetchPolicy>::instance().create(pol["prefetch"], "policies.prefetch");
   eval_ = Registry<EvaluationPolicy>::instance().create(pol["evaluation"], "policies.evaluation");
+  compress_ = Registry<CompressionPolicy>::instance().create(pol["compression"], "policies.compression");
 
   // The trace.
   const uint64_t seed = cfg_["sim"]["seed"].get<uint64_t>();
@@ -97,6 +99,10 @@ Simulation::Simulation(json& cfg) : cfg_(cfg) {
   const double bb = static_cast<double>(t_.block_bytes);
   const uint64_t total_blocks = uint64_t(batch_) * model_.layers * t_.blocks_per_seq_layer;
   if (total_blocks >= kNoBlock) throw ConfigError("workload: too many KV blocks (" + std::to_string(total_blocks) + ")");
+  for (size_t i = 0; i < hw_.devices.size(); ++i) {
+    if (hw_.devices[i].kind == "cpu" && cpu_dev_ < 0) cpu_dev_ = static_cast<int>(i);
+    if (fpga_kernel(*hw_.devices[i].model) && fpga_dev_ < 0) fpga_dev_ = static_cast<int>(i);
+  }
   uint64_t capacity_blocks = 0;
   for (size_t i = 0; i < hw_.tiers.size(); ++i) {
     size_t d = static_cast<size_t>(hw_.device_index(hw_.tiers[i]));
@@ -111,7 +117,14 @@ Simulation::Simulation(json& cfg) : cfg_(cfg) {
     TierInfo ti;
     ti.name = hw_.tiers[i];
     ti.kind = hw_.devices[d].kind;
-    ti.capacity_blocks = cap > 0 ? static_cast<uint64_t>(cap / bb) : 0;
+    // A tier that stores blocks compressed holds proportionally more of them.
+    double frac = 0;
+    for (uint32_t l = 0; l < model_.layers; ++l) {
+      codec_.push_back(compress_->spec(static_cast<TierId>(i), l));
+      frac += codec_.back().stored_fraction() / model_.layers;
+    }
+    ti.capacity_blocks = cap > 0 ? static_cast<uint64_t>(cap / (bb * frac)) : 0;
+    wear_.emplace_back(*hw_.devices[d].model);
     if (ti.capacity_blocks == 0)
       throw ConfigError("hardware.devices." + ti.name + ": capacity" + why + " holds no KV block of " +
                         std::to_string(t_.block_bytes) + " bytes (" + std::to_string(bt_) + " tokens)");
@@ -134,6 +147,18 @@ Simulation::Simulation(json& cfg) : cfg_(cfg) {
     }
   for (size_t i = 0; i + 1 < tier_dev_.size(); ++i) topo_->route(tier_dev_[i], tier_dev_[i + 1]);
 
+  if (eval_->scoring()) {
+    if (cpu_dev_ < 0 || fpga_dev_ < 0)
+      throw ConfigError("policies.evaluation: '" + pol["evaluation"]["name"].get<std::string>() +
+                        "' splits scoring between a CPU and an FPGA; hardware.devices needs a device of kind cpu and one of "
+                        "kind ku15p");
+    if (const ThermalParams* tp = fpga_thermal(*hw_.devices[static_cast<size_t>(fpga_dev_)].model))
+      thermal_ = std::make_unique<ThermalModel>(*tp);
+  }
+  for (const auto& c : codec_)
+    if (!c.on_gpu && c.compress_Bps + c.decompress_Bps > 0 && cpu_dev_ < 0)
+      throw ConfigError("policies.compression: the codec runs on the CPU; hardware.devices needs a device of kind cpu");
+
   t_.tier.assign(total_blocks, kNotCreated);
   t_.last_access.assign(total_blocks, 0);
   t_.access_count.assign(total_blocks, 0);
@@ -146,6 +171,11 @@ Simulation::Simulation(json& cfg) : cfg_(cfg) {
   place_->setup(t_);
   prefetch_->setup(t_);
   eval_->setup(t_);
+  compress_->setup(t_);
+}
+
+double Simulation::fraction(size_t tier, uint32_t layer) const {
+  return codec_[tier * model_.layers + layer].stored_fraction();
 }
 
 Stream& Simulation::stream(size_t from, size_t to) {
@@ -162,20 +192,62 @@ void Simulation::add_dep(std::vector<JobId>& deps, JobId j) {
 void Simulation::move(BlockId b, TierId from, TierId to) {
   evict_->on_remove(b, from);
   --t_.tiers[from].used_blocks;
+  if (from == 0 && prefetched_[b]) {  // predicted, never used, and now gone
+    pstats_.wasted_bytes += t_.block_bytes;
+    prefetched_[b] = 0;
+  }
   t_.tier[b] = to;
   auto& ti = t_.tiers[to];
   if (++ti.used_blocks > peak_blocks_[to]) peak_blocks_[to] = ti.used_blocks;
   evict_->on_insert(b, to);
 }
 
+void Simulation::drop(BlockId b) {
+  const TierId t = t_.tier[b];
+  evict_->on_remove(b, t);
+  --t_.tiers[t].used_blocks;
+  t_.tier[b] = kDropped;
+  ++dropped_blocks_;
+}
+
+// Adds block b (raw_bytes uncompressed) to the transfer from endpoint
+// from_ep to to_ep (tier indices; n = the GPU). The transfer waits for
+// whatever is still moving b if wait_for_block.
+JobId Simulation::add_to_batch(size_t from_ep, size_t to_ep, BlockId b, double raw_bytes, bool wait_for_block) {
+  const size_t n = t_.tiers.size();
+  Batch& bt = batches_[from_ep * (n + 1) + to_ep];
+  if (bt.id == kNoJob) bt.id = board_->create();
+  const uint32_t layer = t_.layer_of(b);
+  // Bytes on the wire are as stored in the lower tier of the two; crossing
+  // between the GPU (or an uncompressed tier) and a compressed tier costs a
+  // codec pass.
+  const size_t low = (from_ep == n) ? to_ep : (to_ep == n) ? from_ep : std::max(from_ep, to_ep);
+  const size_t high = (from_ep == n || to_ep == n) ? n : std::min(from_ep, to_ep);
+  const CompressionSpec& c = codec_[low * model_.layers + layer];
+  const double f = c.stored_fraction();
+  bt.bytes += raw_bytes * f;
+  const bool high_plain = high == n || fraction(high, layer) >= 1.0;
+  if (f < 1.0 && high_plain) {
+    const bool decompress = from_ep == low;
+    const double bps = decompress ? c.decompress_Bps : c.compress_Bps;
+    if (bps > 0) bt.codec_s += raw_bytes / bps;
+    bt.decompress = decompress;
+  }
+  if (wait_for_block && !board_->done(pending_[b])) add_dep(bt.deps, pending_[b]);
+  return bt.id;
+}
+
 void Simulation::demote(BlockId v, TierId from) {
-  JobId& j = move_job_[from];
-  if (j == kNoJob) j = board_->create();
-  move_bytes_[from] += static_cast<double>(t_.block_bytes);
-  if (!board_->done(pending_[v])) add_dep(move_deps_[from], pending_[v]);
-  move(v, from, static_cast<TierId>(from + 1));
-  pending_[v] = j;
+  const TierId to = static_cast<TierId>(from + 1);
   ++demoted_blocks_;
+  if (!evict_->write_back(v, from)) {  // a clean copy is already below
+    move(v, from, to);
+    return;
+  }
+  JobId j = add_to_batch(from, to, v, static_cast<double>(t_.block_bytes), true);
+  move(v, from, to);
+  pending_[v] = j;
+  t_.dirty[v] = 0;
 }
 
 bool Simulation::make_room(TierId t) {
@@ -183,10 +255,7 @@ bool Simulation::make_room(TierId t) {
     BlockId v = evict_->victim(t);
     if (v == kNoBlock) return false;
     if (evict_->drops()) {
-      evict_->on_remove(v, t);
-      --t_.tiers[t].used_blocks;
-      t_.tier[v] = kDropped;
-      ++dropped_blocks_;
+      drop(v);
       continue;
     }
     if (t + 1u >= t_.tiers.size() || !make_room(static_cast<TierId>(t + 1))) return false;
@@ -195,34 +264,70 @@ bool Simulation::make_room(TierId t) {
   return true;
 }
 
-void Simulation::flush_moves() {
-  for (size_t t = 0; t + 1 < t_.tiers.size(); ++t) {
-    if (move_job_[t] == kNoJob) continue;
-    const size_t to = tier_dev_[t + 1];
-    if (hw_.devices[to].model->is_storage()) ssd_bytes_written_ += move_bytes_[t];
-    stream(tier_dev_[t], to).submit(TransferJob{move_job_[t], tier_dev_[t], to, move_bytes_[t], std::move(move_deps_[t])});
-    move_job_[t] = kNoJob;
-    move_bytes_[t] = 0;
-    move_deps_[t].clear();
-  }
+// Submits every open batch. Transfers into the GPU that belong to the layer
+// being selected are what `slot` waits for.
+void Simulation::flush(Slot* slot) {
+  const size_t n = t_.tiers.size();
+  auto ep_dev = [&](size_t ep) { return ep == n ? gpu_dev_ : tier_dev_[ep]; };
+  auto submit = [&](Batch& bt, size_t a, size_t b, bool critical) {
+    if (bt.id == kNoJob) return;
+    const size_t from = ep_dev(a), to = ep_dev(b);
+    if (from == to) {  // GPU tier to GPU: nothing moves
+      board_->finish(bt.id);
+    } else {
+      if (hw_.devices[to].model->is_storage()) {
+        ssd_bytes_written_ += bt.bytes;
+        wear_[b].record_write(bt.bytes);
+      }
+      if (b == n || (gpu_tier_ && b == 0)) fetched_bytes_ += bt.bytes;
+      // Codec work: on the GPU it joins the next attention kernel; on the
+      // CPU it is its own job, before a compressing write or after a
+      // decompressing read.
+      const bool on_gpu = codec_[std::max(a == n ? b : a, b == n ? a : b) * model_.layers].on_gpu;
+      JobId transfer_id = bt.id;
+      if (bt.codec_s > 0 && !on_gpu && !bt.decompress) {
+        JobId cj = board_->create();
+        stream(static_cast<size_t>(cpu_dev_), static_cast<size_t>(cpu_dev_))
+            .submit(TransferJob{cj, 0, 0, 0, std::move(bt.deps), cpu_dev_, bt.codec_s, "compress"});
+        bt.deps = {cj};
+      }
+      stream(from, to).submit(TransferJob{transfer_id, from, to, bt.bytes, std::move(bt.deps), -1, 0, "transfer"});
+      JobId ready = transfer_id;
+      if (bt.codec_s > 0 && !on_gpu && bt.decompress) {
+        ready = board_->create();
+        stream(static_cast<size_t>(cpu_dev_), static_cast<size_t>(cpu_dev_))
+            .submit(TransferJob{ready, 0, 0, 0, {transfer_id}, cpu_dev_, bt.codec_s, "decompress"});
+      }
+      if (bt.codec_s > 0 && on_gpu) {
+        if (critical && slot) slot->extra_gpu_s += bt.codec_s;
+        else gpu_extra_s_ += bt.codec_s;
+      }
+      if (critical && slot) slot->waits.push_back(ready);
+    }
+    bt = Batch{};
+  };
+  // Demand fetches first: streams are FIFO, so predicted blocks queue behind them.
+  for (size_t a = 0; a <= n; ++a)
+    for (size_t b = 0; b <= n; ++b) {
+      const bool into_gpu = a != n && (b == n || (gpu_tier_ && b == 0 && a > 0));
+      submit(batches_[a * (n + 1) + b], a, b, into_gpu);
+    }
+  for (size_t t = 0; t < n; ++t) submit(prefetch_batches_[t], t, gpu_tier_ ? 0 : n, false);
 }
 
-void Simulation::flush_writes() {
-  for (size_t t = 0; t < t_.tiers.size(); ++t) {
-    if (write_job_[t] == kNoJob) continue;
-    const size_t to = tier_dev_[t];
-    if (hw_.devices[to].model->is_storage()) ssd_bytes_written_ += write_bytes_[t];
-    stream(gpu_dev_, to).submit(TransferJob{write_job_[t], gpu_dev_, to, write_bytes_[t], std::move(write_deps_[t])});
-    write_job_[t] = kNoJob;
-    write_bytes_[t] = 0;
-    write_deps_[t].clear();
+void Simulation::enforce_budget(uint32_t seq, uint32_t layer) {
+  BlockId v;
+  while ((v = evict_->budget_victim(seq, layer)) != kNoBlock) {
+    const TierId t = t_.tier[v];
+    if (evict_->drops() || t + 1u >= t_.tiers.size() || !make_room(static_cast<TierId>(t + 1))) drop(v);
+    else demote(v, t);
   }
 }
 
 // A new block: placement picks a tier, eviction makes room (trying lower
 // tiers if every block of the chosen one is pinned).
-void Simulation::allocate(BlockId b, TierId* tier_out) {
-  TierId t = place_->place(b, t_);
+void Simulation::allocate(BlockId b, uint32_t final_blocks, TierId* tier_out) {
+  TierId t = place_->place_in(b, final_blocks, t_);
   if (t >= t_.tiers.size()) throw std::logic_error("placement policy returned a tier that does not exist");
   while (!make_room(t)) {
     if (t + 1u >= t_.tiers.size())
@@ -231,12 +336,16 @@ void Simulation::allocate(BlockId b, TierId* tier_out) {
   }
   t_.tier[b] = t;
   t_.created[b] = t_.clock;
+  t_.dirty[b] = 1;
   if (++t_.tiers[t].used_blocks > peak_blocks_[t]) peak_blocks_[t] = t_.tiers[t].used_blocks;
   evict_->on_insert(b, t);
-  *tier_out = t;
+  enforce_budget(t_.seq_of(b), t_.layer_of(b));
+  *tier_out = t_.tier[b];
 }
 
 void Simulation::compute(double seconds) {
+  seconds += gpu_extra_s_;
+  gpu_extra_s_ = 0;
   const double t0 = sg4::Engine::get_clock();
   sg4::ExecPtr e = sg4::this_actor::exec_init(seconds * gpu_host_->get_speed());
   e->set_host(gpu_host_);
@@ -250,8 +359,10 @@ void Simulation::compute(double seconds) {
 void Simulation::prefill() {
   const uint32_t ctx_blocks = (ctx_ + bt_ - 1) / bt_;
   const double T = ctx_;
+  const size_t n = t_.tiers.size();
   for (uint32_t l = 0; l < model_.layers; ++l) {
     t_.clock = 0;
+    t_.layer = l;
     if (prefill_compute_) {
       // Weights once, every prompt token through them, causal attention over T^2/2 pairs.
       double flops = model_.weight_flops_per_token_layer() * T * batch_ +
@@ -263,37 +374,69 @@ void Simulation::prefill() {
       for (uint32_t i = 0; i < ctx_blocks; ++i) {
         BlockId b = t_.id(s, l, i);
         TierId t;
-        allocate(b, &t);
-        if (!prefill_compute_ || (gpu_tier_ && t == 0)) continue;
-        JobId& j = write_job_[t];
-        if (j == kNoJob) j = board_->create();
-        write_bytes_[t] += static_cast<double>(t_.block_bytes);
-        pending_[b] = j;
+        allocate(b, i + 1 == ctx_blocks ? ctx_blocks : i + 1, &t);
+        if (!prefill_compute_ || t == kDropped || (gpu_tier_ && t == 0)) continue;
+        pending_[b] = add_to_batch(n, t, b, static_cast<double>(t_.block_bytes), false);
       }
     if (prefill_compute_) {
-      flush_writes();
-      flush_moves();
+      flush(nullptr);
     } else {
-      // KV assumed in place: settle the moves without simulating them.
-      for (size_t t = 0; t < t_.tiers.size(); ++t) {
-        if (move_job_[t] != kNoJob) board_->finish(move_job_[t]);
-        move_job_[t] = kNoJob;
-        move_bytes_[t] = 0;
-        move_deps_[t].clear();
+      // KV assumed in place: settle every move without simulating it.
+      for (auto& bt : batches_) {
+        if (bt.id != kNoJob) board_->finish(bt.id);
+        bt = Batch{};
       }
     }
   }
 }
 
+// APP: this layer's cold keys are scored on the CPU and on the FPGA in
+// parallel, split by the policy; the layer's fetches wait for both.
+void Simulation::score(Slot& slot, uint32_t step, uint32_t layer, uint32_t n) {
+  ScoringSplit* sc = eval_->scoring();
+  (void)step;
+  uint64_t cold = 0;
+  for (uint32_t s = 0; s < batch_; ++s)
+    for (uint32_t i = 0; i < n; ++i) {
+      const TierId t = t_.tier[t_.id(s, layer, i)];
+      if (t != kDropped && !(gpu_tier_ && t == 0)) ++cold;
+    }
+  if (cold == 0) return;
+  const ScoringPlan p = sc->plan(static_cast<double>(cold) * static_cast<double>(t_.block_bytes) / 2.0);
+  double fpga_s = p.t_fpga;
+  if (thermal_) {
+    const double now = sg4::Engine::get_clock();
+    const double dt = now - thermal_t_;
+    const bool was = thermal_->throttled();
+    thermal_->advance(dt, 0.0);  // idle since the last scoring burst
+    if (was) throttled_s_ += dt;
+    fpga_s *= thermal_->params().nominal_clock_MHz / thermal_->clock_MHz();
+    if (thermal_->throttled()) throttled_s_ += fpga_s;
+    thermal_->advance(fpga_s, 1.0);
+    thermal_t_ = now + fpga_s;
+    thermal_peak_C_ = std::max(thermal_peak_C_, thermal_->temperature_C());
+  }
+  slot.score_cpu = board_->create();
+  slot.score_fpga = board_->create();
+  const size_t c = static_cast<size_t>(cpu_dev_), f = static_cast<size_t>(fpga_dev_);
+  stream(c, c).submit(TransferJob{slot.score_cpu, 0, 0, 0, {}, cpu_dev_, p.t_cpu, "score"});
+  stream(f, f).submit(TransferJob{slot.score_fpga, 0, 0, 0, {}, fpga_dev_, fpga_s, "score"});
+  beta_sum_ += p.beta;
+  ++scored_layers_;
+  slot.waits.push_back(slot.score_cpu);
+  slot.waits.push_back(slot.score_fpga);
+}
+
 void Simulation::select(uint64_t k) {
   const uint32_t L = model_.layers;
   const uint32_t step = static_cast<uint32_t>(k / L), layer = static_cast<uint32_t>(k % L);
+  const size_t nt = t_.tiers.size();
   t_.clock = k + 1;
   t_.step = step;
   t_.layer = layer;
   t_.now_s = sg4::Engine::get_clock();
   Slot& slot = ring_[k % ring_.size()];
-  slot.waits.clear();
+  slot = Slot{};
   const std::vector<uint32_t>* tb = nullptr;
   const std::vector<float>* tm = nullptr;
   double rec_mass = 0;
@@ -313,7 +456,7 @@ void Simulation::select(uint64_t k) {
     BlockId nb = t_.id(s, layer, n - 1);
     if (t_.tier[nb] == kNotCreated) {
       TierId t;
-      allocate(nb, &t);
+      allocate(nb, n, &t);
     }
   }
   sel_.clear();
@@ -324,10 +467,12 @@ void Simulation::select(uint64_t k) {
     SelectInput in{step, layer, s, n, tb, tm};
     eval_->select(in, t_, idx_);
     total_mass_ += rec_mass;
+    obs_mass_.clear();
     for (uint32_t i : idx_) {
       if (i >= n) throw std::logic_error("evaluation policy selected block " + std::to_string(i) + " of " + std::to_string(n));
       BlockId b = t_.id(s, layer, i);
       const float m = trace_ ? mass_of_[i] : 0.f;
+      obs_mass_.push_back(m);
       ++accesses_;
       if (t_.tier[b] == kDropped) {
         ++dropped_accesses_;
@@ -339,66 +484,126 @@ void Simulation::select(uint64_t k) {
       t_.mass[b] += m;
       t_.last_mass[b] = m;
       evict_->on_access(b, t_.tier[b]);
+      promote_->on_access(b, t_.tier[b], t_);
       sel_.push_back(b);
     }
+    prefetch_->observe(SelectInput{step, layer, s, n, &idx_, trace_ ? &obs_mass_ : nullptr}, t_);
   }
   if (trace_)
     for (uint32_t b : rec_.blocks) mass_of_[b] = 0.f;
 
-  // Pass 2: fetch what is below the GPU, one transfer per source tier.
+  if (eval_->scoring()) score(slot, step, layer, n);
+
+  // Pass 2: fetch what is below the GPU, one transfer per source tier;
+  // promote what the promotion policy says.
   const double bb = static_cast<double>(t_.block_bytes);
+  const size_t gpu_ep = gpu_tier_ ? 0 : nt;
   for (BlockId b : sel_) {
     const TierId t = t_.tier[b];
     ++hits_[t];
+    if (prefetched_[b]) {
+      prefetched_[b] = 0;
+      ++pstats_.used_blocks;
+      if (gpu_tier_ && t == 0) {
+        ++pstats_.covered_blocks;
+        ++pstats_.needed_blocks;
+      }
+    } else if (!(gpu_tier_ && t == 0)) {
+      ++pstats_.needed_blocks;
+    }
     if (gpu_tier_ && t == 0) {
       if (!board_->done(pending_[b])) slot.waits.push_back(pending_[b]);
       continue;
     }
-    JobId& fj = fetch_job_[t];
-    if (fj == kNoJob) fj = board_->create();
-    fetch_bytes_[t] += bb;
-    if (!board_->done(pending_[b])) add_dep(fetch_deps_[t], pending_[b]);
-    if (gpu_tier_ && promote_->promote(b, t, t_) && make_room(0)) {
-      move(b, t, 0);
-      pending_[b] = fj;
-      ++promoted_blocks_;
+    if (gpu_tier_ && promote_->promote(b, t, t_)) {
+      const TierId dest = promote_->promote_to(b, t, t_);
+      if (dest < t && make_room(dest)) {
+        if (dest == 0) {
+          JobId fj = add_to_batch(t, 0, b, bb, true);
+          move(b, t, 0);
+          pending_[b] = fj;
+        } else {
+          // Up to an intermediate tier, and attention reads it from there.
+          JobId pj = add_to_batch(t, dest, b, bb, true);
+          move(b, t, dest);
+          pending_[b] = pj;
+          add_to_batch(dest, gpu_ep, b, bb, true);
+        }
+        t_.dirty[b] = 0;
+        ++promoted_blocks_;
+        continue;
+      }
+    }
+    add_to_batch(t, gpu_ep, b, bb, true);  // read through a staging buffer
+  }
+  // Scoring decides what to load: this layer's fetches wait for it.
+  if (slot.score_cpu != kNoJob)
+    for (size_t a = 0; a < nt; ++a) {
+      Batch& bt = batches_[a * (nt + 1) + gpu_ep];
+      if (bt.id == kNoJob) continue;
+      add_dep(bt.deps, slot.score_cpu);
+      add_dep(bt.deps, slot.score_fpga);
+    }
+  // Predictions for the next step of this layer ride behind the demand fetches.
+  if (gpu_tier_ && step + 1 < steps_) {
+    const uint32_t n1 = blocks_at(step + 1);
+    for (uint32_t s = 0; s < batch_; ++s) {
+      pred_.clear();
+      prefetch_->predict(SelectInput{step + 1, layer, s, n1, nullptr, nullptr}, t_, pred_);
+      for (uint32_t i : pred_) {
+        if (i >= n1) continue;
+        const BlockId b = t_.id(s, layer, i);
+        const TierId t = t_.tier[b];
+        if (t >= nt || t == 0 || prefetched_[b] || !make_room(0)) continue;
+        Batch& bt = prefetch_batches_[t];
+        if (bt.id == kNoJob) bt.id = board_->create();
+        bt.bytes += bb * fraction(t, layer);
+        if (!board_->done(pending_[b])) add_dep(bt.deps, pending_[b]);
+        move(b, t, 0);
+        pending_[b] = bt.id;
+        prefetched_[b] = 1;
+        ++pstats_.prefetched_blocks;
+      }
     }
   }
-  for (size_t t = 0; t < t_.tiers.size(); ++t) {
-    if (fetch_job_[t] == kNoJob) continue;
-    fetched_bytes_ += fetch_bytes_[t];
-    stream(tier_dev_[t], gpu_dev_)
-        .submit(TransferJob{fetch_job_[t], tier_dev_[t], gpu_dev_, fetch_bytes_[t], std::move(fetch_deps_[t])});
-    slot.waits.push_back(fetch_job_[t]);
-    fetch_job_[t] = kNoJob;
-    fetch_bytes_[t] = 0;
-    fetch_deps_[t].clear();
-  }
-  flush_moves();
+  flush(&slot);
   slot.kv_blocks = sel_.size();
 }
 
-// The new token's KV of one layer: into the sequence's last block, which is
-// allocated when the token starts a new block; written down if that block
-// does not live on the GPU.
+// The new token's KV of one layer goes into the sequence's last block;
+// written down if that block does not live on the GPU.
 void Simulation::append(uint64_t k) {
   const uint32_t L = model_.layers;
   const uint32_t step = static_cast<uint32_t>(k / L), layer = static_cast<uint32_t>(k % L);
   const uint32_t token = ctx_ + step;
   const double tok_bytes = static_cast<double>(model_.kv_bytes_per_token_layer());
+  const size_t nt = t_.tiers.size();
   for (uint32_t s = 0; s < batch_; ++s) {
     BlockId b = t_.id(s, layer, token / bt_);
     const TierId t = t_.tier[b];
-    if (t == kDropped || (gpu_tier_ && t == 0)) continue;
-    JobId& j = write_job_[t];
-    if (j == kNoJob) j = board_->create();
-    write_bytes_[t] += tok_bytes;
-    if (!board_->done(pending_[b])) add_dep(write_deps_[t], pending_[b]);
-    pending_[b] = j;
+    if (t == kDropped || t >= nt) continue;
     t_.dirty[b] = 1;
+    if (gpu_tier_ && t == 0) continue;
+    pending_[b] = add_to_batch(nt, t, b, tok_bytes, true);
   }
-  flush_writes();
-  flush_moves();
+  flush(nullptr);
+}
+
+// Policies with a watermark (HKM) demote in the background once a step is
+// done, so that the next step finds room without waiting.
+void Simulation::background_demotion() {
+  const size_t nt = t_.tiers.size();
+  for (size_t t = 0; t + 1 < nt; ++t) {
+    const double w = evict_->watermark(static_cast<TierId>(t));
+    if (w >= 1.0) continue;
+    const uint64_t limit = static_cast<uint64_t>(w * static_cast<double>(t_.tiers[t].capacity_blocks));
+    while (t_.tiers[t].used_blocks > limit) {
+      BlockId v = evict_->victim(static_cast<TierId>(t));
+      if (v == kNoBlock || !make_room(static_cast<TierId>(t + 1))) break;
+      demote(v, static_cast<TierId>(t));
+    }
+  }
+  flush(nullptr);
 }
 
 void Simulation::drive() {
@@ -406,21 +611,49 @@ void Simulation::drive() {
   prefill_end_ = sg4::Engine::get_clock();
   decode_start_ = prefill_end_;
   const uint64_t N = uint64_t(steps_) * model_.layers;
-  const uint64_t depth = prefetch_->depth();
-  ring_.assign(depth + 1, Slot{});
+  ring_.assign(65, Slot{});  // room for the deepest prefetch a policy may ask for (64)
+  depth_ = std::min<uint32_t>(prefetch_->depth(), 64);
   uint64_t next = 0;
+  double step_t0 = decode_start_, gpu_busy_t0 = gpu_busy_s_;
+  std::vector<double> link_busy_t0(platform_->stats().size(), 0.0);
   for (uint64_t k = 0; k < N; ++k) {
+    if (k % model_.layers == 0 && k > 0) {
+      // Adaptive prefetch sees the last step's utilisation.
+      const double now = sg4::Engine::get_clock(), dt = now - step_t0;
+      double link_busy = 0;
+      auto& st = platform_->stats();
+      for (size_t i = 0; i < st.size(); ++i) {
+        link_busy = std::max(link_busy, dt > 0 ? (st[i].busy_s - link_busy_t0[i]) / dt : 0.0);
+        link_busy_t0[i] = st[i].busy_s;
+      }
+      depth_ = std::min<uint32_t>(prefetch_->adapt_depth(dt > 0 ? (gpu_busy_s_ - gpu_busy_t0) / dt : 0.0,
+                                                          std::min(1.0, link_busy)),
+                                  64);
+      step_t0 = now;
+      gpu_busy_t0 = gpu_busy_s_;
+    }
     t_.pin_stamp = k + 1;
-    while (next < N && next <= k + depth) select(next++);
+    while (next < N && next <= k + depth_) select(next++);
     Slot& slot = ring_[k % ring_.size()];
     for (JobId j : slot.waits) board_->wait(j);
+    if (slot.score_cpu != kNoJob) {
+      const double tc = board_->duration(slot.score_cpu), tf = board_->duration(slot.score_fpga);
+      eval_->scoring()->report(tc, tf);
+      cpu_score_s_ += tc;
+      fpga_score_s_ += tf;
+      cpu_idle_s_ += std::max(0.0, tf - tc);
+      fpga_idle_s_ += std::max(0.0, tc - tf);
+    }
     const double kv_bytes = static_cast<double>(slot.kv_blocks) * static_cast<double>(t_.block_bytes);
     const double tokens = static_cast<double>(slot.kv_blocks) * bt_;
     double flops = model_.weight_flops_per_token_layer() * batch_ + 4.0 * tokens * model_.heads * model_.head_dim;
     double bytes = model_.weight_bytes_per_layer() + kv_bytes;
-    compute(gpu_launch_s_ + std::max(flops / gpu_flops_, bytes / gpu_mem_Bps_));
+    compute(gpu_launch_s_ + std::max(flops / gpu_flops_, bytes / gpu_mem_Bps_) + slot.extra_gpu_s);
     append(k);
-    if (k % model_.layers == model_.layers - 1) step_end_.push_back(sg4::Engine::get_clock());
+    if (k % model_.layers == model_.layers - 1) {
+      step_end_.push_back(sg4::Engine::get_clock());
+      background_demotion();
+    }
   }
   for (auto& s : streams_)
     if (s) s->stop();
@@ -437,28 +670,27 @@ json Simulation::run(const std::string& timeline_path) {
   for (auto& st : platform_->stats()) st.track = timeline_->track(Timeline::Links, st.name);
   const size_t n = hw_.devices.size(), nt = t_.tiers.size();
   streams_.resize(n * n);
+  // One stream per ordered pair of devices the engine moves data between,
+  // and one per scoring/codec device (from == to: its work queue).
   auto want = [&](size_t a, size_t b) {
-    if (a == b || streams_[a * n + b]) return;
-    streams_[a * n + b] = std::make_unique<Stream>(hw_.devices[a].name + "->" + hw_.devices[b].name, *platform_, *board_, *timeline_);
+    if (streams_[a * n + b]) return;
+    std::string name = a == b ? hw_.devices[a].name + " work" : hw_.devices[a].name + "->" + hw_.devices[b].name;
+    streams_[a * n + b] = std::make_unique<Stream>(name, *platform_, *board_, *timeline_);
   };
-  for (size_t i = 0; i < nt; ++i) {
-    want(tier_dev_[i], gpu_dev_);
-    want(gpu_dev_, tier_dev_[i]);
-    if (i + 1 < nt) want(tier_dev_[i], tier_dev_[i + 1]);
-  }
+  std::vector<size_t> eps = tier_dev_;
+  eps.push_back(gpu_dev_);
+  for (size_t a : eps)
+    for (size_t b : eps)
+      if (a != b) want(a, b);
+  if (cpu_dev_ >= 0) want(static_cast<size_t>(cpu_dev_), static_cast<size_t>(cpu_dev_));
+  if (fpga_dev_ >= 0) want(static_cast<size_t>(fpga_dev_), static_cast<size_t>(fpga_dev_));
   for (auto& s : streams_)
     if (s) s->start();
   pending_.assign(t_.size(), kNoJob);
+  prefetched_.assign(t_.size(), 0);
   mass_of_.assign(t_.blocks_per_seq_layer, 0.f);
-  fetch_bytes_.assign(nt, 0);
-  move_bytes_.assign(nt, 0);
-  write_bytes_.assign(nt, 0);
-  fetch_job_.assign(nt, kNoJob);
-  move_job_.assign(nt, kNoJob);
-  write_job_.assign(nt, kNoJob);
-  fetch_deps_.assign(nt, {});
-  move_deps_.assign(nt, {});
-  write_deps_.assign(nt, {});
+  batches_.assign((nt + 1) * (nt + 1), Batch{});
+  prefetch_batches_.assign(nt, Batch{});
   hits_.assign(nt + 1, 0);
   peak_blocks_.assign(nt, 0);
 
@@ -506,12 +738,34 @@ json Simulation::run(const std::string& timeline_path) {
   m["fetched_bytes"] = fetched_bytes_;
   m["ssd_bytes_written"] = ssd_bytes_written_;
   m["kv_block_bytes"] = t_.block_bytes;
+  m["prefetch"] = {{"prefetched_blocks", pstats_.prefetched_blocks}, {"used_blocks", pstats_.used_blocks},
+                   {"accuracy", pstats_.accuracy()},                  {"coverage", pstats_.coverage()},
+                   {"wasted_bytes", pstats_.wasted_bytes}};
+  if (eval_->scoring()) {
+    json a;
+    a["beta_mean"] = scored_layers_ ? beta_sum_ / double(scored_layers_) : 0.0;
+    a["beta_final"] = eval_->scoring()->beta();
+    a["cpu_busy_s"] = cpu_score_s_;
+    a["fpga_busy_s"] = fpga_score_s_;
+    a["cpu_idle_s"] = cpu_idle_s_;
+    a["fpga_idle_s"] = fpga_idle_s_;
+    if (thermal_) {
+      a["fpga_peak_temperature_C"] = thermal_peak_C_;
+      a["fpga_throttled_fraction"] = end > 0 ? std::min(1.0, throttled_s_ / end) : 0.0;
+    }
+    m["app"] = a;
+  }
   m["tiers"] = json::object();
   for (size_t t = 0; t < nt; ++t) {
     json& tj = m["tiers"][t_.tiers[t].name];
     tj["hit_rate"] = accesses_ ? double(hits_[t]) / double(accesses_) : 0.0;
     tj["peak_bytes"] = double(peak_blocks_[t]) * double(t_.block_bytes);
     tj["capacity_bytes"] = double(t_.tiers[t].capacity_blocks) * double(t_.block_bytes);
+    if (hw_.devices[tier_dev_[t]].model->is_storage()) {
+      tj["nand_bytes_written"] = wear_[t].nand_bytes_written();
+      tj["endurance_used"] = wear_[t].life_used();
+      tj["years_to_wear_out"] = end > 0 ? wear_[t].years_to_wear_out(wear_[t].host_bytes_written() / end) : 0.0;
+    }
   }
   m["links"] = json::object();
   for (const auto& st : platform_->stats()) {

@@ -19,6 +19,8 @@
 
 #include "models/hardware.h"
 #include "models/llm.h"
+#include "models/flash_wear.h"
+#include "models/thermal.h"
 #include "models/topology.h"
 #include "policies/policy.h"
 #include "sim/streams.h"
@@ -39,19 +41,35 @@ class Simulation {
   struct Slot {  // what one selected (step, layer) hands to the GPU
     std::vector<JobId> waits;
     uint64_t kv_blocks = 0;
+    double extra_gpu_s = 0;            // decompression on the GPU before attention
+    JobId score_cpu = kNoJob, score_fpga = kNoJob;  // APP scoring of this layer
+  };
+  // Transfers between two endpoints (tiers 0..n-1, and the GPU as endpoint
+  // n) batched per selected layer: one SimGrid transfer per pair.
+  struct Batch {
+    JobId id = kNoJob;
+    double bytes = 0;      // on the wire (compressed where the tier stores compressed)
+    double codec_s = 0;    // (de)compression work for these bytes
+    bool decompress = false;
+    std::vector<JobId> deps;
   };
 
   void drive();
   void prefill();
   void select(uint64_t k);
   void append(uint64_t k);
-  void allocate(BlockId b, TierId* written_to);
+  void allocate(BlockId b, uint32_t final_blocks, TierId* written_to);
+  void enforce_budget(uint32_t seq, uint32_t layer);
+  void drop(BlockId b);
   bool make_room(TierId t);
   void move(BlockId b, TierId from, TierId to);
   void demote(BlockId b, TierId from);
-  void flush_moves();
-  void flush_writes();
+  JobId add_to_batch(size_t from_ep, size_t to_ep, BlockId b, double raw_bytes, bool wait_for_block);
+  void flush(Slot* slot);
+  void background_demotion();
+  void score(Slot& slot, uint32_t step, uint32_t layer, uint32_t n);
   void compute(double seconds);
+  double fraction(size_t tier, uint32_t layer) const;
   Stream& stream(size_t from_dev, size_t to_dev);
   uint32_t blocks_at(uint32_t step) const { return (ctx_ + step + bt_) / bt_; }
   static void add_dep(std::vector<JobId>& deps, JobId j);
@@ -67,6 +85,8 @@ class Simulation {
   std::unique_ptr<PlacementPolicy> place_;
   std::unique_ptr<PrefetchPolicy> prefetch_;
   std::unique_ptr<EvaluationPolicy> eval_;
+  std::unique_ptr<CompressionPolicy> compress_;
+  std::vector<CompressionSpec> codec_;  // per (tier, layer)
   std::unique_ptr<AttentionSource> trace_;
   std::string trace_name_;
 
@@ -75,6 +95,8 @@ class Simulation {
   size_t gpu_dev_ = 0;
   bool gpu_tier_ = false;  // the GPU's memory is tier 0
   double gpu_flops_ = 0, gpu_mem_Bps_ = 0, gpu_launch_s_ = 0;
+  int cpu_dev_ = -1, fpga_dev_ = -1;  // scoring and codec devices, if the hardware has them
+  uint32_t depth_ = 0;
 
   // Run state.
   std::unique_ptr<Platform> platform_;
@@ -89,10 +111,16 @@ class Simulation {
   std::vector<float> mass_of_;  // per block index: the current record's mass
   std::vector<BlockId> sel_;
   std::vector<uint32_t> idx_;
-  // Per tier, batched per selected layer.
-  std::vector<double> fetch_bytes_, move_bytes_, write_bytes_;
-  std::vector<JobId> fetch_job_, move_job_, write_job_;
-  std::vector<std::vector<JobId>> fetch_deps_, move_deps_, write_deps_;
+  std::vector<Batch> batches_;           // (n+1) x (n+1) endpoints
+  std::vector<Batch> prefetch_batches_;  // per tier: predicted blocks, off the critical path
+  std::vector<uint32_t> pred_;
+  std::vector<float> obs_mass_;
+  std::vector<uint8_t> prefetched_;  // per block: brought to the GPU by a prediction, not used yet
+  PrefetchStats pstats_;
+  double gpu_extra_s_ = 0;           // GPU codec work waiting for the next compute
+  std::unique_ptr<ThermalModel> thermal_;
+  double thermal_t_ = 0, thermal_peak_C_ = 0, throttled_s_ = 0;
+  std::vector<FlashWear> wear_;      // per tier (storage tiers only matter)
 
   // Metrics.
   double decode_start_ = 0, prefill_end_ = 0, gpu_busy_s_ = 0;
@@ -101,6 +129,8 @@ class Simulation {
   uint64_t accesses_ = 0, dropped_accesses_ = 0, dropped_blocks_ = 0, demoted_blocks_ = 0, promoted_blocks_ = 0;
   std::vector<uint64_t> hits_, peak_blocks_;
   double ssd_bytes_written_ = 0, fetched_bytes_ = 0;
+  double beta_sum_ = 0, cpu_score_s_ = 0, fpga_score_s_ = 0, cpu_idle_s_ = 0, fpga_idle_s_ = 0;
+  uint64_t scored_layers_ = 0;
 };
 
 }  // namespace kvtier

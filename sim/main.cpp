@@ -59,7 +59,11 @@ int cmd_run(const std::string& config, const std::vector<std::string>& sets, con
   Simulation sim(cfg);  // validates everything before anything runs or is written
   const std::string dir = out_dir_for(cfg);
   const std::string tl = cfg["sim"]["timeline"].get<std::string>();
-  if (!tl.empty() && fs::path(tl).has_parent_path()) fs::create_directories(fs::path(tl).parent_path());
+  if (!tl.empty() && fs::path(tl).has_parent_path()) {
+    std::error_code ec;
+    fs::create_directories(fs::path(tl).parent_path(), ec);
+    if (ec) throw ConfigError("--timeline " + tl + ": cannot create its directory: " + ec.message());
+  }
   json metrics = sim.run(tl);
   write_file_atomic((fs::path(dir) / "result.json").string(), make_result(cfg, metrics).dump(2) + "\n");
   if (cfg["sim"]["step_csv"].get<bool>())

@@ -1,8 +1,10 @@
 #include "sim/platform.h"
 
+#include <simgrid/kernel/resource/NetworkModelIntf.hpp>
 #include <xbt/log.h>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 namespace kvtier {
@@ -34,6 +36,14 @@ struct SgLink {
   sg4::Link* link;
   uint32_t stat;
 };
+
+// The Platform whose routes the SimGrid factor callbacks describe. SimGrid
+// keeps a callback for the life of its network model, longer than a Platform;
+// a destroyed Platform clears this and the callbacks then return 1.
+const Platform* g_active = nullptr;
+
+// SimGrid rejects a zero bandwidth factor.
+constexpr double kMinFactor = 1e-12;
 }  // namespace
 
 Platform::Platform(const Hardware& hw, const Topology& topo) : n_(hw.devices.size()) {
@@ -77,13 +87,39 @@ Platform::Platform(const Hardware& hw, const Topology& topo) : n_(hw.devices.siz
     }
   }
   routes_.assign(n_ * n_, PlatformRoute{});
+  factors_.assign(n_ * n_, RouteFactors{});
   for (size_t a = 0; a < n_; ++a) {
     for (size_t b = 0; b < n_; ++b) {
       if (a == b || !hosts_[a] || !hosts_[b]) continue;
       std::vector<SgLink> path;
+      const Route hops = topo.route(a, b);
       if (media_read[a].link) path.push_back(media_read[a]);
-      for (const Hop& h : topo.route(a, b)) path.push_back(h.forward ? fwd[h.link] : back[h.link]);
+      for (const Hop& h : hops) path.push_back(h.forward ? fwd[h.link] : back[h.link]);
       if (media_write[b].link) path.push_back(media_write[b]);
+      RouteFactors& f = factors_[a * n_ + b];
+      f.const_min_Bps = std::numeric_limits<double>::infinity();
+      if (media_read[a].link) {
+        f.read_dev = hw.devices[a].model.get();
+        f.read_Bps = media_read[a].link->get_bandwidth();
+        f.const_latency_s += media_read[a].link->get_latency();
+      }
+      for (const Hop& h : hops) {
+        const LinkEntry& le = hw.links[h.link];
+        sg4::Link* l = h.forward ? fwd[h.link].link : back[h.link].link;
+        if (!(h.forward ? le.bw_curve : le.bw_back_curve).empty())
+          f.bw_curved.push_back(RouteFactors::CurvedHop{&le, h.forward, l->get_bandwidth()});
+        else
+          f.const_min_Bps = std::min(f.const_min_Bps, l->get_bandwidth());
+        if (!le.latency_curve.empty())
+          f.lat_curved.push_back(&le);
+        else
+          f.const_latency_s += l->get_latency();
+      }
+      if (media_write[b].link) {
+        f.write_dev = hw.devices[b].model.get();
+        f.write_Bps = media_write[b].link->get_bandwidth();
+        f.const_latency_s += media_write[b].link->get_latency();
+      }
       PlatformRoute& r = routes_[a * n_ + b];
       r.bottleneck_Bps = std::numeric_limits<double>::infinity();
       std::vector<sg4::LinkInRoute> sg;
@@ -94,9 +130,85 @@ Platform::Platform(const Hardware& hw, const Topology& topo) : n_(hw.devices.siz
         r.bottleneck_Bps = std::min(r.bottleneck_Bps, l.link->get_bandwidth());
       }
       zone->add_route(hosts_[a]->get_netpoint(), hosts_[b]->get_netpoint(), nullptr, nullptr, sg, false);
+      f.bottleneck_Bps = r.bottleneck_Bps;
+      f.latency_s = r.latency_s;
     }
   }
   zone->seal();
+  for (size_t i = 0; i < n_; ++i)
+    if (hosts_[i]) device_of_.emplace(hosts_[i], static_cast<uint32_t>(i));
+  g_active = this;
+  auto* model = sg4::Engine::get_instance()->get_netzone_root()->get_network_model();
+  model->set_bw_factor_cb(&Platform::bandwidth_cb);
+  model->set_lat_factor_cb(&Platform::latency_cb);
+}
+
+Platform::~Platform() {
+  if (g_active == this) g_active = nullptr;
+}
+
+double Platform::bandwidth_factor(size_t from, size_t to, double bytes) const {
+  if (from >= n_ || to >= n_ || from == to) return 1.0;
+  const RouteFactors& f = factors_[from * n_ + to];
+  if (!(f.bottleneck_Bps > 0) || std::isinf(f.bottleneck_Bps)) return 1.0;
+  double eff_min = f.const_min_Bps;
+  if (f.read_dev || f.write_dev) {
+    // A transfer of `bytes` issued as requests of request_bytes_ (the whole
+    // transfer when unknown or larger), as many outstanding as there are
+    // requests, up to the device's queue limit.
+    double req = bytes;
+    int qd = 1;
+    if (request_bytes_ > 0 && request_bytes_ < bytes) {
+      req = request_bytes_;
+      // Relative slack so that k blocks' worth of bytes counts as k requests.
+      const double n = std::ceil(bytes / req * (1 - 1e-12));
+      qd = static_cast<int>(std::min<double>(n, kMaxQueueDepth));
+    }
+    if (f.read_dev) eff_min = std::min(eff_min, f.read_Bps * f.read_dev->read_efficiency(req, qd));
+    if (f.write_dev) eff_min = std::min(eff_min, f.write_Bps * f.write_dev->write_efficiency(req, qd));
+  }
+  for (const auto& h : f.bw_curved) eff_min = std::min(eff_min, h.nominal_Bps * h.link->bandwidth_factor(h.forward, bytes));
+  // Every term is at most its link's nominal bandwidth and at least the
+  // bottleneck when nothing applies, so this is exactly 1 without curves.
+  if (eff_min >= f.bottleneck_Bps) return 1.0;
+  return std::max(eff_min / f.bottleneck_Bps, kMinFactor);
+}
+
+double Platform::latency_factor(size_t from, size_t to, double bytes) const {
+  if (from >= n_ || to >= n_ || from == to) return 1.0;
+  const RouteFactors& f = factors_[from * n_ + to];
+  // A latency curve on a route whose nominal latency is 0 cannot be expressed
+  // as a factor; give such links a nominal latency_us.
+  if (f.lat_curved.empty() || !(f.latency_s > 0)) return 1.0;
+  double lat = f.const_latency_s;
+  for (const LinkEntry* l : f.lat_curved) lat += l->latency_at(bytes);
+  return lat / f.latency_s;
+}
+
+bool Platform::ends(const sg4::Host* src, const sg4::Host* dst, size_t* from, size_t* to) const {
+  auto a = device_of_.find(src);
+  if (a == device_of_.end()) return false;
+  auto b = device_of_.find(dst);
+  if (b == device_of_.end()) return false;
+  *from = a->second;
+  *to = b->second;
+  return true;
+}
+
+double Platform::bandwidth_cb(double size, const sg4::Host* src, const sg4::Host* dst,
+                              const std::vector<sg4::Link*>& /*links*/,
+                              const std::unordered_set<sg4::NetZone*>& /*zones*/) {
+  size_t a = 0, b = 0;
+  if (!g_active || !g_active->ends(src, dst, &a, &b)) return 1.0;
+  return g_active->bandwidth_factor(a, b, size);
+}
+
+double Platform::latency_cb(double size, const sg4::Host* src, const sg4::Host* dst,
+                            const std::vector<sg4::Link*>& /*links*/,
+                            const std::unordered_set<sg4::NetZone*>& /*zones*/) {
+  size_t a = 0, b = 0;
+  if (!g_active || !g_active->ends(src, dst, &a, &b)) return 1.0;
+  return g_active->latency_factor(a, b, size);
 }
 
 }  // namespace kvtier

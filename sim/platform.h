@@ -8,6 +8,8 @@
 
 #include <simgrid/s4u.hpp>
 #include <string>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "models/hardware.h"
@@ -37,14 +39,64 @@ struct PlatformRoute {
 // One per process (a SimGrid limit).
 sg4::Engine& start_simgrid();
 
+// Size dependence of one route, precomputed so that the SimGrid factor
+// callbacks do no allocation and no route lookup (see Platform).
+struct RouteFactors {
+  struct CurvedHop {
+    const LinkEntry* link;
+    bool forward;
+    double nominal_Bps;  // the SimGrid link's bandwidth in that direction
+  };
+  const DeviceModel* read_dev = nullptr;   // source media link, if any
+  const DeviceModel* write_dev = nullptr;  // destination media link, if any
+  double read_Bps = 0, write_Bps = 0;      // those media links' bandwidths
+  std::vector<CurvedHop> bw_curved;        // topology links with a bandwidth curve
+  double const_min_Bps = 0;    // smallest bandwidth of the route's other links
+  double bottleneck_Bps = 0;   // smallest nominal bandwidth on the route
+  std::vector<const LinkEntry*> lat_curved;  // topology links with a latency curve
+  double const_latency_s = 0;  // sum of the latencies of the route's other links
+  double latency_s = 0;        // sum of all nominal latencies (what SimGrid adds up)
+};
+
+// The platform also installs SimGrid network-model factor callbacks that make
+// a transfer's rate and latency depend on its size: the bandwidth factor is
+// the route's effective bottleneck (each media link at its device's
+// read/write_efficiency(request, depth), each topology link at its calibrated
+// bandwidth_at(size)) over its nominal bottleneck, and the latency factor the
+// calibrated latency_at(size) sum over the nominal sum. Both are exactly 1
+// where no curve or efficiency applies. A Platform keeps pointers into `hw`,
+// which must outlive it; the callbacks follow the most recently built Platform
+// (SimGrid allows one per process anyway).
 class Platform {
  public:
+  // Largest number of outstanding requests a transfer keeps on one device's
+  // media (the device models carry no queue-depth limit of their own).
+  static constexpr int kMaxQueueDepth = 32;
+
   Platform(const Hardware& hw, const Topology& topo);
+  ~Platform();
+  Platform(const Platform&) = delete;
+  Platform& operator=(const Platform&) = delete;
+
   sg4::Host* host(size_t device) const { return hosts_[device]; }
   sg4::Host* controller() const { return controller_; }
   // The route from device `from` to device `to` (both not switches).
   const PlatformRoute& route(size_t from, size_t to) const { return routes_[from * n_ + to]; }
   std::vector<LinkStat>& stats() { return stats_; }
+
+  // Transfers are made of requests of `block_bytes` each (one KV block); the
+  // queue depth of a transfer is its number of requests, capped at
+  // kMaxQueueDepth. 0 (the default): unknown, a transfer is one request.
+  // Call before running; it applies to transfers started afterwards.
+  void set_request_bytes(double block_bytes) { request_bytes_ = block_bytes > 0 ? block_bytes : 0; }
+  double request_bytes() const { return request_bytes_; }
+
+  // The factors SimGrid applies to one transfer of `bytes` from device `from`
+  // to device `to`: the rate is bandwidth_factor x the route's nominal
+  // bottleneck (when the transfer runs alone), the latency latency_factor x
+  // route(from, to).latency_s. 1 for a pair without a route.
+  double bandwidth_factor(size_t from, size_t to, double bytes) const;
+  double latency_factor(size_t from, size_t to, double bytes) const;
 
  private:
   size_t n_;
@@ -52,6 +104,16 @@ class Platform {
   sg4::Host* controller_ = nullptr;
   std::vector<PlatformRoute> routes_;
   std::vector<LinkStat> stats_;
+  std::vector<RouteFactors> factors_;  // by from * n_ + to, like routes_
+  std::unordered_map<const sg4::Host*, uint32_t> device_of_;  // host -> device index
+  double request_bytes_ = 0;
+
+  // Device indices of a SimGrid transfer's ends; false if either is not a device.
+  bool ends(const sg4::Host* src, const sg4::Host* dst, size_t* from, size_t* to) const;
+  static double bandwidth_cb(double size, const sg4::Host* src, const sg4::Host* dst,
+                             const std::vector<sg4::Link*>& links, const std::unordered_set<sg4::NetZone*>& zones);
+  static double latency_cb(double size, const sg4::Host* src, const sg4::Host* dst,
+                           const std::vector<sg4::Link*>& links, const std::unordered_set<sg4::NetZone*>& zones);
 };
 
 }  // namespace kvtier

@@ -4,15 +4,17 @@
 
 namespace kvtier {
 
-JobBoard::JobBoard() : done_(1, 1), mutex_(sg4::Mutex::create()), cv_(sg4::ConditionVariable::create()) {}
+JobBoard::JobBoard() : done_(1, 1), dur_(1, 0.0), mutex_(sg4::Mutex::create()), cv_(sg4::ConditionVariable::create()) {}
 
 JobId JobBoard::create() {
   done_.push_back(0);
+  dur_.push_back(0.0);
   return static_cast<JobId>(done_.size() - 1);
 }
 
-void JobBoard::finish(JobId j) {
+void JobBoard::finish(JobId j, double duration_s) {
   done_[j] = 1;
+  dur_[j] = duration_s;
   cv_->notify_all();
 }
 
@@ -57,8 +59,19 @@ void Stream::run() {
     TransferJob job = std::move(queue_.front());
     queue_.pop_front();
     for (JobId d : job.deps) board_.wait(d);
-    const PlatformRoute& route = platform_.route(job.from, job.to);
     const double t0 = sg4::Engine::get_clock();
+    if (job.exec_on >= 0) {
+      sg4::Host* h = platform_.host(static_cast<size_t>(job.exec_on));
+      sg4::ExecPtr e = sg4::this_actor::exec_init(job.seconds * h->get_speed());
+      e->set_host(h);
+      e->start();
+      e->wait();
+      const double t1 = sg4::Engine::get_clock();
+      if (timeline_.enabled()) timeline_.event(Timeline::Streams, track_, job.label, t0, t1, 0);
+      board_.finish(job.id, t1 - t0);
+      continue;
+    }
+    const PlatformRoute& route = platform_.route(job.from, job.to);
     for (uint32_t s : route.stats) {
       LinkStat& st = stats[s];
       if (st.active++ == 0) st.busy_since = t0;
@@ -74,10 +87,10 @@ void Stream::run() {
       if (--st.active == 0) st.busy_s += t1 - st.busy_since;
     }
     if (timeline_.enabled()) {
-      timeline_.event(Timeline::Streams, track_, "transfer", t0, t1, job.bytes);
+      timeline_.event(Timeline::Streams, track_, job.label, t0, t1, job.bytes);
       for (uint32_t s : route.stats) timeline_.event(Timeline::Links, stats[s].track, name_.c_str(), t0, t1, job.bytes);
     }
-    board_.finish(job.id);
+    board_.finish(job.id, t1 - t0);
   }
 }
 

@@ -22,20 +22,28 @@ class JobBoard {
   JobBoard();
   JobId create();
   bool done(JobId j) const { return j == kNoJob || done_[j] != 0; }
-  void finish(JobId j);
+  void finish(JobId j, double duration_s = 0);
+  double duration(JobId j) const { return j == kNoJob ? 0 : dur_[j]; }
   void wait(JobId j);  // blocks the calling actor until j is done
 
  private:
   std::vector<uint8_t> done_;
+  std::vector<double> dur_;  // how long each finished job ran (excluding waits for its dependencies)
   sg4::MutexPtr mutex_;
   sg4::ConditionVariablePtr cv_;
 };
 
+// A job is a transfer of `bytes` from device `from` to device `to`, or, when
+// `exec_on` names a device, `seconds` of work on that device (scoring,
+// (de)compression).
 struct TransferJob {
   JobId id = kNoJob;
   size_t from = 0, to = 0;  // device indices
   double bytes = 0;
   std::vector<JobId> deps;
+  int exec_on = -1;
+  double seconds = 0;
+  const char* label = "transfer";
 };
 
 class Stream {

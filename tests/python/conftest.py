@@ -1,0 +1,63 @@
+"""Shared fixtures for kvtier's Python tests.
+
+The binary comes from $KVTIER_BINARY (ctest sets it), else build/kvtier under
+the repository root. Every command runs in a pytest tmp_path so nothing lands
+in the repository.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_CONFIG = ROOT / "configs" / "default.json"
+PLOTS = ROOT / "plots"
+
+
+def kvtier_binary():
+    b = os.environ.get("KVTIER_BINARY") or str(ROOT / "build" / "kvtier")
+    return Path(b) if os.path.isabs(b) else ROOT / b
+
+
+@pytest.fixture(scope="session")
+def kvtier():
+    """Run kvtier with args (strings or Paths) in cwd; returns CompletedProcess."""
+    binary = kvtier_binary()
+    if not (binary.is_file() and os.access(binary, os.X_OK)):
+        pytest.fail("kvtier binary not found at %s: build it (cmake --build build) or set KVTIER_BINARY" % binary)
+
+    def run(*args, cwd, timeout=120):
+        return subprocess.run([str(binary)] + [str(a) for a in args], cwd=str(cwd), capture_output=True, text=True,
+                              timeout=timeout)
+
+    return run
+
+
+@pytest.fixture(scope="session")
+def plot_script():
+    """Run plots/<name> with the interpreter running the tests (Debian's python3 with matplotlib)."""
+
+    def run(name, *args, cwd, timeout=120):
+        return subprocess.run([sys.executable, str(PLOTS / name)] + [str(a) for a in args], cwd=str(cwd),
+                              capture_output=True, text=True, timeout=timeout)
+
+    return run
+
+
+@pytest.fixture(scope="session")
+def default_run(kvtier, tmp_path_factory):
+    """One full run of configs/default.json with steps.csv: (out_dir, result dict)."""
+    d = tmp_path_factory.mktemp("default_run")
+    p = kvtier("run", DEFAULT_CONFIG, "--out", d / "out", "--set", "sim.step_csv=true", cwd=d)
+    assert p.returncode == 0, p.stderr
+    with open(d / "out" / "result.json") as f:
+        return d / "out", json.load(f)
+
+
+def read_json(path):
+    with open(path) as f:
+        return json.load(f)
