@@ -116,7 +116,9 @@ ParamList workload_params() {
       integer("decode_steps", 64, "tokens generated per sequence", 1),
       integer("block_tokens", 128, "tokens per KV block (the unit of placement and transfer)", 1),
       str("prefill", "compute", "compute: simulate prefill (TTFT) and the writes that place its KV; "
-                                "none: KV is already in place when decode starts", {"compute", "none"}),
+                                "load: the prompt's KV is precomputed on the lowest tier and loaded (MatKV); "
+                                "none: KV is already in place when decode starts", {"compute", "load", "none"}),
+      integer("query_tokens", 64, "prefill load: tokens computed after the KV is loaded (the question)", 0),
       any("trace", json{{"kind", "synthetic"}},
           "attention trace: {\"kind\": \"synthetic\", generator params} | {\"kind\": \"file\", \"path\": ...} | "
           "{\"kind\": \"none\"} (exact evaluation only)", ParamType::Object),

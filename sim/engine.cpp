@@ -32,6 +32,8 @@ Simulation::Simulation(json& cfg) : cfg_(cfg) {
   steps_ = static_cast<uint32_t>(get_int(w, "decode_steps"));
   bt_ = static_cast<uint32_t>(get_int(w, "block_tokens"));
   prefill_compute_ = w["prefill"] == "compute";
+  prefill_load_ = w["prefill"] == "load";
+  query_tokens_ = static_cast<uint32_t>(get_int(w, "query_tokens"));
 
   json& pol = cfg_["policies"];
   const json defaults = {{"eviction", "lru"},   {"promotion", "on_access"}, {"placement", "top"},
@@ -360,6 +362,11 @@ void Simulation::prefill() {
   const uint32_t ctx_blocks = (ctx_ + bt_ - 1) / bt_;
   const double T = ctx_;
   const size_t n = t_.tiers.size();
+  // MatKV: the prompt's KV was computed once and stored on flash (the lowest
+  // tier); prefill loads what placement puts higher, layer by layer, and
+  // computes only the query tokens once a layer's KV is there.
+  const size_t src = n - 1;
+  std::vector<std::vector<JobId>> loads(model_.layers);
   for (uint32_t l = 0; l < model_.layers; ++l) {
     t_.clock = 0;
     t_.layer = l;
@@ -375,10 +382,16 @@ void Simulation::prefill() {
         BlockId b = t_.id(s, l, i);
         TierId t;
         allocate(b, i + 1 == ctx_blocks ? ctx_blocks : i + 1, &t);
-        if (!prefill_compute_ || t == kDropped || (gpu_tier_ && t == 0)) continue;
-        pending_[b] = add_to_batch(n, t, b, static_cast<double>(t_.block_bytes), false);
+        if (t == kDropped || (!prefill_compute_ && !prefill_load_)) continue;
+        if (prefill_load_) {
+          if (t != src) pending_[b] = add_to_batch(src, t, b, static_cast<double>(t_.block_bytes), false);
+          continue;
+        }
+        if (!(gpu_tier_ && t == 0)) pending_[b] = add_to_batch(n, t, b, static_cast<double>(t_.block_bytes), false);
       }
-    if (prefill_compute_) {
+    if (prefill_compute_ || prefill_load_) {
+      for (const auto& bt : batches_)
+        if (bt.id != kNoJob) loads[l].push_back(bt.id);
       flush(nullptr);
     } else {
       // KV assumed in place: settle every move without simulating it.
@@ -387,6 +400,14 @@ void Simulation::prefill() {
         bt = Batch{};
       }
     }
+  }
+  if (!prefill_load_) return;
+  const double q = query_tokens_;
+  for (uint32_t l = 0; l < model_.layers; ++l) {
+    for (JobId j : loads[l]) board_->wait(j);
+    double flops = model_.weight_flops_per_token_layer() * q * batch_ + 4.0 * q * T * model_.heads * model_.head_dim * batch_;
+    double bytes = model_.weight_bytes_per_layer() + T * batch_ * model_.kv_bytes_per_token_layer();
+    compute(gpu_launch_s_ + std::max(flops / gpu_flops_, bytes / gpu_mem_Bps_));
   }
 }
 
@@ -727,7 +748,7 @@ json Simulation::run(const std::string& timeline_path) {
   m["p99_step_latency_s"] = percentile(lat, 0.99);
   // TTFT: the first token comes out of prefill; without simulated prefill it
   // is the first decode step.
-  m["ttft_s"] = prefill_compute_ ? prefill_end_ : (lat.empty() ? 0.0 : lat.front());
+  m["ttft_s"] = prefill_compute_ || prefill_load_ ? prefill_end_ : (lat.empty() ? 0.0 : lat.front());
   m["gpu_busy_fraction"] = end > 0 ? gpu_busy_s_ / end : 0.0;
   m["attention_recall"] = trace_ ? (total_mass_ > 0 ? used_mass_ / total_mass_ : 1.0)
                                  : (accesses_ ? 1.0 - double(dropped_accesses_) / double(accesses_) : 1.0);

@@ -79,7 +79,8 @@ class Simulation {
   std::unique_ptr<Topology> topo_;
   LlmSpec model_;
   uint32_t batch_, ctx_, steps_, bt_;
-  bool prefill_compute_;
+  bool prefill_compute_, prefill_load_;
+  uint32_t query_tokens_ = 0;
   std::unique_ptr<EvictionPolicy> evict_;
   std::unique_ptr<PromotionPolicy> promote_;
   std::unique_ptr<PlacementPolicy> place_;
