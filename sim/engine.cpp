@@ -381,7 +381,7 @@ void Simulation::prefill() {
       for (uint32_t i = 0; i < ctx_blocks; ++i) {
         BlockId b = t_.id(s, l, i);
         TierId t;
-        allocate(b, i + 1 == ctx_blocks ? ctx_blocks : i + 1, &t);
+        allocate(b, ctx_blocks, &t);  // the whole prompt arrives at once
         if (t == kDropped || (!prefill_compute_ && !prefill_load_)) continue;
         if (prefill_load_) {
           if (t != src) pending_[b] = add_to_batch(src, t, b, static_cast<double>(t_.block_bytes), false);
@@ -683,6 +683,8 @@ void Simulation::drive() {
 json Simulation::run(const std::string& timeline_path) {
   start_simgrid();
   platform_ = std::make_unique<Platform>(hw_, *topo_);
+  // Every transfer moves whole blocks (or tokens of one): requests of one block.
+  platform_->set_request_bytes(static_cast<double>(t_.block_bytes));
   board_ = std::make_unique<JobBoard>();
   timeline_ = std::make_unique<Timeline>();
   if (!timeline_path.empty()) timeline_->open(timeline_path);

@@ -101,6 +101,7 @@ Platform::Platform(const Hardware& hw, const Topology& topo) : n_(hw.devices.siz
       if (media_read[a].link) {
         f.read_dev = hw.devices[a].model.get();
         f.read_Bps = media_read[a].link->get_bandwidth();
+        f.read_lat_s = media_read[a].link->get_latency();
         f.const_latency_s += media_read[a].link->get_latency();
       }
       for (const Hop& h : hops) {
@@ -118,6 +119,7 @@ Platform::Platform(const Hardware& hw, const Topology& topo) : n_(hw.devices.siz
       if (media_write[b].link) {
         f.write_dev = hw.devices[b].model.get();
         f.write_Bps = media_write[b].link->get_bandwidth();
+        f.write_lat_s = media_write[b].link->get_latency();
         f.const_latency_s += media_write[b].link->get_latency();
       }
       PlatformRoute& r = routes_[a * n_ + b];
@@ -147,23 +149,29 @@ Platform::~Platform() {
   if (g_active == this) g_active = nullptr;
 }
 
+// A transfer of `bytes` is issued as requests of request_bytes_ (the whole
+// transfer when unknown or larger), as many outstanding as there are
+// requests, up to the device's queue limit.
+void Platform::requests(double bytes, double* req, int* qd) const {
+  *req = bytes;
+  *qd = 1;
+  if (request_bytes_ > 0 && request_bytes_ < bytes) {
+    *req = request_bytes_;
+    // Relative slack so that k blocks' worth of bytes counts as k requests.
+    const double n = std::ceil(bytes / request_bytes_ * (1 - 1e-12));
+    *qd = static_cast<int>(std::min<double>(n, kMaxQueueDepth));
+  }
+}
+
 double Platform::bandwidth_factor(size_t from, size_t to, double bytes) const {
   if (from >= n_ || to >= n_ || from == to) return 1.0;
   const RouteFactors& f = factors_[from * n_ + to];
   if (!(f.bottleneck_Bps > 0) || std::isinf(f.bottleneck_Bps)) return 1.0;
   double eff_min = f.const_min_Bps;
   if (f.read_dev || f.write_dev) {
-    // A transfer of `bytes` issued as requests of request_bytes_ (the whole
-    // transfer when unknown or larger), as many outstanding as there are
-    // requests, up to the device's queue limit.
-    double req = bytes;
-    int qd = 1;
-    if (request_bytes_ > 0 && request_bytes_ < bytes) {
-      req = request_bytes_;
-      // Relative slack so that k blocks' worth of bytes counts as k requests.
-      const double n = std::ceil(bytes / req * (1 - 1e-12));
-      qd = static_cast<int>(std::min<double>(n, kMaxQueueDepth));
-    }
+    double req;
+    int qd;
+    requests(bytes, &req, &qd);
     if (f.read_dev) eff_min = std::min(eff_min, f.read_Bps * f.read_dev->read_efficiency(req, qd));
     if (f.write_dev) eff_min = std::min(eff_min, f.write_Bps * f.write_dev->write_efficiency(req, qd));
   }
@@ -179,10 +187,28 @@ double Platform::latency_factor(size_t from, size_t to, double bytes) const {
   const RouteFactors& f = factors_[from * n_ + to];
   // A latency curve on a route whose nominal latency is 0 cannot be expressed
   // as a factor; give such links a nominal latency_us.
-  if (f.lat_curved.empty() || !(f.latency_s > 0)) return 1.0;
+  if (!(f.latency_s > 0)) return 1.0;
   double lat = f.const_latency_s;
   for (const LinkEntry* l : f.lat_curved) lat += l->latency_at(bytes);
-  return lat / f.latency_s;
+  // A media model whose efficiency is below 1 charges every request its
+  // latency, the first one included (Little's law); the media link's own
+  // latency would then count the first request twice.
+  // Only where that media is what limits the transfer: behind a slower link
+  // the media's latency is the first byte's and stays.
+  if (f.read_dev || f.write_dev) {
+    double req;
+    int qd;
+    requests(bytes, &req, &qd);
+    double other = f.const_min_Bps;
+    for (const auto& h : f.bw_curved) other = std::min(other, h.nominal_Bps * h.link->bandwidth_factor(h.forward, bytes));
+    const double er = f.read_dev ? f.read_dev->read_efficiency(req, qd) : 1.0;
+    const double ew = f.write_dev ? f.write_dev->write_efficiency(req, qd) : 1.0;
+    const double rd = f.read_dev ? f.read_Bps * er : other, wr = f.write_dev ? f.write_Bps * ew : other;
+    if (f.read_dev && er < 1.0 && rd <= std::min(other, wr)) lat -= f.read_lat_s;
+    else if (f.write_dev && ew < 1.0 && wr <= std::min(other, rd)) lat -= f.write_lat_s;
+  }
+  if (lat == f.latency_s) return 1.0;
+  return std::max(lat, 0.0) / f.latency_s;
 }
 
 bool Platform::ends(const sg4::Host* src, const sg4::Host* dst, size_t* from, size_t* to) const {

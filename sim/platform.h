@@ -50,6 +50,7 @@ struct RouteFactors {
   const DeviceModel* read_dev = nullptr;   // source media link, if any
   const DeviceModel* write_dev = nullptr;  // destination media link, if any
   double read_Bps = 0, write_Bps = 0;      // those media links' bandwidths
+  double read_lat_s = 0, write_lat_s = 0;  // and latencies
   std::vector<CurvedHop> bw_curved;        // topology links with a bandwidth curve
   double const_min_Bps = 0;    // smallest bandwidth of the route's other links
   double bottleneck_Bps = 0;   // smallest nominal bandwidth on the route
@@ -97,6 +98,7 @@ class Platform {
   // route(from, to).latency_s. 1 for a pair without a route.
   double bandwidth_factor(size_t from, size_t to, double bytes) const;
   double latency_factor(size_t from, size_t to, double bytes) const;
+  void requests(double bytes, double* req, int* qd) const;  // request size and queue depth of a transfer
 
  private:
   size_t n_;

@@ -27,13 +27,20 @@ namespace kvtier {
 class AppSplit : public ScoringSplit {
  public:
   enum class Mode { ClosedForm, Fixed, Rebalance };
-  AppSplit(Mode mode, double beta, double alpha, double f_c, double f_s, double b_c, double b_s, double m0, double gain)
-      : mode_(mode), alpha_(alpha), f_c_(f_c), f_s_(f_s), b_c_(b_c), b_s_(b_s), m0_(m0), gain_(gain) {
-    a_c_ = 1.0 / f_c_ + alpha_ / b_c_;
-    a_s_ = 1.0 / f_s_ + alpha_ / b_s_;
+  // `bits`: the precision keys are scored in. plan() takes the keys' FP16
+  // bytes (what the engine stores); scoring reads bits/16 of them, and the
+  // kept alpha fraction travels on as FP16 K and V, 32/bits times the bytes
+  // scored. bits = 16 is the plain formula of the paper.
+  AppSplit(Mode mode, double beta, double alpha, double f_c, double f_s, double b_c, double b_s, double m0, double gain,
+           double bits = 16)
+      : mode_(mode), alpha_(alpha), f_c_(f_c), f_s_(f_s), b_c_(b_c), b_s_(b_s), m0_(m0), gain_(gain), scale_(bits / 16.0) {
+    const double kv_per_scored = bits < 16 ? 32.0 / bits : 1.0;
+    a_c_ = 1.0 / f_c_ + alpha_ * kv_per_scored / b_c_;
+    a_s_ = 1.0 / f_s_ + alpha_ * kv_per_scored / b_s_;
     beta_ = mode_ == Mode::Fixed ? beta : a_s_ / (a_c_ + a_s_);
   }
-  ScoringPlan plan(double bytes) override {
+  ScoringPlan plan(double fp16_key_bytes) override {
+    const double bytes = fp16_key_bytes * scale_;
     ScoringPlan p;
     double mc = beta_ * bytes;
     if (m0_ > 0 && mc > m0_) mc = m0_;
@@ -57,6 +64,7 @@ class AppSplit : public ScoringSplit {
  private:
   Mode mode_;
   double alpha_, f_c_, f_s_, b_c_, b_s_, m0_, gain_;
+  double scale_ = 1.0;
   double a_c_ = 0, a_s_ = 0, beta_ = 0.5;
   ScoringPlan last_;
 };
@@ -81,6 +89,7 @@ class AppEvaluation : public EvaluationPolicy {
     p.push_back(positive("cpu_path_GBps", 25.0, "B_c: effective bandwidth of the host path (PCIe Gen4 x16), GB/s"));
     p.push_back(positive("fpga_path_GBps", 3.5, "B_s: effective bandwidth of the SmartSSD's link (PCIe Gen3 x4), GB/s"));
     p.push_back(num("host_budget_GB", 0.0, "M_0: most key bytes scored on the host per step, GB; 0 = no limit", 0.0));
+    p.push_back(integer("score_bits", 8, "precision keys are scored in (HillInfer: INT8/INT4); 16 = FP16", 4, 16));
     p.push_back(num("gain", 0.5, "split rebalance: fraction of the way beta moves towards the measured optimum per step", 0.0, 1.0));
     return p;
   }
@@ -91,7 +100,8 @@ class AppEvaluation : public EvaluationPolicy {
         w_(float(get_num(p, "last_weight"))),
         split_(mode(p.at("split").get<std::string>()), get_num(p, "beta"), get_num(p, "alpha"),
                get_num(p, "cpu_score_GBps") * 1e9, get_num(p, "fpga_score_GBps") * 1e9, get_num(p, "cpu_path_GBps") * 1e9,
-               get_num(p, "fpga_path_GBps") * 1e9, get_num(p, "host_budget_GB") * 1e9, get_num(p, "gain")) {}
+               get_num(p, "fpga_path_GBps") * 1e9, get_num(p, "host_budget_GB") * 1e9, get_num(p, "gain"),
+               double(get_int(p, "score_bits"))) {}
 
   void setup(const BlockTable& table) override {
     score_.assign(table.blocks_per_seq_layer, 0.f);

@@ -118,7 +118,7 @@ TEST_CASE("evaluation quest: noise 0 is top-k on the true mass; noise perturbs r
 }
 
 TEST_CASE("evaluation app: closed-form beta equalises T_cpu and T_fpga within 1%") {
-  auto e = make<EvaluationPolicy>(json{{"name", "app"}});
+  auto e = make<EvaluationPolicy>(json{{"name", "app"}, {"score_bits", 16}});
   ScoringSplit* s = e->scoring();
   REQUIRE(s != nullptr);
   double M = 4e9;
@@ -133,7 +133,7 @@ TEST_CASE("evaluation app: closed-form beta equalises T_cpu and T_fpga within 1%
 }
 
 TEST_CASE("evaluation app: M_c never exceeds the host budget M_0") {
-  auto e = make<EvaluationPolicy>(json{{"name", "app"}, {"host_budget_GB", 1.0}});
+  auto e = make<EvaluationPolicy>(json{{"name", "app"}, {"host_budget_GB", 1.0}, {"score_bits", 16}});
   ScoringPlan p = e->scoring()->plan(4e9);
   CHECK(p.bytes_cpu <= 1e9 * (1 + 1e-12));
   CHECK(p.bytes_cpu == Approx(1e9));
@@ -145,14 +145,14 @@ TEST_CASE("evaluation app: M_c never exceeds the host budget M_0") {
 }
 
 TEST_CASE("evaluation app: fixed beta and rebalancing from measured times") {
-  auto fixed = make<EvaluationPolicy>(json{{"name", "app"}, {"split", "fixed"}, {"beta", 0.3}});
+  auto fixed = make<EvaluationPolicy>(json{{"name", "app"}, {"split", "fixed"}, {"beta", 0.3}, {"score_bits", 16}});
   ScoringPlan p = fixed->scoring()->plan(1e9);
   CHECK(p.beta == Approx(0.3));
   CHECK(p.bytes_cpu == Approx(0.3e9));
   fixed->scoring()->report(10.0, 0.001);
   CHECK(fixed->scoring()->beta() == Approx(0.3));
 
-  auto reb = make<EvaluationPolicy>(json{{"name", "app"}, {"split", "rebalance"}, {"gain", 0.5}});
+  auto reb = make<EvaluationPolicy>(json{{"name", "app"}, {"split", "rebalance"}, {"gain", 0.5}, {"score_bits", 16}});
   ScoringSplit* s = reb->scoring();
   double beta0 = s->beta();
   // The machine's CPU turns out 4x slower per byte than modelled: the
@@ -176,4 +176,12 @@ TEST_CASE("evaluation app: selection is the history top-k") {
   std::vector<uint32_t> out;
   e->select(input(10), T.t, out);
   CHECK(out == std::vector<uint32_t>{0, 4, 9});
+}
+
+TEST_CASE("evaluation app: INT8 scoring reads half the FP16 key bytes, and beta still equalises the sides") {
+  auto e = make<EvaluationPolicy>(json{{"name", "app"}, {"score_bits", 8}});
+  const double M = 1e9;  // FP16 key bytes
+  ScoringPlan p = e->scoring()->plan(M);
+  CHECK(p.bytes_cpu + p.bytes_fpga == Approx(M / 2));
+  CHECK(p.t_cpu == Approx(p.t_fpga).epsilon(0.01));
 }
