@@ -19,7 +19,7 @@
 // FP16 K+V for the kept tokens, fold the byte ratio into alpha.
 #include <algorithm>
 
-#include "policies/common.h"
+#include "policies/evaluation/topk.h"
 #include "policies/policy.h"
 
 namespace kvtier {
@@ -69,13 +69,10 @@ class AppSplit : public ScoringSplit {
   ScoringPlan last_;
 };
 
-class AppEvaluation : public EvaluationPolicy {
+class AppEvaluation : public TopkEvaluation {
  public:
   static ParamList params() {
-    ParamList p = Budget::params(0.2, "blocks loaded per (step, layer, seq), sinks and window included");
-    p.push_back(integer("sinks", 1, "first blocks always loaded (attention sinks)", 0));
-    p.push_back(integer("recent", 2, "newest blocks always loaded", 0));
-    p.push_back(num("last_weight", 0.5, "weight of the last use's mass vs the mean mass per use in the estimate", 0.0, 1.0));
+    ParamList p = TopkEvaluation::params();
     p.push_back(str("split", "closed_form",
                     "how beta = M_c/M is chosen: closed_form (equal modelled times), fixed (the beta parameter), "
                     "rebalance (closed form, then adjusted each step from measured times)",
@@ -94,24 +91,11 @@ class AppEvaluation : public EvaluationPolicy {
     return p;
   }
   explicit AppEvaluation(const json& p)
-      : budget_(Budget::from(p)),
-        sinks_(uint32_t(get_int(p, "sinks"))),
-        recent_(uint32_t(get_int(p, "recent"))),
-        w_(float(get_num(p, "last_weight"))),
+      : TopkEvaluation(p),
         split_(mode(p.at("split").get<std::string>()), get_num(p, "beta"), get_num(p, "alpha"),
                get_num(p, "cpu_score_GBps") * 1e9, get_num(p, "fpga_score_GBps") * 1e9, get_num(p, "cpu_path_GBps") * 1e9,
                get_num(p, "fpga_path_GBps") * 1e9, get_num(p, "host_budget_GB") * 1e9, get_num(p, "gain"),
                double(get_int(p, "score_bits"))) {}
-
-  void setup(const BlockTable& table) override {
-    score_.assign(table.blocks_per_seq_layer, 0.f);
-    scratch_.assign(table.blocks_per_seq_layer, 0);
-  }
-  void select(const SelectInput& in, const BlockTable& table, std::vector<uint32_t>& out) override {
-    BlockId first = table.id(in.seq, in.layer, 0);
-    for (uint32_t i = 0; i < in.n_blocks; ++i) score_[i] = history_score(table, first + i, w_);
-    select_top_k(score_.data(), in.n_blocks, budget_.blocks(in.n_blocks), sinks_, recent_, scratch_, out);
-  }
   ScoringSplit* scoring() override { return &split_; }
 
  private:
@@ -120,12 +104,7 @@ class AppEvaluation : public EvaluationPolicy {
     if (s == "rebalance") return AppSplit::Mode::Rebalance;
     return AppSplit::Mode::ClosedForm;
   }
-  Budget budget_;
-  uint32_t sinks_, recent_;
-  float w_;
   AppSplit split_;
-  std::vector<float> score_;
-  std::vector<uint32_t> scratch_;
 };
 KVTIER_REGISTER(EvaluationPolicy, AppEvaluation, "app",
                 "HillInfer APP: history top-k, with key scoring split between CPU and SmartSSD FPGA (beta)");
