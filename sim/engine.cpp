@@ -413,9 +413,8 @@ void Simulation::prefill() {
 
 // APP: this layer's cold keys are scored on the CPU and on the FPGA in
 // parallel, split by the policy; the layer's fetches wait for both.
-void Simulation::score(Slot& slot, uint32_t step, uint32_t layer, uint32_t n) {
+void Simulation::score(Slot& slot, uint32_t layer, uint32_t n) {
   ScoringSplit* sc = eval_->scoring();
-  (void)step;
   uint64_t cold = 0;
   for (uint32_t s = 0; s < batch_; ++s)
     for (uint32_t i = 0; i < n; ++i) {
@@ -457,7 +456,10 @@ void Simulation::select(uint64_t k) {
   t_.layer = layer;
   t_.now_s = sg4::Engine::get_clock();
   Slot& slot = ring_[k % ring_.size()];
-  slot = Slot{};
+  slot.waits.clear();  // keeps its capacity: no allocation per layer
+  slot.kv_blocks = 0;
+  slot.extra_gpu_s = 0;
+  slot.score_cpu = slot.score_fpga = kNoJob;
   const std::vector<uint32_t>* tb = nullptr;
   const std::vector<float>* tm = nullptr;
   double rec_mass = 0;
@@ -513,7 +515,7 @@ void Simulation::select(uint64_t k) {
   if (trace_)
     for (uint32_t b : rec_.blocks) mass_of_[b] = 0.f;
 
-  if (eval_->scoring()) score(slot, step, layer, n);
+  if (eval_->scoring()) score(slot, layer, n);
 
   // Pass 2: fetch what is below the GPU, one transfer per source tier;
   // promote what the promotion policy says.

@@ -67,7 +67,7 @@ class Simulation {
   JobId add_to_batch(size_t from_ep, size_t to_ep, BlockId b, double raw_bytes, bool wait_for_block);
   void flush(Slot* slot);
   void background_demotion();
-  void score(Slot& slot, uint32_t step, uint32_t layer, uint32_t n);
+  void score(Slot& slot, uint32_t layer, uint32_t n);
   void compute(double seconds);
   double fraction(size_t tier, uint32_t layer) const;
   Stream& stream(size_t from_dev, size_t to_dev);
