@@ -119,6 +119,9 @@ ParamList workload_params() {
                                 "load: the prompt's KV is precomputed on the lowest tier and loaded (MatKV); "
                                 "none: KV is already in place when decode starts", {"compute", "load", "none"}),
       integer("query_tokens", 64, "prefill load: tokens computed after the KV is loaded (the question)", 0),
+      boolean("overlap_next_load", false,
+              "prefill load (MatKV): while this batch decodes, load the next batch's precomputed KV (same shape) "
+              "from the lowest tier, competing for the same links; reports metrics.next_request"),
       any("trace", json{{"kind", "synthetic"}},
           "attention trace: {\"kind\": \"synthetic\", generator params} | {\"kind\": \"file\", \"path\": ...} | "
           "{\"kind\": \"none\"} (exact evaluation only)", ParamType::Object),

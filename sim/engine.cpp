@@ -34,6 +34,9 @@ Simulation::Simulation(json& cfg) : cfg_(cfg) {
   prefill_compute_ = w["prefill"] == "compute";
   prefill_load_ = w["prefill"] == "load";
   query_tokens_ = static_cast<uint32_t>(get_int(w, "query_tokens"));
+  overlap_next_load_ = w["overlap_next_load"].get<bool>();
+  if (overlap_next_load_ && !prefill_load_)
+    throw ConfigError("workload.overlap_next_load: needs workload.prefill \"load\" (the next request's KV is loaded, not computed)");
 
   json& pol = cfg_["policies"];
   const json defaults = {{"eviction", "lru"},   {"promotion", "on_access"}, {"placement", "top"},
@@ -629,10 +632,39 @@ void Simulation::background_demotion() {
   flush(nullptr);
 }
 
+// MatKV overlaps loading the next request's precomputed KV with this
+// request's decode. The next batch has this one's shape; its KV goes from the
+// lowest tier to the tier above it (the GPU if there is none), layer by
+// layer, on a queue of its own, so it contends with decode traffic on shared
+// links but never waits behind it. Where it lands is a staging reservation:
+// it is not placed in the block table.
+void Simulation::load_next_request() {
+  const size_t nt = t_.tiers.size();
+  const size_t src = tier_dev_[nt - 1];
+  const size_t dst = nt >= 2 && tier_dev_[nt - 2] != src ? tier_dev_[nt - 2] : gpu_dev_;
+  if (src == dst) return;
+  auto loader = std::make_shared<Stream>("next request " + hw_.devices[src].name + "->" + hw_.devices[dst].name,
+                                         *platform_, *board_, *timeline_);
+  const double ctx_blocks = (ctx_ + bt_ - 1) / bt_;
+  JobId last = kNoJob;
+  for (uint32_t l = 0; l < model_.layers; ++l) {
+    last = board_->create();
+    const double bytes = batch_ * ctx_blocks * static_cast<double>(t_.block_bytes) * fraction(nt - 1, l);
+    loader->submit(TransferJob{last, src, dst, bytes, {}, -1, 0, "next-request load"});
+  }
+  loader->start();
+  loader->stop();  // ends once its queue is drained
+  sg4::Actor::create("next request", platform_->controller(), [this, loader, last] {
+    board_->wait(last);
+    next_load_end_ = sg4::Engine::get_clock();
+  });
+}
+
 void Simulation::drive() {
   prefill();
   prefill_end_ = sg4::Engine::get_clock();
   decode_start_ = prefill_end_;
+  if (overlap_next_load_) load_next_request();
   const uint64_t N = uint64_t(steps_) * model_.layers;
   ring_.assign(65, Slot{});  // room for the deepest prefetch a policy may ask for (64)
   depth_ = std::min<uint32_t>(prefetch_->depth(), 64);
@@ -779,6 +811,21 @@ json Simulation::run(const std::string& timeline_path) {
       a["fpga_throttled_fraction"] = end > 0 ? std::min(1.0, throttled_s_ / end) : 0.0;
     }
     m["app"] = a;
+  }
+  if (overlap_next_load_) {
+    // The next batch's first token: its KV load (overlapped with this
+    // decode), then its query tokens through every layer on an idle GPU.
+    const double decode_end = step_end_.empty() ? prefill_end_ : step_end_.back();
+    const double q = query_tokens_, T = ctx_;
+    double query_s = 0;
+    for (uint32_t l = 0; l < model_.layers; ++l) {
+      double flops = model_.weight_flops_per_token_layer() * q * batch_ + 4.0 * q * T * model_.heads * model_.head_dim * batch_;
+      double bytes = model_.weight_bytes_per_layer() + T * batch_ * model_.kv_bytes_per_token_layer();
+      query_s += gpu_launch_s_ + std::max(flops / gpu_flops_, bytes / gpu_mem_Bps_);
+    }
+    m["next_request"] = {{"load_end_s", next_load_end_},
+                         {"load_hidden", next_load_end_ <= decode_end},
+                         {"ttft_s", std::max(0.0, next_load_end_ - decode_end) + query_s}};
   }
   m["tiers"] = json::object();
   for (size_t t = 0; t < nt; ++t) {

@@ -81,6 +81,9 @@ class Simulation {
   uint32_t batch_, ctx_, steps_, bt_;
   bool prefill_compute_, prefill_load_;
   uint32_t query_tokens_ = 0;
+  bool overlap_next_load_ = false;
+  double next_load_end_ = -1;
+  void load_next_request();
   std::unique_ptr<EvictionPolicy> evict_;
   std::unique_ptr<PromotionPolicy> promote_;
   std::unique_ptr<PlacementPolicy> place_;

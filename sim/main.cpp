@@ -8,6 +8,7 @@
 #include "sim/config.h"
 #include "sim/engine.h"
 #include "sim/result.h"
+#include "sim/sweep.h"
 #include "traces/synthetic.h"
 
 namespace fs = std::filesystem;
@@ -137,6 +138,20 @@ int main(int argc, char** argv) {
   list->add_option("what", what, "policies | devices | hardware | models | systems | all")
       ->check(CLI::IsMember({"policies", "devices", "hardware", "models", "systems", "all"}));
 
+  SweepOptions sweep_opt;
+  std::string shard;
+  auto* sweep = app.add_subcommand(
+      "sweep", "run every point of a sweep file, one process per point, into a JSON-lines file (docs/sweep.md)");
+  sweep->add_option("sweep", sweep_opt.file, "sweep JSON (e.g. configs/sweeps/prefetch_depth.json)")->required();
+  sweep->add_option("--jobs,-j", sweep_opt.jobs, "points run at once (default: the number of CPUs)")
+      ->check(CLI::Range(1u, 4096u));
+  sweep->add_option("--shard", shard, "run only the points with index % N == I (0-based), e.g. 0/4");
+  sweep->add_option("--out", sweep_opt.out,
+                    "JSON-lines output, appended to (default out/<sweep name>/sweep.jsonl; with --shard "
+                    "sweep.I-of-N.jsonl)");
+  sweep->add_option("--set", sweep_opt.sets, "override a config value in every point: PATH=VALUE (repeatable)");
+  sweep->add_flag("--quiet,-q", sweep_opt.quiet, "no progress on stderr and no summary on stdout");
+
   auto* show = app.add_subcommand("config", "print the fully resolved configuration");
   show->add_option("config", config, "configuration JSON")->required();
   show->add_option("--set", sets, "override a config value: PATH=VALUE (repeatable)");
@@ -157,6 +172,10 @@ int main(int argc, char** argv) {
   try {
     if (*run) return cmd_run(config, sets, out, timeline, seed, quiet);
     if (*gen) return cmd_trace_gen(gen_config, gen_sets, gen_out);
+    if (*sweep) {
+      if (!shard.empty()) parse_shard(shard, sweep_opt.shard, sweep_opt.shards);
+      return run_sweep(sweep_opt);
+    }
     if (*show) {
       json cfg = load_config(config, sets);
       Simulation sim(cfg);
