@@ -1,4 +1,6 @@
 // Configuration loading: presets, overrides, and the errors users see.
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
@@ -11,7 +13,7 @@ namespace fs = std::filesystem;
 
 namespace {
 std::string write_tmp(const std::string& name, const std::string& text) {
-  fs::path dir = fs::temp_directory_path() / "kvtier_config_test";
+  fs::path dir = fs::temp_directory_path() / ("kvtier_config_test." + std::to_string(getpid()));
   fs::create_directories(dir);
   fs::path p = dir / name;
   std::ofstream(p) << text;

@@ -1,6 +1,8 @@
 // Layer-ahead prefetch in the engine: a transfer shorter than two layers of
 // compute is hidden with depth 2, partly with depth 1, not at all with 0.
 #include <catch2/catch.hpp>
+#include <unistd.h>
+
 #include <filesystem>
 
 #include "sim_fixture.h"
@@ -24,7 +26,10 @@ std::string write_trace() {
   h.steps = 2;
   h.block_tokens = 128;
   h.context_tokens = 200;
-  std::string path = (std::filesystem::temp_directory_path() / "kvtier_prefetch_trace.jsonl").string();
+  // One file per process: ctest runs these cases in parallel.
+  std::string path = (std::filesystem::temp_directory_path() /
+                      ("kvtier_prefetch_trace." + std::to_string(getpid()) + ".jsonl"))
+                         .string();
   JsonlAttentionWriter w(path, h);
   for (uint32_t s = 0; s < 2; ++s)
     for (uint32_t l = 0; l < 4; ++l) {

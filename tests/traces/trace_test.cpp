@@ -1,5 +1,7 @@
 // Attention trace format v1: the synthetic generator, the writer and the
 // streaming reader, and the reader's errors.
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
@@ -12,7 +14,7 @@ namespace fs = std::filesystem;
 
 namespace {
 std::string tmp_path(const std::string& name) {
-  fs::path dir = fs::temp_directory_path() / "kvtier_trace_test";
+  fs::path dir = fs::temp_directory_path() / ("kvtier_trace_test." + std::to_string(getpid()));
   fs::create_directories(dir);
   return (dir / name).string();
 }
