@@ -91,6 +91,7 @@ Simulation::Simulation(json& cfg) : cfg_(cfg) {
   // Blocks and tiers.
   gpu_dev_ = static_cast<size_t>(hw_.device_index(hw_.gpu));
   const DeviceModel& gpu = *hw_.devices[gpu_dev_].model;
+  gpu_model_ = &gpu;
   gpu_flops_ = gpu.flops();
   gpu_mem_Bps_ = gpu.memory_Bps();
   gpu_launch_s_ = gpu.launch_overhead_s();
@@ -177,6 +178,14 @@ Simulation::Simulation(json& cfg) : cfg_(cfg) {
   prefetch_->setup(t_);
   eval_->setup(t_);
   compress_->setup(t_);
+}
+
+// A layer's GPU work: compute-bound on FLOPs, or memory-bound on the bytes it
+// reads (weights and KV), through the GPU model so that a calibrated
+// attention_us curve (cuda_validate's kv_read probe) replaces bytes/bandwidth.
+// Without a curve this is launch + max(flops/F, bytes/B).
+double Simulation::kernel_s(double flops, double bytes) const {
+  return std::max(gpu_launch_s_ + flops / gpu_flops_, gpu_model_->attention_s(bytes));
 }
 
 double Simulation::fraction(size_t tier, uint32_t layer) const {
@@ -378,7 +387,7 @@ void Simulation::prefill() {
       double flops = model_.weight_flops_per_token_layer() * T * batch_ +
                      2.0 * T * T * model_.heads * model_.head_dim * batch_;
       double bytes = model_.weight_bytes_per_layer() + T * batch_ * model_.kv_bytes_per_token_layer();
-      compute(gpu_launch_s_ + std::max(flops / gpu_flops_, bytes / gpu_mem_Bps_));
+      compute(kernel_s(flops, bytes));
     }
     for (uint32_t s = 0; s < batch_; ++s)
       for (uint32_t i = 0; i < ctx_blocks; ++i) {
@@ -410,7 +419,7 @@ void Simulation::prefill() {
     for (JobId j : loads[l]) board_->wait(j);
     double flops = model_.weight_flops_per_token_layer() * q * batch_ + 4.0 * q * T * model_.heads * model_.head_dim * batch_;
     double bytes = model_.weight_bytes_per_layer() + T * batch_ * model_.kv_bytes_per_token_layer();
-    compute(gpu_launch_s_ + std::max(flops / gpu_flops_, bytes / gpu_mem_Bps_));
+    compute(kernel_s(flops, bytes));
   }
 }
 
@@ -703,7 +712,7 @@ void Simulation::drive() {
     const double tokens = static_cast<double>(slot.kv_blocks) * bt_;
     double flops = model_.weight_flops_per_token_layer() * batch_ + 4.0 * tokens * model_.heads * model_.head_dim;
     double bytes = model_.weight_bytes_per_layer() + kv_bytes;
-    compute(gpu_launch_s_ + std::max(flops / gpu_flops_, bytes / gpu_mem_Bps_) + slot.extra_gpu_s);
+    compute(kernel_s(flops, bytes) + slot.extra_gpu_s);
     append(k);
     if (k % model_.layers == model_.layers - 1) {
       step_end_.push_back(sg4::Engine::get_clock());
@@ -821,7 +830,7 @@ json Simulation::run(const std::string& timeline_path) {
     for (uint32_t l = 0; l < model_.layers; ++l) {
       double flops = model_.weight_flops_per_token_layer() * q * batch_ + 4.0 * q * T * model_.heads * model_.head_dim * batch_;
       double bytes = model_.weight_bytes_per_layer() + T * batch_ * model_.kv_bytes_per_token_layer();
-      query_s += gpu_launch_s_ + std::max(flops / gpu_flops_, bytes / gpu_mem_Bps_);
+      query_s += kernel_s(flops, bytes);
     }
     m["next_request"] = {{"load_end_s", next_load_end_},
                          {"load_hidden", next_load_end_ <= decode_end},

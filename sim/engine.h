@@ -70,6 +70,7 @@ class Simulation {
   void score(Slot& slot, uint32_t layer, uint32_t n);
   void compute(double seconds);
   double fraction(size_t tier, uint32_t layer) const;
+  double kernel_s(double flops, double bytes) const;
   Stream& stream(size_t from_dev, size_t to_dev);
   uint32_t blocks_at(uint32_t step) const { return (ctx_ + step + bt_) / bt_; }
   static void add_dep(std::vector<JobId>& deps, JobId j);
@@ -99,6 +100,7 @@ class Simulation {
   size_t gpu_dev_ = 0;
   bool gpu_tier_ = false;  // the GPU's memory is tier 0
   double gpu_flops_ = 0, gpu_mem_Bps_ = 0, gpu_launch_s_ = 0;
+  const DeviceModel* gpu_model_ = nullptr;
   int cpu_dev_ = -1, fpga_dev_ = -1;  // scoring and codec devices, if the hardware has them
   uint32_t depth_ = 0;
 
