@@ -72,6 +72,10 @@ const std::vector<ProbeDef>& probe_defs() {
        {{"direction", "host_to_device"}, {"host_memory", "pageable"}}},
       {"d2h_pageable", "copy", "cudaMemcpyAsync device -> host into malloc'ed (pageable) memory (staged by the driver)",
        {{"direction", "device_to_host"}, {"host_memory", "pageable"}}},
+      {"concurrent", "concurrent",
+       "two operations started together on two streams (h2d+d2h, h2d+h2d, kv_read+h2d), each one's completion time "
+       "from the common start: checks the simulator's sharing assumptions",
+       json::object()},
       {"gemm_fp16_wmma", "gemm",
        "n x n x n GEMM by a simple WMMA kernel (one warp per 16x16 tile, fragments loaded from global memory, FP16 "
        "in, FP32 accumulate): a lower bound on FP16 tensor-core throughput, far from cuBLAS",
@@ -90,6 +94,12 @@ json sample_json(const Sample& s) {
   }
   j["median_us"] = median(s.times_us);
   j["times_us"] = s.times_us;
+  if (!s.label.empty()) {
+    j["case"] = s.label;
+    j["bytes_b"] = s.bytes_b;
+    j["median_b_us"] = median(s.times_b_us);
+    j["times_b_us"] = s.times_b_us;
+  }
   j["wall_us"] = s.wall_us;
   return j;
 }
@@ -216,6 +226,8 @@ int main(int argc, char** argv) {
         r = probe_copy(k, def.extra.value("host_memory", "") == "pinned", s);
       } else if (def.kind == "kernel") {
         r = probe_kv_read(s);
+      } else if (def.kind == "concurrent") {
+        r = probe_concurrent(std::min<size_t>(max_copy, size_t(256) << 20), std::min<size_t>(kernel_cap, size_t(1) << 30), s);
       } else {
         r = probe_gemm_wmma(s);
       }

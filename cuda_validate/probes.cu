@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -306,6 +307,90 @@ ProbeResult probe_gemm_wmma(const Settings& s) {
     smp.flops = 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n);
     r.samples.push_back(std::move(smp));
   }
+  return r;
+}
+
+ProbeResult probe_concurrent(size_t copy_bytes, size_t kernel_bytes, const Settings& s) {
+  ProbeResult r;
+  int dev = 0, sms = 0;
+  CK(cudaGetDevice(&dev));
+  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  const int max_blocks = sms * 8;
+  cudaStream_t a = nullptr, b = nullptr;
+  CK(cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking));
+  CK(cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking));
+  cudaEvent_t start = nullptr, stop_a = nullptr, stop_b = nullptr;
+  CK(cudaEventCreate(&start));
+  CK(cudaEventCreate(&stop_a));
+  CK(cudaEventCreate(&stop_b));
+  {
+    HostBuffer h1(copy_bytes, true), h2(copy_bytes, true);
+    DeviceBuffer d1(copy_bytes), d2(copy_bytes), kv(kernel_bytes), out(sizeof(float) * max_blocks);
+    CK(cudaMemset(d1.p, 0, copy_bytes));
+    CK(cudaMemset(d2.p, 0, copy_bytes));
+    CK(cudaMemset(kv.p, 0, kernel_bytes));
+    CK(cudaDeviceSynchronize());
+    const size_t n16 = kernel_bytes / 16;
+    const int blocks = static_cast<int>(std::min<size_t>(max_blocks, std::max<size_t>(1, (n16 + kThreads - 1) / kThreads)));
+    auto h2d = [&](void* dst, const void* src, cudaStream_t st) {
+      CK(cudaMemcpyAsync(dst, src, copy_bytes, cudaMemcpyHostToDevice, st));
+    };
+    auto d2h = [&](void* dst, const void* src, cudaStream_t st) {
+      CK(cudaMemcpyAsync(dst, src, copy_bytes, cudaMemcpyDeviceToHost, st));
+    };
+    auto kread = [&](cudaStream_t st) {
+      kv_read_kernel<<<blocks, kThreads, 0, st>>>(static_cast<const uint4*>(kv.p), n16, static_cast<float*>(out.p));
+      CK(cudaGetLastError());
+    };
+    struct Case {
+      const char* label;
+      double bytes_a, bytes_b;
+      std::function<void()> op_a, op_b;
+    };
+    const std::vector<Case> cases = {
+        {"h2d+d2h", double(copy_bytes), double(copy_bytes), [&] { h2d(d1.p, h1.p, a); }, [&] { d2h(h2.p, d2.p, b); }},
+        {"h2d+h2d", double(copy_bytes), double(copy_bytes), [&] { h2d(d1.p, h1.p, a); }, [&] { h2d(d2.p, h2.p, b); }},
+        {"kv_read+h2d", double(n16 * 16), double(copy_bytes), [&] { kread(a); }, [&] { h2d(d1.p, h1.p, b); }},
+    };
+    r.note = "copies of " + std::to_string(copy_bytes) + " bytes (pinned), kv_read of " + std::to_string(n16 * 16) +
+             " bytes; both started by one event, times from it";
+    for (const Case& c : cases) {
+      if (past(s)) {
+        r.truncated = true;
+        r.note += "; time limit reached before " + std::string(c.label);
+        break;
+      }
+      Sample smp;
+      smp.label = c.label;
+      smp.bytes = c.bytes_a;
+      smp.bytes_b = c.bytes_b;
+      for (int i = 0; i < s.warmup + s.repetitions; ++i) {
+        CK(cudaDeviceSynchronize());
+        auto t0 = Clock::now();
+        CK(cudaEventRecord(start, a));
+        CK(cudaStreamWaitEvent(b, start, 0));
+        c.op_a();
+        c.op_b();
+        CK(cudaEventRecord(stop_a, a));
+        CK(cudaEventRecord(stop_b, b));
+        CK(cudaEventSynchronize(stop_a));
+        CK(cudaEventSynchronize(stop_b));
+        if (i < s.warmup) continue;
+        smp.wall_us.push_back(us_since(t0));
+        float ms_a = 0, ms_b = 0;
+        CK(cudaEventElapsedTime(&ms_a, start, stop_a));
+        CK(cudaEventElapsedTime(&ms_b, start, stop_b));
+        smp.times_us.push_back(ms_a * 1e3);
+        smp.times_b_us.push_back(ms_b * 1e3);
+      }
+      r.samples.push_back(std::move(smp));
+    }
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop_a);
+  cudaEventDestroy(stop_b);
+  cudaStreamDestroy(a);
+  cudaStreamDestroy(b);
   return r;
 }
 

@@ -41,6 +41,12 @@ struct Sample {
   double flops = 0;  // GEMM: 2 n^3
   std::vector<double> times_us;
   std::vector<double> wall_us;
+  // Concurrent probe: two operations started together on two streams;
+  // times_us is the first's completion, times_b_us the second's, both from
+  // the common start.
+  std::string label;
+  double bytes_b = 0;
+  std::vector<double> times_b_us;
 };
 
 struct Settings {
@@ -70,5 +76,13 @@ ProbeResult probe_kv_read(const Settings& s);
 // A simple WMMA kernel (one warp per 16x16 tile of C, fragments loaded straight
 // from global memory, FP16 inputs, FP32 accumulation): n x n x n GEMMs.
 ProbeResult probe_gemm_wmma(const Settings& s);
+
+// Concurrency: two operations started at the same instant on two streams,
+// each one's completion time measured from that instant. Cases: H2D with D2H
+// (are the directions independent?), H2D with H2D (how two flows share one
+// direction), kv_read with H2D (does a copy slow a memory-bound kernel, and
+// the kernel the copy?). Copies move `copy_bytes`, the kernel reads
+// `kernel_bytes`; pinned host memory.
+ProbeResult probe_concurrent(size_t copy_bytes, size_t kernel_bytes, const Settings& s);
 
 }  // namespace kvtier::cal
