@@ -11,7 +11,7 @@
 
 namespace kvtier {
 
-class Cxl : public DeviceModel {
+class Cxl : public BusMemory {
  public:
   static ParamList params() {
     return {
@@ -25,25 +25,9 @@ class Cxl : public DeviceModel {
     };
   }
   explicit Cxl(const json& p)
-      : cap_(get_num(p, "capacity_GB") * kGB),
-        rd_(get_num(p, "read_GBps") * kGB),
-        wr_(get_num(p, "write_GBps") > 0 ? get_num(p, "write_GBps") * kGB : rd_),
-        lat_((get_num(p, "dram_latency_us") + get_num(p, "added_latency_us")) * kUs),
-        shared_(p.at("shared_bus").get<bool>()),
-        curves_(p, shared_) {}
-  DeviceRole role() const override { return DeviceRole::Memory; }
-  double capacity_bytes() const override { return cap_; }
-  double read_Bps() const override { return curves_.read_Bps(rd_); }
-  double write_Bps() const override { return curves_.write_Bps(wr_); }
-  double media_latency_s() const override { return lat_; }
-  bool media_shared() const override { return shared_; }
-  double read_efficiency(double b, int) const override { return or_one(curves_.read_efficiency(b, rd_)); }
-  double write_efficiency(double b, int) const override { return or_one(curves_.write_efficiency(b, wr_)); }
-
- private:
-  double cap_, rd_, wr_, lat_;
-  bool shared_;
-  MediaCurves curves_;
+      : BusMemory(p, get_num(p, "capacity_GB") * kGB, get_num(p, "read_GBps") * kGB,
+                  (get_num(p, "write_GBps") > 0 ? get_num(p, "write_GBps") : get_num(p, "read_GBps")) * kGB,
+                  (get_num(p, "dram_latency_us") + get_num(p, "added_latency_us")) * kUs, p.at("shared_bus").get<bool>()) {}
 };
 KVTIER_REGISTER(DeviceModel, Cxl, "cxl",
                 "CXL memory expander: capacity, read/write bandwidth, DRAM latency plus the CXL added latency");

@@ -8,7 +8,7 @@
 
 namespace kvtier {
 
-class Dram : public DeviceModel {
+class Dram : public BusMemory {
  public:
   static ParamList params() {
     return {
@@ -22,25 +22,17 @@ class Dram : public DeviceModel {
     };
   }
   explicit Dram(const json& p)
-      : cap_(get_num(p, "capacity_GB") * kGB), lat_(get_num(p, "latency_us") * kUs), curves_(p, true) {
+      : BusMemory(p, get_num(p, "capacity_GB") * kGB, bandwidth(p), bandwidth(p), get_num(p, "latency_us") * kUs, true) {}
+
+ private:
+  static double bandwidth(const json& p) {
     double given = get_num(p, "bandwidth_GBps") * kGB;
     double computed = static_cast<double>(get_int(p, "channels")) * get_num(p, "MTps") * 1e6 * 8.0;
     if (given > 0 && computed > 0) throw ConfigError("bandwidth_GBps: give bandwidth_GBps or channels + MTps, not both");
     if (!(given > 0) && !(computed > 0))
       throw ConfigError("bandwidth_GBps: required; give bandwidth_GBps > 0 or channels and MTps > 0");
-    bw_ = (given > 0 ? given : computed) * get_num(p, "efficiency");
+    return (given > 0 ? given : computed) * get_num(p, "efficiency");
   }
-  DeviceRole role() const override { return DeviceRole::Memory; }
-  double capacity_bytes() const override { return cap_; }
-  double read_Bps() const override { return curves_.read_Bps(bw_); }
-  double write_Bps() const override { return curves_.write_Bps(bw_); }
-  double media_latency_s() const override { return lat_; }
-  double read_efficiency(double b, int) const override { return or_one(curves_.read_efficiency(b, bw_)); }
-  double write_efficiency(double b, int) const override { return or_one(curves_.write_efficiency(b, bw_)); }
-
- private:
-  double cap_, bw_ = 0, lat_;
-  MediaCurves curves_;
 };
 KVTIER_REGISTER(DeviceModel, Dram, "dram",
                 "host DRAM: capacity, shared read/write bus (given, or channels x MT/s x 8 B), latency");

@@ -11,7 +11,7 @@
 
 namespace kvtier {
 
-class Hbm : public DeviceModel {
+class Hbm : public BusMemory {
  public:
   static ParamList params() {
     return {
@@ -23,28 +23,21 @@ class Hbm : public DeviceModel {
         curves_param(MediaCurves::names()),
     };
   }
-  explicit Hbm(const json& p) : cap_(get_num(p, "capacity_GB") * kGB), lat_(get_num(p, "latency_us") * kUs), curves_(p, true) {
+  explicit Hbm(const json& p)
+      : BusMemory(p, get_num(p, "capacity_GB") * kGB, bandwidth(p), bandwidth(p), get_num(p, "latency_us") * kUs, true) {}
+
+ private:
+  static double bandwidth(const json& p) {
     double given = get_num(p, "bandwidth_GBps") * kGB;
     double computed = static_cast<double>(get_int(p, "stacks")) * get_num(p, "stack_GBps") * kGB;
     if ((given > 0) == (computed > 0))
       throw ConfigError("bandwidth_GBps: give exactly one of bandwidth_GBps or stacks + stack_GBps");
-    bw_ = given > 0 ? given : computed;
+    return given > 0 ? given : computed;
   }
-  DeviceRole role() const override { return DeviceRole::Memory; }
-  double capacity_bytes() const override { return cap_; }
-  double read_Bps() const override { return curves_.read_Bps(bw_); }
-  double write_Bps() const override { return curves_.write_Bps(bw_); }
-  double media_latency_s() const override { return lat_; }
-  double read_efficiency(double b, int) const override { return or_one(curves_.read_efficiency(b, bw_)); }
-  double write_efficiency(double b, int) const override { return or_one(curves_.write_efficiency(b, bw_)); }
-
- private:
-  double cap_, bw_ = 0, lat_;
-  MediaCurves curves_;
 };
 KVTIER_REGISTER(DeviceModel, Hbm, "hbm", "HBM device memory as a KV tier: capacity, stacks x per-stack bandwidth");
 
-class Gddr : public DeviceModel {
+class Gddr : public BusMemory {
  public:
   static ParamList params() {
     return {
@@ -56,24 +49,17 @@ class Gddr : public DeviceModel {
         curves_param(MediaCurves::names()),
     };
   }
-  explicit Gddr(const json& p) : cap_(get_num(p, "capacity_GB") * kGB), lat_(get_num(p, "latency_us") * kUs), curves_(p, true) {
+  explicit Gddr(const json& p)
+      : BusMemory(p, get_num(p, "capacity_GB") * kGB, bandwidth(p), bandwidth(p), get_num(p, "latency_us") * kUs, true) {}
+
+ private:
+  static double bandwidth(const json& p) {
     double given = get_num(p, "bandwidth_GBps") * kGB;
     double computed = static_cast<double>(get_int(p, "bus_bits")) * get_num(p, "Gbps_per_pin") * 1e9 / 8.0;
     if ((given > 0) == (computed > 0))
       throw ConfigError("bandwidth_GBps: give exactly one of bandwidth_GBps or bus_bits + Gbps_per_pin");
-    bw_ = given > 0 ? given : computed;
+    return given > 0 ? given : computed;
   }
-  DeviceRole role() const override { return DeviceRole::Memory; }
-  double capacity_bytes() const override { return cap_; }
-  double read_Bps() const override { return curves_.read_Bps(bw_); }
-  double write_Bps() const override { return curves_.write_Bps(bw_); }
-  double media_latency_s() const override { return lat_; }
-  double read_efficiency(double b, int) const override { return or_one(curves_.read_efficiency(b, bw_)); }
-  double write_efficiency(double b, int) const override { return or_one(curves_.write_efficiency(b, bw_)); }
-
- private:
-  double cap_, bw_ = 0, lat_;
-  MediaCurves curves_;
 };
 KVTIER_REGISTER(DeviceModel, Gddr, "gddr", "GDDR device memory as a KV tier: capacity, bus bits x per-pin rate");
 

@@ -65,4 +65,27 @@ class MediaCurves {
 // 1.0 where a MediaCurves efficiency is NaN (no curve): constant bandwidth.
 inline double or_one(double e) { return std::isnan(e) ? 1.0 : e; }
 
+// A memory tier whose medium is a bus (DRAM, HBM, GDDR, a CXL expander):
+// capacity, read and write bandwidth, one latency, optional calibrated curves.
+// The kinds differ only in how they derive these from datasheet terms, which
+// each does in its constructor before handing them here.
+class BusMemory : public DeviceModel {
+ public:
+  BusMemory(const json& p, double capacity_bytes, double read_Bps, double write_Bps, double latency_s, bool shared)
+      : cap_(capacity_bytes), rd_(read_Bps), wr_(write_Bps), lat_(latency_s), shared_(shared), curves_(p, shared) {}
+  DeviceRole role() const override { return DeviceRole::Memory; }
+  double capacity_bytes() const override { return cap_; }
+  double read_Bps() const override { return curves_.read_Bps(rd_); }
+  double write_Bps() const override { return curves_.write_Bps(wr_); }
+  double media_latency_s() const override { return lat_; }
+  bool media_shared() const override { return shared_; }
+  double read_efficiency(double b, int) const override { return or_one(curves_.read_efficiency(b, rd_)); }
+  double write_efficiency(double b, int) const override { return or_one(curves_.write_efficiency(b, wr_)); }
+
+ private:
+  double cap_, rd_, wr_, lat_;
+  bool shared_;
+  MediaCurves curves_;
+};
+
 }  // namespace kvtier
