@@ -144,4 +144,32 @@ inline double hash_unit(uint64_t x) {
   return (double(x >> 11) + 0.5) * (1.0 / 9007199254740992.0);
 }
 
+// Per-tier recency order as an intrusive doubly linked list over flat arrays
+// (one node per block, since a block lives in one tier): push, unlink and the
+// least recent block are O(1) and allocate nothing. Front = most recent.
+struct RecencyLists {
+  std::vector<BlockId> prev, next, head, tail;
+
+  void setup(size_t blocks, size_t tiers) {
+    prev.assign(blocks, kNoBlock);
+    next.assign(blocks, kNoBlock);
+    head.assign(tiers, kNoBlock);
+    tail.assign(tiers, kNoBlock);
+  }
+  void push_front(BlockId b, TierId t) {
+    prev[b] = kNoBlock;
+    next[b] = head[t];
+    if (head[t] != kNoBlock) prev[head[t]] = b;
+    head[t] = b;
+    if (tail[t] == kNoBlock) tail[t] = b;
+  }
+  void unlink(BlockId b, TierId t) {
+    if (prev[b] != kNoBlock) next[prev[b]] = next[b];
+    else if (head[t] == b) head[t] = next[b];
+    if (next[b] != kNoBlock) prev[next[b]] = prev[b];
+    else if (tail[t] == b) tail[t] = prev[b];
+    prev[b] = next[b] = kNoBlock;
+  }
+};
+
 }  // namespace kvtier

@@ -42,30 +42,27 @@ class HkmEviction : public EvictionPolicy {
     size_t n = table.size();
     hits_.setup(n, window_);
     counts_.setup(table);
-    prev_.assign(n, kNoBlock);
-    next_.assign(n, kNoBlock);
-    head_.assign(table.tiers.size(), kNoBlock);
-    tail_.assign(table.tiers.size(), kNoBlock);
+    lists_.setup(n, table.tiers.size());
   }
   void on_insert(BlockId b, TierId t) override {
     counts_.insert(*table_, b, t);
-    push_front(b, t);
+    lists_.push_front(b, t);
   }
   void on_access(BlockId b, TierId t) override {
     hits_.hit(b, table_->step);
-    unlink(b, t);
-    push_front(b, t);
+    lists_.unlink(b, t);
+    lists_.push_front(b, t);
   }
   void on_remove(BlockId b, TierId t) override {
     counts_.remove(*table_, b, t);
-    unlink(b, t);
+    lists_.unlink(b, t);
   }
 
   BlockId victim(TierId t) override {
     const BlockTable& tb = *table_;
     BlockId best = kNoBlock;
     uint32_t best_hits = 0, seen = 0;
-    for (BlockId b = tail_[t]; b != kNoBlock && seen < candidates_; b = prev_[b]) {
+    for (BlockId b = lists_.tail[t]; b != kNoBlock && seen < candidates_; b = lists_.prev[b]) {
       if (!eligible(b, t)) continue;
       uint32_t h = hits_.hits(b, tb.step);
       if (best == kNoBlock || h < best_hits) {
@@ -93,20 +90,6 @@ class HkmEviction : public EvictionPolicy {
     if (table_->pinned(b)) return false;
     return t != pin_.warm || !time_pinned(b);
   }
-  void push_front(BlockId b, TierId t) {
-    prev_[b] = kNoBlock;
-    next_[b] = head_[t];
-    if (head_[t] != kNoBlock) prev_[head_[t]] = b;
-    head_[t] = b;
-    if (tail_[t] == kNoBlock) tail_[t] = b;
-  }
-  void unlink(BlockId b, TierId t) {
-    if (prev_[b] != kNoBlock) next_[prev_[b]] = next_[b];
-    else if (head_[t] == b) head_[t] = next_[b];
-    if (next_[b] != kNoBlock) prev_[next_[b]] = prev_[b];
-    else if (tail_[t] == b) tail_[t] = prev_[b];
-    prev_[b] = next_[b] = kNoBlock;
-  }
 
   TimePin pin_;
   uint32_t window_, candidates_;
@@ -114,7 +97,7 @@ class HkmEviction : public EvictionPolicy {
   const BlockTable* table_ = nullptr;
   HitRateTable hits_;
   GroupCounts counts_;
-  std::vector<BlockId> prev_, next_, head_, tail_;
+  RecencyLists lists_;
 };
 KVTIER_REGISTER(EvictionPolicy, HkmEviction, "hkm",
                 "HillInfer HKM: demote the lowest-hit-rate block, never a time-pinned newest block of the warm tier");
