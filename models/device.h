@@ -39,6 +39,12 @@ class DeviceModel {
   virtual double flops() const { return 0; }           // dense FP16 FLOP/s
   virtual double memory_Bps() const { return 0; }      // bandwidth seen by kernels
   virtual double launch_overhead_s() const { return 0; }
+  // GPUs: how many copy engines serve copies between this device and host-side
+  // memory, per direction. 0: not modelled (copies from different sources run
+  // at once and share the links); 1: they run one after the other, as
+  // measured on an H200 (two concurrent 256 MiB H2D cudaMemcpyAsync finished
+  // at 1x and 2x the solo time, docs/validation.md).
+  virtual int copy_engines() const { return 0; }
   // One decode attention kernel over `kv_bytes` of KV (all heads, one layer):
   // memory-bound, so launch overhead plus bytes over memory bandwidth, or a
   // calibrated curve where the device has one. See models/gpu_compute.h for

@@ -22,6 +22,9 @@ class Gpu : public DeviceModel {
         num("launch_overhead_us", 5.0, "fixed cost per layer of kernel launches, microseconds", 0),
         num("memory_efficiency", 1.0, "sustained / datasheet memory bandwidth seen by kernels", 0.01, 1.0),
         num("flops_efficiency", 1.0, "sustained / datasheet tensor throughput", 0.001, 1.0),
+        integer("copy_engines", 0,
+                "copy engines per direction for copies with host-side memory: 0 = not modelled (concurrent copies "
+                "share the link), 1 = serialised (measured on H200)", 0, 1),
         curves_param({"attention_us"}),
     };
   }
@@ -30,7 +33,8 @@ class Gpu : public DeviceModel {
         reserved_(get_num(p, "reserved_GB") * kGB),
         mem_(get_num(p, "memory_GBps") * kGB * get_num(p, "memory_efficiency")),
         flops_(get_num(p, "fp16_TFLOPS") * 1e12 * get_num(p, "flops_efficiency")),
-        launch_(get_num(p, "launch_overhead_us") * kUs) {
+        launch_(get_num(p, "launch_overhead_us") * kUs),
+        copy_engines_(static_cast<int>(get_int(p, "copy_engines"))) {
     CurveSet cs = parse_curve_set(p, {"attention_us"}, "");
     if (cs.count("attention_us")) attention_ = cs["attention_us"].scaled(kUs);
   }
@@ -41,12 +45,14 @@ class Gpu : public DeviceModel {
   double flops() const override { return flops_; }
   double memory_Bps() const override { return mem_; }
   double launch_overhead_s() const override { return launch_; }
+  int copy_engines() const override { return copy_engines_; }
   double attention_s(double kv_bytes) const override {
     return attention_.empty() ? DeviceModel::attention_s(kv_bytes) : attention_(kv_bytes);
   }
 
  private:
   double capacity_, reserved_, mem_, flops_, launch_;
+  int copy_engines_;
   Curve attention_;
 };
 KVTIER_REGISTER(DeviceModel, Gpu, "gpu", "GPU: compute plus device memory usable as the top KV tier");

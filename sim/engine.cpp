@@ -194,7 +194,7 @@ double Simulation::fraction(size_t tier, uint32_t layer) const {
 
 Stream& Simulation::stream(size_t from, size_t to) {
   const size_t n = hw_.devices.size();
-  auto& s = streams_[from * n + to];
+  Stream* s = streams_[from * n + to];
   if (!s) throw std::logic_error("kvtier: no stream " + hw_.devices[from].name + "->" + hw_.devices[to].name);
   return *s;
 }
@@ -719,8 +719,7 @@ void Simulation::drive() {
       background_demotion();
     }
   }
-  for (auto& s : streams_)
-    if (s) s->stop();
+  for (auto& s : owned_streams_) s->stop();
 }
 
 json Simulation::run(const std::string& timeline_path) {
@@ -735,13 +734,30 @@ json Simulation::run(const std::string& timeline_path) {
   gpu_track_ = timeline_->track(Timeline::Streams, hw_.gpu + " compute");
   for (auto& st : platform_->stats()) st.track = timeline_->track(Timeline::Links, st.name);
   const size_t n = hw_.devices.size(), nt = t_.tiers.size();
-  streams_.resize(n * n);
+  streams_.assign(n * n, nullptr);
   // One stream per ordered pair of devices the engine moves data between,
-  // and one per scoring/codec device (from == to: its work queue).
+  // and one per scoring/codec device (from == to: its work queue). With one
+  // copy engine per direction, every copy between the GPU and host-side
+  // memory of one direction goes through a single stream.
+  const bool one_engine = hw_.devices[gpu_dev_].model->copy_engines() == 1;
+  Stream* engine_in = nullptr;
+  Stream* engine_out = nullptr;
+  auto make = [&](const std::string& name) {
+    owned_streams_.push_back(std::make_unique<Stream>(name, *platform_, *board_, *timeline_));
+    return owned_streams_.back().get();
+  };
   auto want = [&](size_t a, size_t b) {
     if (streams_[a * n + b]) return;
-    std::string name = a == b ? hw_.devices[a].name + " work" : hw_.devices[a].name + "->" + hw_.devices[b].name;
-    streams_[a * n + b] = std::make_unique<Stream>(name, *platform_, *board_, *timeline_);
+    if (one_engine && a != b && (a == gpu_dev_ || b == gpu_dev_)) {
+      const size_t other = a == gpu_dev_ ? b : a;
+      if (hw_.devices[other].model->role() == DeviceRole::Memory) {
+        Stream*& e = b == gpu_dev_ ? engine_in : engine_out;
+        if (!e) e = make(hw_.gpu + (b == gpu_dev_ ? " copy engine in" : " copy engine out"));
+        streams_[a * n + b] = e;
+        return;
+      }
+    }
+    streams_[a * n + b] = make(a == b ? hw_.devices[a].name + " work" : hw_.devices[a].name + "->" + hw_.devices[b].name);
   };
   std::vector<size_t> eps = tier_dev_;
   eps.push_back(gpu_dev_);
@@ -750,8 +766,7 @@ json Simulation::run(const std::string& timeline_path) {
       if (a != b) want(a, b);
   if (cpu_dev_ >= 0) want(static_cast<size_t>(cpu_dev_), static_cast<size_t>(cpu_dev_));
   if (fpga_dev_ >= 0) want(static_cast<size_t>(fpga_dev_), static_cast<size_t>(fpga_dev_));
-  for (auto& s : streams_)
-    if (s) s->start();
+  for (auto& s : owned_streams_) s->start();
   pending_.assign(t_.size(), kNoJob);
   prefetched_.assign(t_.size(), 0);
   mass_of_.assign(t_.blocks_per_seq_layer, 0.f);

@@ -108,7 +108,8 @@ class Simulation {
   std::unique_ptr<Platform> platform_;
   std::unique_ptr<JobBoard> board_;
   std::unique_ptr<Timeline> timeline_;
-  std::vector<std::unique_ptr<Stream>> streams_;  // n x n by (from, to) device
+  std::vector<std::unique_ptr<Stream>> owned_streams_;
+  std::vector<Stream*> streams_;  // n x n by (from, to) device; pairs may share a stream (GPU copy engines)
   sg4::Host* gpu_host_ = nullptr;
   uint32_t gpu_track_ = 0;
   std::vector<JobId> pending_;  // per block: the job moving it, if any
