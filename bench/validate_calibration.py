@@ -87,11 +87,14 @@ def concurrent_section(a, meas):
     with open(os.path.join(ROOT, a.hardware)) as f:
         gpu = json.load(f)["devices"].get("gpu", {})
     copy_engines = gpu.get("copy_engines", 0)
+    with open(os.path.join(ROOT, a.hardware)) as f:
+        duplex_eff = json.load(f)["links"].get(a.link, {}).get("duplex_efficiency", 1.0)
     out = ["## Two operations at once", "",
            f"From `{a.concurrent}` ({conc['device'].get('name', '?')}, {conc.get('date', '?')}): two operations "
            "started by one CUDA event on two streams; each one's completion from that start (median of "
            f"{conc['settings']['repetitions']}). 'solo' is the same size measured alone (above). 'kvtier' is what the "
-           "engine gives: PCIe directions independent (split duplex); two copies in one direction one after the other "
+           "engine gives: the two PCIe directions together at the link's `duplex_efficiency` times their sum (this "
+           "preset: fitted to this measurement), each at solo time / efficiency; two copies in one direction one after the other "
            "when the GPU has `copy_engines: 1` (this preset, from this measurement), else sharing the link max-min "
            "(each done at 2x solo); kernels and copies not interfering.", "",
            "| case | operation | solo us | together us | kvtier us | kvtier error |", "|---|---|---:|---:|---:|---:|"]
@@ -107,15 +110,19 @@ def concurrent_section(a, meas):
                 # One copy engine per direction: the second waits for the first.
                 first = op_index == 0
                 predicted = (solo if first else 2 * solo) if copy_engines == 1 else 2 * solo
+            elif smp["case"] == "h2d+d2h":
+                # Both directions at once share duplex_efficiency x their sum.
+                predicted = solo / duplex_eff
             else:
                 predicted = solo
             out.append(f"| {smp['case']} | {op} ({int(size)} B) | {solo:.1f} | {together:.1f} | {predicted:.1f} | "
                        f"{100 * abs(predicted - together) / together:.1f}% |")
     out += ["", "What this shows: on this machine the two PCIe directions interfere (a copy each way runs 7-23% slower "
-            "than alone), two copies in one direction are served one after the other (the first finishes at the solo "
+            "than alone, asymmetrically), two copies in one direction are served one after the other (the first finishes at the solo "
             "time, the second at twice it: modelled by `copy_engines: 1` on the GPU, tests/sim/copy_engine_test.cpp), "
-            "and a memory-bound kernel and a copy slow each other by 8-14%. The direction and kernel/copy "
-            "interference are not modelled yet.", ""]
+            "and a memory-bound kernel and a copy slow each other by 8-14%. The engine models the first two "
+            "(`duplex_efficiency` on the link, symmetric, so the faster direction's error remains; `copy_engines` on "
+            "the GPU); kernel/copy interference in device memory is not modelled yet.", ""]
     return out
 
 

@@ -57,6 +57,9 @@ ParamList link_params() {
       positive("pcie_max_payload_B", 256, "PCIe max payload per TLP, bytes"),
       num("pcie_tlp_overhead_B", 24, "PCIe bytes per TLP besides payload (framing, header, LCRC, DLLPs)", 0),
       num("bandwidth_back_GBps", 0.0, "split links only: b -> a bandwidth if different, GB/s (0: same)", 0),
+      num("duplex_efficiency", 1.0,
+          "split links only: share of the two directions' summed bandwidth they get when both carry traffic "
+          "(1 = independent; PCIe 5.0 x16 on an H200 measured 0.86)", 0.5, 1.0),
       num("latency_us", 1.0, "one-way latency, microseconds", 0),
       str("duplex", "split", "split: directions independent (PCIe); shared: both directions share the bandwidth; "
                              "fatpipe: every flow gets the full bandwidth",
@@ -155,6 +158,9 @@ Hardware parse_hardware(json& hw, const std::string& where) {
     if (curves.count("latency_us")) e.latency_curve = curves["latency_us"].scaled(kUs);
     const std::string d = l["duplex"].get<std::string>();
     e.duplex = d == "split" ? Duplex::Split : d == "shared" ? Duplex::Shared : Duplex::FatPipe;
+    e.duplex_efficiency = get_num(l, "duplex_efficiency");
+    if (e.duplex_efficiency < 1.0 && e.duplex != Duplex::Split)
+      throw ConfigError(path + ".duplex_efficiency: only split-duplex links have two directions to share");
     out.links.push_back(e);
   }
 

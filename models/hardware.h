@@ -28,6 +28,9 @@ struct LinkEntry {
   double bw_back_Bps = 0;   // backward bandwidth (split links; equal to bw_Bps unless set)
   double latency_s = 0;
   Duplex duplex = Duplex::Split;
+  // Split links: when both directions carry traffic, together they get this
+  // share of the two directions' sum (1: independent directions).
+  double duplex_efficiency = 1.0;
   std::string pcie;         // "gen4x16" when the rate came from PCIe gen/width, else ""
   // Calibrated size dependence (empty: constant). Bandwidth curves are in B/s,
   // the latency curve in seconds, all against transfer size in bytes. When a

@@ -62,12 +62,18 @@ Platform::Platform(const Hardware& hw, const Topology& topo) : n_(hw.devices.siz
     return SgLink{l, static_cast<uint32_t>(stats_.size() - 1)};
   };
   // Topology links: one SimGrid link per direction for split duplex.
-  std::vector<SgLink> fwd(hw.links.size()), back(hw.links.size());
+  std::vector<SgLink> fwd(hw.links.size()), back(hw.links.size()), both(hw.links.size(), SgLink{nullptr, 0});
   for (size_t i = 0; i < hw.links.size(); ++i) {
     const auto& l = hw.links[i];
     if (l.duplex == Duplex::Split) {
       fwd[i] = new_link(l.name + ":" + l.a + "->" + l.b, l.bw_Bps, l.latency_s, sg4::Link::SharingPolicy::SHARED);
       back[i] = new_link(l.name + ":" + l.b + "->" + l.a, l.bw_back_Bps, l.latency_s, sg4::Link::SharingPolicy::SHARED);
+      // Directions that slow each other: both also cross one shared
+      // constraint of the efficiency times their sum, which a lone flow never
+      // reaches (efficiency >= 0.5) and two opposite flows split.
+      if (l.duplex_efficiency < 1.0)
+        both[i] = new_link(l.name + ":both", l.duplex_efficiency * (l.bw_Bps + l.bw_back_Bps), 0.0,
+                           sg4::Link::SharingPolicy::SHARED);
     } else {
       auto pol = l.duplex == Duplex::Shared ? sg4::Link::SharingPolicy::SHARED : sg4::Link::SharingPolicy::FATPIPE;
       fwd[i] = back[i] = new_link(l.name, l.bw_Bps, l.latency_s, pol);
@@ -94,7 +100,10 @@ Platform::Platform(const Hardware& hw, const Topology& topo) : n_(hw.devices.siz
       std::vector<SgLink> path;
       const Route hops = topo.route(a, b);
       if (media_read[a].link) path.push_back(media_read[a]);
-      for (const Hop& h : hops) path.push_back(h.forward ? fwd[h.link] : back[h.link]);
+      for (const Hop& h : hops) {
+        path.push_back(h.forward ? fwd[h.link] : back[h.link]);
+        if (both[h.link].link) path.push_back(both[h.link]);
+      }
       if (media_write[b].link) path.push_back(media_write[b]);
       RouteFactors& f = factors_[a * n_ + b];
       f.const_min_Bps = std::numeric_limits<double>::infinity();
