@@ -50,14 +50,18 @@ def load_result(path):
     return check_result(_load_json(path), path)
 
 
-def _load_json(path):
+def _read_text(path):
     try:
         with open(path, encoding="utf-8") as f:
-            text = f.read()
+            return f.read()
     except FileNotFoundError:
         raise ResultError("%s: no such file" % path)
     except OSError as e:
         raise ResultError("%s: cannot read: %s" % (path, e.strerror or e))
+
+
+def _load_json(path):
+    text = _read_text(path)
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
@@ -68,13 +72,7 @@ def load_results(path):
     """A result.json (one JSON object) or a sweep's JSON-lines file (one result
     object per line; a line may also wrap it as {"result": {...}}). Returns a
     list of (label_hint, result) where label_hint names the source."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except FileNotFoundError:
-        raise ResultError("%s: no such file" % path)
-    except OSError as e:
-        raise ResultError("%s: cannot read: %s" % (path, e.strerror or e))
+    text = _read_text(path)
     try:
         obj = json.loads(text)
     except json.JSONDecodeError:

@@ -14,6 +14,8 @@
 #include "models/param.h"
 #include "sim/config.h"
 #include "sim/engine.h"
+#include "sim/platform.h"
+#include "sim/streams.h"
 
 namespace kvtier::test {
 
@@ -79,6 +81,53 @@ inline json tiny_model(int layers) {
 inline json fast_gpu(double capacity_GB) {
   return json{{"kind", "gpu"},         {"capacity_GB", capacity_GB}, {"reserved_GB", 0},
               {"memory_GBps", 1e12},   {"fp16_TFLOPS", 1e12},        {"launch_overhead_us", 0}};
+}
+
+// Platform-level transfers, each on its own stream, all started at time 0
+// unless they wait for earlier ones (`after`: indices into the list).
+struct Transfer {
+  std::string from, to;
+  double bytes;
+  std::vector<size_t> after;
+};
+
+// Runs the transfers on `hw` (in a child) and returns each one's finish time.
+inline std::vector<double> finish_times(const json& hw, const std::vector<Transfer>& transfers) {
+  json m = in_child([&] {
+    json hwc = hw;
+    Hardware h = parse_hardware(hwc, "hardware");
+    Topology topo(h);
+    start_simgrid();
+    Platform p(h, topo);
+    JobBoard board;
+    Timeline tl;
+    std::vector<std::unique_ptr<Stream>> streams;
+    std::vector<JobId> ids;
+    for (size_t i = 0; i < transfers.size(); ++i) ids.push_back(board.create());
+    for (size_t i = 0; i < transfers.size(); ++i) {
+      const Transfer& t = transfers[i];
+      std::vector<JobId> deps;
+      for (size_t j : t.after) deps.push_back(ids[j]);
+      streams.push_back(std::make_unique<Stream>("t" + std::to_string(i), p, board, tl));
+      streams.back()->submit(TransferJob{ids[i], static_cast<size_t>(h.device_index(t.from)),
+                                         static_cast<size_t>(h.device_index(t.to)), t.bytes, deps});
+      streams.back()->start();
+    }
+    // One waiter per transfer, so each time is its own whatever the order.
+    std::vector<double> done(ids.size(), 0.0);
+    size_t left = ids.size();
+    for (size_t i = 0; i < ids.size(); ++i)
+      sg4::Actor::create("waiter", p.controller(), [&, i] {
+        board.wait(ids[i]);
+        done[i] = sg4::Engine::get_clock();
+        if (--left == 0)
+          for (auto& st : streams) st->stop();
+      });
+    sg4::Engine::get_instance()->run();
+    return json(done);
+  });
+  REQUIRE(m.is_array());
+  return m.get<std::vector<double>>();
 }
 
 inline double rel_err(double a, double b) { return std::abs(a - b) / std::abs(b); }
