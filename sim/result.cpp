@@ -5,6 +5,11 @@
 #include <fstream>
 #include <sstream>
 
+#include <simgrid/config.h>
+#include <simgrid/version.h>
+
+#include "git_commit.h"
+
 namespace kvtier {
 
 void write_file_atomic(const std::string& path, const std::string& content) {
@@ -29,9 +34,17 @@ void write_file_atomic(const std::string& path, const std::string& content) {
   }
 }
 
+json build_provenance() {
+  return json{{"kvtier_version", KVTIER_VERSION},
+              {"git_commit", KVTIER_GIT_COMMIT},
+              {"simgrid_version", std::to_string(SIMGRID_VERSION_MAJOR) + "." + std::to_string(SIMGRID_VERSION_MINOR) +
+                                      "." + std::to_string(SIMGRID_VERSION_PATCH)}};
+}
+
 json make_result(const json& cfg, const json& metrics) {
   json r;
   r["kvtier_version"] = KVTIER_VERSION;
+  r["provenance"] = build_provenance();
   r["seed"] = cfg["sim"]["seed"];
   r["config"] = cfg;
   r["metrics"] = metrics;

@@ -48,6 +48,32 @@ void Stream::stop() {
   cv_->notify_one();
 }
 
+// "transfer dram->gpu L3" : what moves, between which devices, for which layer.
+std::string Stream::slice_name(const TransferJob& job) const {
+  std::string n = job.label;
+  if (job.exec_on >= 0)
+    n += " on " + platform_.host(static_cast<size_t>(job.exec_on))->get_name();
+  else
+    n += " " + platform_.host(job.from)->get_name() + "->" + platform_.host(job.to)->get_name();
+  if (job.layer >= 0) n += " L" + std::to_string(job.layer);
+  return n;
+}
+
+json Stream::slice_args(const TransferJob& job) const {
+  json a = json::object();
+  if (job.exec_on >= 0) {
+    a["device"] = platform_.host(static_cast<size_t>(job.exec_on))->get_name();
+  } else {
+    a["from"] = platform_.host(job.from)->get_name();
+    a["to"] = platform_.host(job.to)->get_name();
+    a["bytes"] = job.bytes;
+  }
+  a["stream"] = name_;
+  if (job.step >= 0) a["step"] = job.step;
+  if (job.layer >= 0) a["layer"] = job.layer;
+  return a;
+}
+
 void Stream::run() {
   auto& stats = platform_.stats();
   while (true) {
@@ -67,7 +93,7 @@ void Stream::run() {
       e->start();
       e->wait();
       const double t1 = sg4::Engine::get_clock();
-      if (timeline_.enabled()) timeline_.event(Timeline::Streams, track_, job.label, t0, t1, 0);
+      if (timeline_.enabled()) timeline_.slice(track_, slice_name(job), t0, t1, slice_args(job));
       board_.finish(job.id, t1 - t0);
       continue;
     }
@@ -87,8 +113,10 @@ void Stream::run() {
       if (--st.active == 0) st.busy_s += t1 - st.busy_since;
     }
     if (timeline_.enabled()) {
-      timeline_.event(Timeline::Streams, track_, job.label, t0, t1, job.bytes);
-      for (uint32_t s : route.stats) timeline_.event(Timeline::Links, stats[s].track, name_.c_str(), t0, t1, job.bytes);
+      const std::string name = slice_name(job);
+      const json args = slice_args(job);
+      timeline_.slice(track_, name, t0, t1, args);
+      for (uint32_t s : route.stats) timeline_.transfer(stats[s].track, name, t0, t1, job.bytes, args);
     }
     board_.finish(job.id, t1 - t0);
   }

@@ -44,6 +44,8 @@ struct TransferJob {
   int exec_on = -1;
   double seconds = 0;
   const char* label = "transfer";
+  // What the job is for, shown on its timeline slice when set (>= 0).
+  int32_t step = -1, layer = -1;
 };
 
 class Stream {
@@ -56,6 +58,8 @@ class Stream {
 
  private:
   void run();
+  std::string slice_name(const TransferJob& job) const;
+  json slice_args(const TransferJob& job) const;
   std::string name_;
   Platform& platform_;
   JobBoard& board_;
