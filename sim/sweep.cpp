@@ -2,6 +2,8 @@
 
 #include <fcntl.h>
 #include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -9,6 +11,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <ctime>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -21,6 +24,7 @@
 
 #include "sim/config.h"
 #include "sim/engine.h"
+#include "sim/result.h"
 
 namespace kvtier {
 
@@ -28,7 +32,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::vector<std::string> kSweepKeys{"name", "base", "set", "grid", "points", "seed"};
+const std::vector<std::string> kSweepKeys{"name", "base", "set", "grid", "zip", "points", "seed"};
 
 std::string grid_path(const std::string& section, const std::string& key) {
   return section + "[\"" + key + "\"]";
@@ -219,7 +223,7 @@ Sweep load_sweep(const std::string& file, const std::vector<std::string>& cli_se
       continue;
     std::string hint = nearest(it.key(), kSweepKeys);
     throw ConfigError(file + ": " + it.key() + ": unknown key in a sweep file" +
-                      (hint.empty() ? " (expected base, set, grid, points, seed, name)"
+                      (hint.empty() ? " (expected base, set, grid, zip, points, seed, name)"
                                     : " (did you mean '" + hint + "'?)"));
   }
 
@@ -273,6 +277,51 @@ Sweep load_sweep(const std::string& file, const std::vector<std::string>& cli_se
     }
   }
 
+  // zip: linked axes, each a set of paths that move together (the i-th
+  // value of every list at once); each axis is one more grid dimension.
+  struct Linked {
+    std::vector<std::string> paths;
+    std::vector<const json*> values;
+    size_t size = 0;
+  };
+  std::vector<Linked> zips;
+  if (doc.contains("zip")) {
+    const json& z = doc["zip"];
+    std::vector<const json*> axes;
+    if (z.is_object()) {
+      axes.push_back(&z);
+    } else if (z.is_array() && !z.empty()) {
+      for (const auto& a : z) axes.push_back(&a);
+    } else {
+      throw ConfigError(file + ": zip: expected an object {\"dotted.path\": [values...], ...} of lists of one "
+                        "length, or a non-empty array of such objects");
+    }
+    std::set<std::string> seen(gk.begin(), gk.end());
+    for (size_t a = 0; a < axes.size(); ++a) {
+      const std::string where = z.is_object() ? std::string("zip") : "zip[" + std::to_string(a) + "]";
+      const json& ax = *axes[a];
+      if (!ax.is_object() || ax.empty())
+        throw ConfigError(file + ": " + where + ": expected a non-empty object {\"dotted.path\": [values...], ...}");
+      Linked l;
+      for (auto it = ax.begin(); it != ax.end(); ++it) {
+        const std::string w = grid_path(where, it.key());
+        check_dotted(file, w, it.key());
+        if (!it.value().is_array() || it.value().empty())
+          throw ConfigError(file + ": " + w + ": expected a non-empty array of values");
+        if (l.size == 0) l.size = it.value().size();
+        if (it.value().size() != l.size)
+          throw ConfigError(file + ": " + w + ": has " + std::to_string(it.value().size()) +
+                            " values, expected " + std::to_string(l.size) + " like the other paths of " + where +
+                            " (linked paths move together)");
+        if (!seen.insert(it.key()).second)
+          throw ConfigError(file + ": " + w + ": also in grid or another zip axis (a path varies in one place only)");
+        l.paths.push_back(it.key());
+        l.values.push_back(&it.value());
+      }
+      zips.push_back(std::move(l));
+    }
+  }
+
   // points
   std::vector<json> entries;
   if (doc.contains("points")) {
@@ -285,6 +334,10 @@ Sweep load_sweep(const std::string& file, const std::vector<std::string>& cli_se
       for (const auto& k : gk)
         if (p[i].contains(k))
           throw ConfigError(file + ": " + grid_path(where, k) + ": also in grid (a path varies in one place only)");
+      for (const auto& l : zips)
+        for (const auto& k : l.paths)
+          if (p[i].contains(k))
+            throw ConfigError(file + ": " + grid_path(where, k) + ": also in zip (a path varies in one place only)");
       entries.push_back(p[i]);
     }
   } else {
@@ -305,6 +358,9 @@ Sweep load_sweep(const std::string& file, const std::vector<std::string>& cli_se
     }
     for (const auto& k : gk)
       if (k == "sim.seed") throw ConfigError(file + ": " + grid_path("grid", k) + ": also given as seed");
+    for (const auto& l : zips)
+      for (const auto& k : l.paths)
+        if (k == "sim.seed") throw ConfigError(file + ": zip: sim.seed: also given as seed");
     for (size_t i = 0; i < entries.size(); ++i)
       if (entries[i].contains("sim.seed"))
         throw ConfigError(file + ": " + grid_path("points[" + std::to_string(i) + "]", "sim.seed") +
@@ -312,21 +368,26 @@ Sweep load_sweep(const std::string& file, const std::vector<std::string>& cli_se
   }
   if (seeds.empty()) seeds.push_back(json());
 
-  // Expand: each point entry x the grid (keys in sorted order, the last
-  // varying fastest) x the seeds.
+  // Expand: each point entry x the axes (the grid's paths in sorted order,
+  // then the zip axes in file order; the last varying fastest) x the seeds.
+  std::vector<size_t> axis_size;
+  for (const json* v : gv) axis_size.push_back(v->size());
+  for (const auto& l : zips) axis_size.push_back(l.size);
   std::vector<json> overrides;
   for (const auto& e : entries) {
-    std::vector<size_t> at(gk.size(), 0);
+    std::vector<size_t> at(axis_size.size(), 0);
     while (true) {
       json o = e;
       for (size_t k = 0; k < gk.size(); ++k) o[gk[k]] = (*gv[k])[at[k]];
+      for (size_t z = 0; z < zips.size(); ++z)
+        for (size_t p = 0; p < zips[z].paths.size(); ++p) o[zips[z].paths[p]] = (*zips[z].values[p])[at[gk.size() + z]];
       for (const auto& s : seeds) {
         json os = o;
         if (!s.is_null()) os["sim.seed"] = s;
         overrides.push_back(std::move(os));
       }
-      size_t k = gk.size();
-      while (k > 0 && ++at[k - 1] == gv[k - 1]->size()) at[--k] = 0;
+      size_t k = axis_size.size();
+      while (k > 0 && ++at[k - 1] == axis_size[k - 1]) at[--k] = 0;
       if (k == 0) break;
     }
   }
@@ -365,6 +426,137 @@ Sweep load_sweep(const std::string& file, const std::vector<std::string>& cli_se
   return sw;
 }
 
+namespace {
+
+// The signal that asked the sweep to stop (0: none). Children are ended and
+// the scratch folder removed by the normal return path.
+volatile sig_atomic_t g_stop_signal = 0;
+void on_stop_signal(int sig) { g_stop_signal = sig; }
+
+struct SignalGuard {
+  struct sigaction old_int {}, old_term {}, old_hup {};
+  SignalGuard() {
+    struct sigaction sa {};
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = 0;  // no SA_RESTART: waitpid() returns EINTR so the loop sees the signal
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    sigaction(SIGHUP, &sa, &old_hup);
+  }
+  ~SignalGuard() {
+    sigaction(SIGINT, &old_int, nullptr);
+    sigaction(SIGTERM, &old_term, nullptr);
+    sigaction(SIGHUP, &old_hup, nullptr);
+  }
+};
+
+std::string with_extension(const std::string& jsonl, const std::string& ext) {
+  const std::string suffix = ".jsonl";
+  if (jsonl.size() > suffix.size() && jsonl.compare(jsonl.size() - suffix.size(), suffix.size(), suffix) == 0)
+    return jsonl.substr(0, jsonl.size() - suffix.size()) + ext;
+  return jsonl + ext;
+}
+
+// Scalars of a nested object as "a.b.c" -> value.
+void flatten(const json& v, const std::string& prefix, std::map<std::string, json>& out) {
+  if (v.is_object()) {
+    for (auto it = v.begin(); it != v.end(); ++it) flatten(it.value(), prefix.empty() ? it.key() : prefix + "." + it.key(), out);
+  } else if (v.is_array()) {
+    for (size_t i = 0; i < v.size(); ++i) flatten(v[i], prefix + "." + std::to_string(i), out);
+  } else {
+    out[prefix] = v;
+  }
+}
+
+std::string csv_cell(const json& v) {
+  std::string s;
+  if (v.is_null()) return "";
+  if (v.is_string()) {
+    s = v.get<std::string>();
+  } else {  // numbers in the shortest form that reads back exactly
+    s = v.dump();
+  }
+  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+
+// The flat table of a sweep's JSON-lines file: index, key, every override
+// path, every metric; one row per line, sorted by index (then key).
+std::string sweep_csv(const std::string& jsonl_text) {
+  struct Row {
+    size_t index;
+    std::string key;
+    std::map<std::string, json> o, m;
+  };
+  std::vector<Row> rows;
+  std::set<std::string> ocols, mcols;
+  std::istringstream in(jsonl_text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    json j = json::parse(line, nullptr, false);
+    if (!j.is_object()) continue;
+    Row r;
+    r.index = j.value("index", size_t(0));
+    r.key = j.value("key", std::string());
+    if (j.contains("overrides") && j["overrides"].is_object())
+      for (auto it = j["overrides"].begin(); it != j["overrides"].end(); ++it) r.o[it.key()] = it.value();
+    if (j.contains("result") && j["result"].is_object() && j["result"].contains("metrics"))
+      flatten(j["result"]["metrics"], "", r.m);
+    for (const auto& kv : r.o) ocols.insert(kv.first);
+    for (const auto& kv : r.m) mcols.insert(kv.first);
+    rows.push_back(std::move(r));
+  }
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const Row& a, const Row& b) { return a.index != b.index ? a.index < b.index : a.key < b.key; });
+  std::ostringstream o;
+  o << "index,key";
+  for (const auto& c : ocols) o << ',' << csv_cell(c);
+  for (const auto& c : mcols) o << ',' << csv_cell(c);
+  o << '\n';
+  for (const auto& r : rows) {
+    o << r.index << ',' << r.key;
+    for (const auto& c : ocols) {
+      auto it = r.o.find(c);
+      o << ',' << (it == r.o.end() ? std::string() : csv_cell(it->second.is_structured() ? json(it->second.dump()) : it->second));
+    }
+    for (const auto& c : mcols) {
+      auto it = r.m.find(c);
+      o << ',' << (it == r.m.end() ? std::string() : csv_cell(it->second));
+    }
+    o << '\n';
+  }
+  return o.str();
+}
+
+std::string utc_now() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string host_name() {
+  char buf[256] = {0};
+  if (gethostname(buf, sizeof buf - 1) != 0) return "unknown";
+  return buf;
+}
+
+std::string seconds_text(double s) {
+  char buf[32];
+  if (s < 60) std::snprintf(buf, sizeof buf, "%.1f s", s);
+  else if (s < 3600) std::snprintf(buf, sizeof buf, "%d min %02d s", int(s) / 60, int(s) % 60);
+  else std::snprintf(buf, sizeof buf, "%d h %02d min", int(s) / 3600, (int(s) % 3600) / 60);
+  return buf;
+}
+
+}  // namespace
+
 int run_sweep(const SweepOptions& o) {
   WorkDir work;
   Sweep sw = load_sweep(o.file, o.sets, work.path, o.quiet);
@@ -375,6 +567,7 @@ int run_sweep(const SweepOptions& o) {
            (sharded ? "sweep." + std::to_string(o.shard) + "-of-" + std::to_string(o.shards) + ".jsonl"
                     : std::string("sweep.jsonl")))
               .string();
+  const std::string csv_path = with_extension(out, ".csv"), manifest_path = with_extension(out, ".manifest.json");
 
   std::vector<const SweepPoint*> mine;
   for (const auto& p : sw.points)
@@ -386,16 +579,37 @@ int run_sweep(const SweepOptions& o) {
     if (!done.count(p->key)) todo.push_back(p);
   const size_t skipped = mine.size() - todo.size();
 
+  const std::string started = utc_now();
+  const auto t_start = std::chrono::steady_clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count(); };
+  // A live progress line on a terminal; nothing per point otherwise.
+  const bool live = !o.quiet && ::isatty(STDERR_FILENO);
+
   // Every child gets the same argv shape; built before fork().
   const std::string self = "/proc/self/exe";
   struct Running {
     const SweepPoint* point;
     std::string dir;
-    std::chrono::steady_clock::time_point start;
   };
   std::map<pid_t, Running> running;
   const size_t jobs = std::max<size_t>(1, o.jobs ? o.jobs : cpu_count());
   size_t next = 0, finished = 0, failed = 0;
+  json failures = json::array();
+  SignalGuard signals;
+  g_stop_signal = 0;
+  const pid_t parent = ::getpid();
+
+  auto progress = [&] {
+    if (!live) return;
+    const double t = elapsed(), rate = t > 0 ? finished / t : 0;
+    std::ostringstream msg;
+    msg << "\r\033[Kkvtier: sweep " << sw.name << ": " << finished << "/" << todo.size() << " done";
+    if (failed) msg << ", " << failed << " failed";
+    msg.precision(2);
+    msg << std::fixed << ", " << rate << " points/s, " << seconds_text(t) << " elapsed";
+    if (rate > 0 && finished < todo.size()) msg << ", ~" << seconds_text((todo.size() - finished) / rate) << " left";
+    std::cerr << msg.str() << std::flush;
+  };
 
   auto launch = [&](const SweepPoint* p) {
     const std::string dir = (fs::path(work.path) / ("p" + std::to_string(p->index))).string();
@@ -416,6 +630,14 @@ int run_sweep(const SweepOptions& o) {
     pid_t pid = fork();
     if (pid < 0) throw std::runtime_error(std::string("fork failed: ") + strerror(errno));
     if (pid == 0) {
+      // The run ends with the sweep, however the sweep ends (even SIGKILL).
+      ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+      if (::getppid() != parent) ::_exit(128 + SIGTERM);
+      struct sigaction dfl {};
+      dfl.sa_handler = SIG_DFL;
+      sigaction(SIGINT, &dfl, nullptr);
+      sigaction(SIGTERM, &dfl, nullptr);
+      sigaction(SIGHUP, &dfl, nullptr);
       int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
       if (fd >= 0) {
         ::dup2(fd, 1);
@@ -428,13 +650,12 @@ int run_sweep(const SweepOptions& o) {
       (void)ignored;
       ::_exit(127);
     }
-    running[pid] = Running{p, dir, std::chrono::steady_clock::now()};
+    running[pid] = Running{p, dir};
   };
 
   auto finish = [&](const Running& r, int status) {
     ++finished;
     const SweepPoint& p = *r.point;
-    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - r.start).count();
     const std::string what = "point " + std::to_string(p.index) + " " + p.overrides.dump();
     std::string why;
     json result;
@@ -455,30 +676,24 @@ int run_sweep(const SweepOptions& o) {
       // wherever the sweep ran.
       if (result.contains("config") && result["config"].contains("sim")) result["config"]["sim"]["out_dir"] = "";
       if (result.contains("config") && config_key(result["config"]) != p.key && !o.quiet)
-        std::cerr << "kvtier: warning: " << what << ": the run's resolved config differs from the validated one\n";
+        std::cerr << (live ? "\r\033[K" : "") << "kvtier: warning: " << what
+                  << ": the run's resolved config differs from the validated one\n";
       json line{{"key", p.key}, {"index", p.index}, {"overrides", p.overrides}, {"result", result}};
       sink.append(line.dump() + "\n");
-      if (!o.quiet) {
-        std::ostringstream msg;
-        msg << "kvtier: sweep: [" << finished << "/" << todo.size() << "] " << what;
-        const json& m = result.value("metrics", json::object());
-        if (m.contains("decode_tokens_per_s") && m["decode_tokens_per_s"].is_number())
-          msg << ": " << m["decode_tokens_per_s"].get<double>() << " tokens/s";
-        msg << " (" << std::fixed;
-        msg.precision(2);
-        msg << secs << " s)\n";
-        std::cerr << msg.str();
-      }
     } else {
       ++failed;
-      std::cerr << "kvtier: sweep: [" << finished << "/" << todo.size() << "] " << what << " failed (" << why << ")\n";
+      failures.push_back(json{{"index", p.index}, {"overrides", p.overrides}, {"error", why}});
+      std::cerr << (live ? "\r\033[K" : "") << "kvtier: sweep: " << what << " failed (" << why << ")\n";
     }
+    progress();
     std::error_code ec;
     fs::remove_all(r.dir, ec);
   };
 
+  progress();
   while (next < todo.size() || !running.empty()) {
-    while (next < todo.size() && running.size() < jobs) launch(todo[next++]);
+    if (g_stop_signal) break;
+    while (next < todo.size() && running.size() < jobs && !g_stop_signal) launch(todo[next++]);
     int status = 0;
     pid_t pid = ::waitpid(-1, &status, 0);
     if (pid < 0) {
@@ -491,12 +706,66 @@ int run_sweep(const SweepOptions& o) {
     running.erase(it);
     finish(r, status);
   }
+  const int stop = g_stop_signal;
+  if (stop) {
+    // Interrupted: end the runs in flight and wait for them, so none outlives
+    // the sweep; their scratch folders go with the work folder.
+    for (const auto& [pid, r] : running) ::kill(pid, SIGTERM);
+    for (const auto& [pid, r] : running) {
+      int status = 0;
+      while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+      }
+    }
+    running.clear();
+  }
+  if (live) std::cerr << "\n";
 
+  // The flat table and the manifest, rewritten from the whole JSON-lines
+  // file (earlier runs' points included).
+  const std::string all = read_text(out);
+  write_file_atomic(csv_path, sweep_csv(all));
+  size_t have = 0;
+  {
+    std::set<std::string> keys;
+    std::istringstream in(all);
+    std::string line;
+    while (std::getline(in, line)) {
+      json j = json::parse(line, nullptr, false);
+      if (j.is_object() && j.contains("key") && j["key"].is_string()) keys.insert(j["key"].get<std::string>());
+    }
+    for (const auto* p : mine) have += keys.count(p->key);
+  }
+  json manifest = build_provenance();
+  manifest["sweep_file"] = o.file;
+  manifest["sweep_name"] = sw.name;
+  manifest["host"] = host_name();
+  manifest["started_utc"] = started;
+  manifest["wall_s"] = elapsed();
+  manifest["jobs"] = jobs;
+  manifest["shard"] = std::to_string(o.shard) + "/" + std::to_string(o.shards);
+  manifest["points_total"] = sw.points.size();
+  manifest["points_in_shard"] = mine.size();
+  manifest["points_done"] = have;
+  manifest["points_run"] = finished - failed;
+  manifest["points_already_done"] = skipped;
+  manifest["points_failed"] = failed;
+  manifest["failures"] = failures;
+  manifest["interrupted_by_signal"] = stop;
+  manifest["jsonl"] = out;
+  manifest["csv"] = csv_path;
+  manifest["set"] = o.sets;
+  write_file_atomic(manifest_path, manifest.dump(2) + "\n");
+
+  if (stop) {
+    std::cerr << "kvtier: sweep " << sw.name << ": interrupted by signal " << stop << " after " << finished << " of "
+              << todo.size() << " points; re-run to finish (" << out << " keeps every finished point)\n";
+    return 128 + stop;
+  }
   if (!o.quiet) {
     std::cout << "kvtier: sweep " << sw.name << ": " << sw.points.size() << (sw.points.size() == 1 ? " point" : " points");
     if (sharded) std::cout << ", shard " << o.shard << "/" << o.shards << " has " << mine.size();
     std::cout << "; " << (todo.size() - failed) << " run, " << skipped << " already done, " << failed
-              << " failed; results in " << out << "\n";
+              << " failed; results in " << out << ", " << csv_path << "\n";
   }
   return failed ? 1 : 0;
 }

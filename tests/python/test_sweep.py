@@ -65,9 +65,9 @@ def test_grid_gives_one_valid_line_per_point(tiny):
             assert isinstance(m[k], (int, float)) and math.isfinite(m[k]) and m[k] >= 0, k
         assert m["decode_tokens_per_s"] > 0
     assert seen == {(0, 1), (0, 2), (1, 1), (1, 2)}
-    # stdout: only the summary; stderr: one progress line per point.
+    # stdout: only the summary; stderr: nothing when it is not a terminal.
     assert len(p.stdout.splitlines()) == 1 and "4 run" in p.stdout
-    assert len([l for l in p.stderr.splitlines() if "tokens/s" in l]) == 4
+    assert p.stderr == ""
 
 
 def test_rerun_skips_every_point(kvtier, tiny):
@@ -139,6 +139,10 @@ def test_default_output_and_interrupted_line(kvtier, tmp_path):
     ({"grid": {"workload.batch": [1]}}, ["base"]),
     (dict(SWEEP, grid={"workload.batch": [1, 0]}), ['{"workload.batch":0}', "workload.batch"]),
     (dict(SWEEP, grid={"workload.bach": [1]}), ["workload.bach", "batch"]),
+    (dict(SWEEP, zip={"workload.context_tokens": [1024, 2048], "sim.seed": [1]}), ['zip["workload.context_tokens"]', "has 2 values, expected 1"]),
+    (dict(SWEEP, zip={"workload.batch": [1, 2]}), ['zip["workload.batch"]', "also in grid"]),
+    (dict(SWEEP, zip=[]), ["zip", "expected"]),
+    (dict(SWEEP, zip=[{"workload.context_tokens": 5}]), ['zip[0]["workload.context_tokens"]', "array"]),
 ])
 def test_bad_sweep_file_is_exit_2_naming_it(kvtier, tmp_path, doc, must_contain):
     sweep = write_sweep(tmp_path / "bad_sweep.json", doc)
@@ -158,3 +162,120 @@ def test_shipped_sweeps_validate(kvtier, tmp_path):
         p = kvtier("sweep", f, "--shard", "999/1000", "--out", tmp_path / (f.stem + ".jsonl"), cwd=tmp_path)
         assert p.returncode == 0, (f, p.stderr)
         assert "0 run" in p.stdout, p.stdout
+
+
+def read_csv(path):
+    import csv
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_csv_and_manifest_beside_the_json_lines(tiny):
+    d, sweep, out, p = tiny
+    rows = read_csv(out.with_suffix(".csv"))
+    lines = sorted(read_lines(out), key=lambda l: l["index"])
+    assert [int(r["index"]) for r in rows] == [0, 1, 2, 3]  # sorted by index whatever the completion order
+    header = list(rows[0].keys())
+    assert header[:4] == ["index", "key", "policies.prefetch.depth", "workload.batch"]
+    assert "decode_tokens_per_s" in header and "tiers.gpu.hit_rate" in header
+    for r, l in zip(rows, lines):
+        assert r["key"] == l["key"]
+        assert int(r["workload.batch"]) == l["overrides"]["workload.batch"]
+        assert float(r["decode_tokens_per_s"]) == l["result"]["metrics"]["decode_tokens_per_s"]  # exact round trip
+    m = json.loads((out.parent / "tiny.manifest.json").read_text())
+    assert m["sweep_file"] == str(sweep) and m["sweep_name"] == "tiny"
+    assert m["points_total"] == 4 and m["points_done"] == 4 and m["points_failed"] == 0
+    assert m["kvtier_version"] and m["simgrid_version"].startswith("3.") and m["git_commit"]
+    assert m["host"] and m["started_utc"].endswith("Z") and m["wall_s"] > 0
+    r = lines[0]["result"]
+    assert r["provenance"]["git_commit"] == m["git_commit"]
+    assert r["provenance"]["simgrid_version"] == m["simgrid_version"]
+
+
+def test_zip_moves_linked_paths_together(kvtier, tmp_path):
+    doc = dict(SWEEP, grid={"workload.batch": [1, 2]},
+               zip={"policies.prefetch.depth": [0, 1, 2], "workload.context_tokens": [1024, 2048, 4096]})
+    out = tmp_path / "z.jsonl"
+    p = kvtier("sweep", write_sweep(tmp_path / "z.json", doc), "--out", out, "-j", "2", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    got = sorted((l["index"], l["overrides"]["workload.batch"], l["overrides"]["policies.prefetch.depth"],
+                  l["overrides"]["workload.context_tokens"]) for l in read_lines(out))
+    # grid paths first, the zip axis varying fastest; a zip axis is one dimension.
+    assert got == [(0, 1, 0, 1024), (1, 1, 1, 2048), (2, 1, 2, 4096), (3, 2, 0, 1024), (4, 2, 1, 2048),
+                   (5, 2, 2, 4096)]
+    for l in read_lines(out):
+        cfg = l["result"]["config"]
+        assert cfg["policies"]["prefetch"]["depth"] == l["overrides"]["policies.prefetch.depth"]
+        assert cfg["workload"]["context_tokens"] == l["overrides"]["workload.context_tokens"]
+
+
+def test_progress_on_a_terminal(kvtier, tmp_path):
+    import os
+    import pty
+    import subprocess
+    from conftest import kvtier_binary
+    master, slave = pty.openpty()
+    sweep = write_sweep(tmp_path / "tiny.json")
+    p = subprocess.run([str(kvtier_binary()), "sweep", str(sweep), "--out", str(tmp_path / "t.jsonl"), "-j", "2"],
+                       cwd=tmp_path, stdout=subprocess.PIPE, stderr=slave, timeout=120)
+    os.close(slave)
+    text = b""
+    try:
+        while True:
+            chunk = os.read(master, 65536)
+            if not chunk:
+                break
+            text += chunk
+    except OSError:
+        pass
+    os.close(master)
+    assert p.returncode == 0
+    text = text.decode()
+    assert "4/4 done" in text and "points/s" in text and "elapsed" in text, text
+    assert "left" in text, text
+
+
+def _processes_mentioning(s):
+    import os
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                if s.encode() in f.read():
+                    found.append(int(pid))
+        except OSError:
+            pass
+    return found
+
+
+@pytest.mark.parametrize("sig", ["TERM", "KILL"])
+def test_killed_sweep_takes_its_runs_with_it(tmp_path, sig):
+    import os
+    import signal
+    import subprocess
+    import time
+    from conftest import kvtier_binary
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    doc = dict(SWEEP, set={"workload.decode_steps": 4000}, grid={"workload.batch": [1, 2, 3, 4, 5, 6]})
+    sweep = write_sweep(tmp_path / "slow.json", doc)
+    env = dict(os.environ, TMPDIR=str(scratch))
+    p = subprocess.Popen([str(kvtier_binary()), "sweep", str(sweep), "--out", str(tmp_path / "s.jsonl"), "-j", "2"],
+                         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.time() + 30
+    while time.time() < deadline and len(_processes_mentioning(str(scratch))) < 2:
+        time.sleep(0.05)
+    assert _processes_mentioning(str(scratch)), "no point started"
+    p.send_signal(getattr(signal, "SIG" + sig))
+    p.communicate(timeout=30)
+    deadline = time.time() + 10
+    while time.time() < deadline and _processes_mentioning(str(scratch)):
+        time.sleep(0.05)
+    assert _processes_mentioning(str(scratch)) == [], "a point's run outlived the sweep"
+    if sig == "TERM":
+        assert p.returncode == 128 + signal.SIGTERM
+        assert list(scratch.iterdir()) == [], "scratch folder left behind"
+        m = json.loads((tmp_path / "s.manifest.json").read_text())
+        assert m["interrupted_by_signal"] == signal.SIGTERM and m["points_done"] < 6
