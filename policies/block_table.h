@@ -41,6 +41,10 @@ struct BlockTable {
   std::vector<float> last_mass;         // attention mass at the last use
   std::vector<uint64_t> created;        // clock stamp when the block was allocated
   std::vector<uint8_t> dirty;           // written since it was last stored below (write-back)
+  // Tiers below the block's own tier that still hold a valid copy (bit t):
+  // a block read up keeps its copy below until that tier needs the room, so
+  // demoting it again moves no bytes. New tokens invalidate every copy.
+  std::vector<uint8_t> copies;
 
   // Clock: one tick per (step, layer) the engine selects, so stamps order
   // every access. Blocks with last_access >= pin_stamp are needed by a layer
@@ -60,6 +64,7 @@ struct BlockTable {
   uint32_t layer_of(BlockId b) const { return (b / blocks_per_seq_layer) % layers; }
   uint32_t index_of(BlockId b) const { return b % blocks_per_seq_layer; }
   size_t size() const { return tier.size(); }
+  bool has_copy(BlockId b, TierId t) const { return t < 8 && (copies[b] >> t & 1u); }
   bool pinned(BlockId b) const { return last_access[b] >= pin_stamp && pin_stamp != 0; }
 };
 

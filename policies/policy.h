@@ -33,17 +33,11 @@ class EvictionPolicy {
   // --- Additions (issue 4); every one has a default, so older policies and
   // engines keep working.
 
-  // Whether demoting victim b out of tier `from` moves bytes. True (default,
-  // exclusive tiers): the block's data is written to the next tier down.
-  // False: the next tier down already holds a valid copy (b is clean, it came
-  // from there and was not written since), so the engine moves b down with no
-  // transfer. Write-back policies (clock with write_back) answer
-  // table.dirty[b]; the engine clears table.dirty[b] after it writes b down.
-  virtual bool write_back(BlockId b, TierId from) const {
-    (void)b;
-    (void)from;
-    return true;
-  }
+  // Tiers hold copies (BlockTable::copies): a block read up keeps its copy
+  // in the tier it came from until that tier needs the room, and demoting a
+  // block whose copy is still below moves no bytes. True: exclusive tiers
+  // instead (a block lives in one tier only; every demotion writes it down).
+  virtual bool exclusive() const { return false; }
   // Budget policies (H2O, StreamingLLM) limit the blocks a (seq, layer) keeps
   // whatever the tiers' capacity. After the engine creates a block of
   // (seq, layer) (prefill or decode) it calls this until it returns kNoBlock;

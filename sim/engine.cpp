@@ -31,6 +31,10 @@ Simulation::Simulation(json& cfg) : cfg_(cfg) {
   ctx_ = static_cast<uint32_t>(get_int(w, "context_tokens"));
   steps_ = static_cast<uint32_t>(get_int(w, "decode_steps"));
   bt_ = static_cast<uint32_t>(get_int(w, "block_tokens"));
+  warmup_ = static_cast<uint32_t>(get_int(w, "warmup_steps"));
+  if (warmup_ >= steps_)
+    throw ConfigError("workload.warmup_steps: " + std::to_string(warmup_) + " leaves no measured step of " +
+                      std::to_string(steps_) + " (workload.decode_steps)");
   prefill_compute_ = w["prefill"] == "compute";
   prefill_load_ = w["prefill"] == "load";
   query_tokens_ = static_cast<uint32_t>(get_int(w, "query_tokens"));
@@ -137,7 +141,7 @@ Simulation::Simulation(json& cfg) : cfg_(cfg) {
     capacity_blocks += ti.capacity_blocks;
     t_.tiers.push_back(ti);
   }
-  if (t_.tiers.size() >= kDropped) throw ConfigError("hardware.tiers: too many tiers");
+  if (t_.tiers.size() > 8) throw ConfigError("hardware.tiers: at most 8 tiers");
   if (!gpu_tier_ && model_.weight_bytes() > gpu.capacity_bytes())
     throw ConfigError("hardware.devices." + hw_.gpu + ": the model's weights (" + std::to_string(model_.weight_bytes() / 1e9) +
                       " GB) do not fit in the GPU");
@@ -172,6 +176,7 @@ Simulation::Simulation(json& cfg) : cfg_(cfg) {
   t_.last_mass.assign(total_blocks, 0.f);
   t_.created.assign(total_blocks, 0);
   t_.dirty.assign(total_blocks, 0);
+  t_.copies.assign(total_blocks, 0);
   evict_->setup(t_);
   promote_->setup(t_);
   place_->setup(t_);
@@ -203,21 +208,42 @@ void Simulation::add_dep(std::vector<JobId>& deps, JobId j) {
   if (j != kNoJob && (deps.empty() || deps.back() != j)) deps.push_back(j);
 }
 
+// Moves b's own tier. A read up (to < from) leaves the copy it was read
+// from in place; a move down finds the room already made by the caller.
 void Simulation::move(BlockId b, TierId from, TierId to) {
   evict_->on_remove(b, from);
   --t_.tiers[from].used_blocks;
   if (from == 0 && prefetched_[b]) {  // predicted, never used, and now gone
-    pstats_.wasted_bytes += t_.block_bytes;
+    pstats_.wasted_bytes += static_cast<uint64_t>(t_.block_bytes * fraction(prefetch_src_[b], t_.layer_of(b)));
     prefetched_[b] = 0;
   }
   t_.tier[b] = to;
   auto& ti = t_.tiers[to];
   if (++ti.used_blocks > peak_blocks_[to]) peak_blocks_[to] = ti.used_blocks;
   evict_->on_insert(b, to);
+  if (to < from && !evict_->exclusive()) add_copy(b, from);
+}
+
+void Simulation::add_copy(BlockId b, TierId t) {
+  t_.copies[b] = static_cast<uint8_t>(t_.copies[b] | (1u << t));
+  copy_lists_[t].push_front(b, 0);
+  if (++t_.tiers[t].used_blocks > peak_blocks_[t]) peak_blocks_[t] = t_.tiers[t].used_blocks;
+}
+
+void Simulation::drop_copy(BlockId b, TierId t) {
+  t_.copies[b] = static_cast<uint8_t>(t_.copies[b] & ~(1u << t));
+  copy_lists_[t].unlink(b, 0);
+  --t_.tiers[t].used_blocks;
+}
+
+void Simulation::invalidate_copies(BlockId b) {
+  for (TierId t = 0; t_.copies[b] != 0; ++t)
+    if (t_.has_copy(b, t)) drop_copy(b, t);
 }
 
 void Simulation::drop(BlockId b) {
   const TierId t = t_.tier[b];
+  invalidate_copies(b);
   evict_->on_remove(b, t);
   --t_.tiers[t].used_blocks;
   t_.tier[b] = kDropped;
@@ -251,28 +277,42 @@ JobId Simulation::add_to_batch(size_t from_ep, size_t to_ep, BlockId b, double r
   return bt.id;
 }
 
+// b leaves tier `from` for the tier below: with a valid copy there it just
+// becomes b's own copy again (no bytes move); otherwise b is written down.
+// The caller has made room below unless free_demotion(b, from).
 void Simulation::demote(BlockId v, TierId from) {
   const TierId to = static_cast<TierId>(from + 1);
   ++demoted_blocks_;
-  if (!evict_->write_back(v, from)) {  // a clean copy is already below
+  if (free_demotion(v, from)) {
+    drop_copy(v, to);
     move(v, from, to);
     return;
   }
   JobId j = add_to_batch(from, to, v, static_cast<double>(t_.block_bytes), true);
   move(v, from, to);
   pending_[v] = j;
+  pending_src_[v] = from;
   t_.dirty[v] = 0;
+  ++written_back_blocks_;
 }
 
+// Room in tier t: copies kept for blocks that live higher up go first (the
+// oldest first; dropping one moves nothing), then the policy's victims.
 bool Simulation::make_room(TierId t) {
   while (t_.tiers[t].used_blocks >= t_.tiers[t].capacity_blocks) {
+    const BlockId c = copy_lists_[t].tail[0];
+    if (c != kNoBlock) {
+      drop_copy(c, t);
+      ++copies_dropped_;
+      continue;
+    }
     BlockId v = evict_->victim(t);
     if (v == kNoBlock) return false;
     if (evict_->drops()) {
       drop(v);
       continue;
     }
-    if (t + 1u >= t_.tiers.size() || !make_room(static_cast<TierId>(t + 1))) return false;
+    if (!free_demotion(v, t) && (t + 1u >= t_.tiers.size() || !make_room(static_cast<TierId>(t + 1)))) return false;
     demote(v, t);
   }
   return true;
@@ -333,8 +373,10 @@ void Simulation::enforce_budget(uint32_t seq, uint32_t layer) {
   BlockId v;
   while ((v = evict_->budget_victim(seq, layer)) != kNoBlock) {
     const TierId t = t_.tier[v];
-    if (evict_->drops() || t + 1u >= t_.tiers.size() || !make_room(static_cast<TierId>(t + 1))) drop(v);
-    else demote(v, t);
+    if (evict_->drops() || (!free_demotion(v, t) && (t + 1u >= t_.tiers.size() || !make_room(static_cast<TierId>(t + 1)))))
+      drop(v);
+    else
+      demote(v, t);
   }
 }
 
@@ -399,7 +441,10 @@ void Simulation::prefill() {
           if (t != src) pending_[b] = add_to_batch(src, t, b, static_cast<double>(t_.block_bytes), false);
           continue;
         }
-        if (!(gpu_tier_ && t == 0)) pending_[b] = add_to_batch(n, t, b, static_cast<double>(t_.block_bytes), false);
+        if (!(gpu_tier_ && t == 0)) {
+          pending_[b] = add_to_batch(n, t, b, static_cast<double>(t_.block_bytes), false);
+          pending_src_[b] = static_cast<uint8_t>(n);  // computed on the GPU, readable there until written
+        }
       }
     if (prefill_compute_ || prefill_load_) {
       for (const auto& bt : batches_)
@@ -550,6 +595,13 @@ void Simulation::select(uint64_t k) {
       if (!board_->done(pending_[b])) slot.waits.push_back(pending_[b]);
       continue;
     }
+    // Still being written down: the data is read from where it is written from.
+    if (pending_src_[b] != kNoSource && !board_->done(pending_[b])) {
+      const size_t src = pending_src_[b];
+      if (src == nt || (gpu_tier_ && src == 0)) continue;  // still on the GPU
+      add_to_batch(src, gpu_ep, b, bb, false);
+      continue;
+    }
     if (gpu_tier_ && promote_->promote(b, t, t_)) {
       const TierId dest = promote_->promote_to(b, t, t_);
       if (dest < t && make_room(dest)) {
@@ -564,7 +616,7 @@ void Simulation::select(uint64_t k) {
           pending_[b] = pj;
           add_to_batch(dest, gpu_ep, b, bb, true);
         }
-        t_.dirty[b] = 0;
+        pending_src_[b] = kNoSource;
         ++promoted_blocks_;
         continue;
       }
@@ -596,7 +648,9 @@ void Simulation::select(uint64_t k) {
         if (!board_->done(pending_[b])) add_dep(bt.deps, pending_[b]);
         move(b, t, 0);
         pending_[b] = bt.id;
+        pending_src_[b] = kNoSource;
         prefetched_[b] = 1;
+        prefetch_src_[b] = t;
         ++pstats_.prefetched_blocks;
       }
     }
@@ -618,8 +672,10 @@ void Simulation::append(uint64_t k) {
     const TierId t = t_.tier[b];
     if (t == kDropped || t >= nt) continue;
     t_.dirty[b] = 1;
+    invalidate_copies(b);
     if (gpu_tier_ && t == 0) continue;
     pending_[b] = add_to_batch(nt, t, b, tok_bytes, true);
+    pending_src_[b] = kNoSource;
   }
   flush(nullptr);
 }
@@ -633,8 +689,14 @@ void Simulation::background_demotion() {
     if (w >= 1.0) continue;
     const uint64_t limit = static_cast<uint64_t>(w * static_cast<double>(t_.tiers[t].capacity_blocks));
     while (t_.tiers[t].used_blocks > limit) {
+      const BlockId c = copy_lists_[t].tail[0];
+      if (c != kNoBlock) {  // copies kept for blocks above count as use too, and go first
+        drop_copy(c, static_cast<TierId>(t));
+        ++copies_dropped_;
+        continue;
+      }
       BlockId v = evict_->victim(static_cast<TierId>(t));
-      if (v == kNoBlock || !make_room(static_cast<TierId>(t + 1))) break;
+      if (v == kNoBlock || (!free_demotion(v, static_cast<TierId>(t)) && !make_room(static_cast<TierId>(t + 1)))) break;
       demote(v, static_cast<TierId>(t));
     }
   }
@@ -679,16 +741,24 @@ void Simulation::drive() {
   depth_ = std::min<uint32_t>(prefetch_->depth(), 64);
   uint64_t next = 0;
   double step_t0 = decode_start_, gpu_busy_t0 = gpu_busy_s_;
-  std::vector<double> link_busy_t0(platform_->stats().size(), 0.0);
+  // The links that fetches into the GPU cross: their utilization (bytes /
+  // (bandwidth x time)) over the last step is what adaptive prefetch reads.
+  std::vector<uint32_t> fetch_links;
+  for (size_t d : tier_dev_)
+    if (d != gpu_dev_)
+      for (uint32_t i : platform_->route(d, gpu_dev_).stats)
+        if (std::find(fetch_links.begin(), fetch_links.end(), i) == fetch_links.end()) fetch_links.push_back(i);
+  std::vector<double> link_bytes_t0(platform_->stats().size(), 0.0);
   for (uint64_t k = 0; k < N; ++k) {
     if (k % model_.layers == 0 && k > 0) {
       // Adaptive prefetch sees the last step's utilisation.
       const double now = sg4::Engine::get_clock(), dt = now - step_t0;
       double link_busy = 0;
       auto& st = platform_->stats();
-      for (size_t i = 0; i < st.size(); ++i) {
-        link_busy = std::max(link_busy, dt > 0 ? (st[i].busy_s - link_busy_t0[i]) / dt : 0.0);
-        link_busy_t0[i] = st[i].busy_s;
+      for (uint32_t i : fetch_links) {
+        if (dt > 0 && st[i].bandwidth_Bps > 0)
+          link_busy = std::max(link_busy, (st[i].bytes - link_bytes_t0[i]) / (st[i].bandwidth_Bps * dt));
+        link_bytes_t0[i] = st[i].bytes;
       }
       depth_ = std::min<uint32_t>(prefetch_->adapt_depth(dt > 0 ? (gpu_busy_s_ - gpu_busy_t0) / dt : 0.0,
                                                           std::min(1.0, link_busy)),
@@ -768,7 +838,11 @@ json Simulation::run(const std::string& timeline_path) {
   if (fpga_dev_ >= 0) want(static_cast<size_t>(fpga_dev_), static_cast<size_t>(fpga_dev_));
   for (auto& s : owned_streams_) s->start();
   pending_.assign(t_.size(), kNoJob);
+  pending_src_.assign(t_.size(), kNoSource);
+  copy_lists_.assign(nt, RecencyLists{});
+  for (auto& l : copy_lists_) l.setup(t_.size(), 1);
   prefetched_.assign(t_.size(), 0);
+  prefetch_src_.assign(t_.size(), 0);
   mass_of_.assign(t_.blocks_per_seq_layer, 0.f);
   batches_.assign((nt + 1) * (nt + 1), Batch{});
   prefetch_batches_.assign(nt, Batch{});
@@ -791,34 +865,54 @@ json Simulation::run(const std::string& timeline_path) {
   const double end = sg4::Engine::get_clock();
   timeline_->close();
 
-  // Metrics: names are the contract in shared/design/ARCHITECTURE.md.
-  std::vector<double> lat;
+  // Metrics: names are the contract in docs (result contract). TPOT and
+  // tokens/s are over the measured steps (after workload.warmup_steps).
+  std::vector<double> all, lat;
   double prev = decode_start_;
   for (double e : step_end_) {
-    lat.push_back(e - prev);
+    all.push_back(e - prev);
     prev = e;
   }
+  if (all.size() > warmup_) lat.assign(all.begin() + warmup_, all.end());
+  auto mean = [](const std::vector<double>& v, size_t from) {
+    return v.size() > from ? std::accumulate(v.begin() + static_cast<long>(from), v.end(), 0.0) / double(v.size() - from) : 0.0;
+  };
+  const double measured_s = std::accumulate(lat.begin(), lat.end(), 0.0);
   const double decode_s = step_end_.empty() ? 0 : step_end_.back() - decode_start_;
   json m;
   m["simulated_time_s"] = end;
   m["decode_time_s"] = decode_s;
-  m["decode_tokens_per_s"] = decode_s > 0 ? double(batch_) * steps_ / decode_s : 0.0;
-  m["mean_step_latency_s"] = lat.empty() ? 0.0 : std::accumulate(lat.begin(), lat.end(), 0.0) / double(lat.size());
+  m["decode_tokens_per_s"] = measured_s > 0 ? double(batch_) * double(lat.size()) / measured_s : 0.0;
+  m["mean_step_latency_s"] = mean(lat, 0);
   m["p50_step_latency_s"] = percentile(lat, 0.50);
   m["p99_step_latency_s"] = percentile(lat, 0.99);
+  m["first_step_latency_s"] = all.empty() ? 0.0 : all.front();
+  m["all_steps_mean_latency_s"] = mean(all, 0);
+  // Steady state: the second half of the measured steps, once start-up
+  // effects (write-back of the prompt, cold caches) have drained.
+  m["steady_step_latency_s"] = mean(lat, lat.size() / 2);
+  m["warmup_steps"] = warmup_;
   // TTFT: the first token comes out of prefill; without simulated prefill it
   // is the first decode step.
-  m["ttft_s"] = prefill_compute_ || prefill_load_ ? prefill_end_ : (lat.empty() ? 0.0 : lat.front());
+  m["ttft_s"] = prefill_compute_ || prefill_load_ ? prefill_end_ : (all.empty() ? 0.0 : all.front());
   m["gpu_busy_fraction"] = end > 0 ? gpu_busy_s_ / end : 0.0;
-  m["attention_recall"] = trace_ ? (total_mass_ > 0 ? used_mass_ / total_mass_ : 1.0)
-                                 : (accesses_ ? 1.0 - double(dropped_accesses_) / double(accesses_) : 1.0);
+  // Attention recall is a mass, and needs a trace; block counts have their own name.
+  if (trace_) m["attention_recall"] = total_mass_ > 0 ? used_mass_ / total_mass_ : 1.0;
+  m["block_recall"] = accesses_ ? 1.0 - double(dropped_accesses_) / double(accesses_) : 1.0;
   m["block_accesses"] = accesses_;
+  m["dropped_rate"] = accesses_ ? double(dropped_accesses_) / double(accesses_) : 0.0;
   m["blocks_promoted"] = promoted_blocks_;
   m["blocks_demoted"] = demoted_blocks_;
+  m["blocks_written_back"] = written_back_blocks_;
+  m["copies_dropped"] = copies_dropped_;
   m["blocks_dropped"] = dropped_blocks_;
   m["fetched_bytes"] = fetched_bytes_;
   m["ssd_bytes_written"] = ssd_bytes_written_;
   m["kv_block_bytes"] = t_.block_bytes;
+  // Predictions still on the GPU, never used, are wasted too.
+  for (size_t b = 0; b < prefetched_.size(); ++b)
+    if (prefetched_[b])
+      pstats_.wasted_bytes += static_cast<uint64_t>(t_.block_bytes * fraction(prefetch_src_[b], t_.layer_of(static_cast<BlockId>(b))));
   m["prefetch"] = {{"prefetched_blocks", pstats_.prefetched_blocks}, {"used_blocks", pstats_.used_blocks},
                    {"accuracy", pstats_.accuracy()},                  {"coverage", pstats_.coverage()},
                    {"wasted_bytes", pstats_.wasted_bytes}};
@@ -860,14 +954,17 @@ json Simulation::run(const std::string& timeline_path) {
     if (hw_.devices[tier_dev_[t]].model->is_storage()) {
       tj["nand_bytes_written"] = wear_[t].nand_bytes_written();
       tj["endurance_used"] = wear_[t].life_used();
-      tj["years_to_wear_out"] = end > 0 ? wear_[t].years_to_wear_out(wear_[t].host_bytes_written() / end) : 0.0;
+      // A number, or absent where nothing was written (the drive never wears out).
+      const double y = end > 0 ? wear_[t].years_to_wear_out(wear_[t].host_bytes_written() / end) : 0.0;
+      if (std::isfinite(y) && y > 0) tj["years_to_wear_out"] = y;
     }
   }
   m["links"] = json::object();
   for (const auto& st : platform_->stats()) {
     json& lj = m["links"][st.name];
     lj["bytes"] = st.bytes;
-    lj["busy_fraction"] = end > 0 ? st.busy_s / end : 0.0;
+    lj["busy_fraction"] = end > 0 ? st.busy_s / end : 0.0;  // occupancy: some transfer active
+    lj["utilization"] = end > 0 && st.bandwidth_Bps > 0 ? st.bytes / (st.bandwidth_Bps * end) : 0.0;
   }
   return m;
 }

@@ -22,6 +22,7 @@
 #include "models/flash_wear.h"
 #include "models/thermal.h"
 #include "models/topology.h"
+#include "policies/common.h"
 #include "policies/policy.h"
 #include "sim/streams.h"
 #include "traces/attention_trace.h"
@@ -64,6 +65,14 @@ class Simulation {
   bool make_room(TierId t);
   void move(BlockId b, TierId from, TierId to);
   void demote(BlockId b, TierId from);
+  // Copies below a block's own tier (BlockTable::copies): each tier keeps its
+  // copies in a list, oldest at the tail, dropped first when it needs room.
+  void add_copy(BlockId b, TierId t);
+  void drop_copy(BlockId b, TierId t);
+  void invalidate_copies(BlockId b);
+  bool free_demotion(BlockId b, TierId from) const {
+    return !evict_->exclusive() && from + 1u < t_.tiers.size() && t_.has_copy(b, TierId(from + 1));
+  }
   JobId add_to_batch(size_t from_ep, size_t to_ep, BlockId b, double raw_bytes, bool wait_for_block);
   void flush(Slot* slot);
   void background_demotion();
@@ -80,6 +89,7 @@ class Simulation {
   std::unique_ptr<Topology> topo_;
   LlmSpec model_;
   uint32_t batch_, ctx_, steps_, bt_;
+  uint32_t warmup_ = 0;  // decode steps left out of TPOT and tokens/s
   bool prefill_compute_, prefill_load_;
   uint32_t query_tokens_ = 0;
   bool overlap_next_load_ = false;
@@ -113,6 +123,12 @@ class Simulation {
   sg4::Host* gpu_host_ = nullptr;
   uint32_t gpu_track_ = 0;
   std::vector<JobId> pending_;  // per block: the job moving it, if any
+  // Per block, while pending_ is a write down (demotion, prefill output):
+  // the endpoint still holding the data (kNoSource: the move is a read up,
+  // and a reader must wait for it).
+  static constexpr uint8_t kNoSource = 255;
+  std::vector<uint8_t> pending_src_;
+  std::vector<RecencyLists> copy_lists_;  // per tier
   std::vector<Slot> ring_;
   AttentionRecord rec_;
   std::vector<float> mass_of_;  // per block index: the current record's mass
@@ -123,6 +139,7 @@ class Simulation {
   std::vector<uint32_t> pred_;
   std::vector<float> obs_mass_;
   std::vector<uint8_t> prefetched_;  // per block: brought to the GPU by a prediction, not used yet
+  std::vector<TierId> prefetch_src_;  // per block: the tier a prediction brought it from
   PrefetchStats pstats_;
   double gpu_extra_s_ = 0;           // GPU codec work waiting for the next compute
   std::unique_ptr<ThermalModel> thermal_;
@@ -134,6 +151,7 @@ class Simulation {
   std::vector<double> step_end_;
   double total_mass_ = 0, used_mass_ = 0;
   uint64_t accesses_ = 0, dropped_accesses_ = 0, dropped_blocks_ = 0, demoted_blocks_ = 0, promoted_blocks_ = 0;
+  uint64_t written_back_blocks_ = 0, copies_dropped_ = 0;
   std::vector<uint64_t> hits_, peak_blocks_;
   double ssd_bytes_written_ = 0, fetched_bytes_ = 0;
   double beta_sum_ = 0, cpu_score_s_ = 0, fpga_score_s_ = 0, cpu_idle_s_ = 0, fpga_idle_s_ = 0;

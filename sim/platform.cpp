@@ -57,7 +57,7 @@ Platform::Platform(const Hardware& hw, const Topology& topo) : n_(hw.devices.siz
     hosts_[i] = zone->create_host(d.name, speed);
   }
   auto new_link = [&](const std::string& name, double bw, double lat, sg4::Link::SharingPolicy pol) {
-    stats_.push_back(LinkStat{name});
+    stats_.push_back(LinkStat{name, bw});
     auto* l = zone->create_link(name, bw)->set_latency(lat)->set_sharing_policy(pol);
     return SgLink{l, static_cast<uint32_t>(stats_.size() - 1)};
   };

@@ -22,6 +22,7 @@ namespace sg4 = simgrid::s4u;
 // One direction of one link, as the metrics see it.
 struct LinkStat {
   std::string name;
+  double bandwidth_Bps = 0;  // nominal, for utilization = bytes / (bandwidth x time)
   double bytes = 0;
   double busy_s = 0;
   double busy_since = 0;

@@ -49,6 +49,23 @@ SyntheticAttention::SyntheticAttention(json& p, const std::string& where, uint32
     for (auto& b : h) b = below(ctx_blocks);  // duplicates are merged when a record is built
   }
   seen_.assign(header_.blocks_at(steps), 0);
+
+  // The prompt's own attention, averaged over its queries: the sinks and the
+  // heavy hitters draw the same shares as in decode (the heavy set is what
+  // the prompt made heavy), while each query's local window covers its own
+  // neighbourhood, so summed over every query the local share spreads evenly
+  // over the prompt's blocks.
+  header_.has_prompt = true;
+  prompt_.assign(layers, std::vector<float>(ctx_blocks, 0.f));
+  for (uint32_t l = 0; l < layers; ++l) {
+    std::vector<double> m(ctx_blocks, recent_mass_ / ctx_blocks);
+    const uint32_t s = std::min(sinks_, ctx_blocks);
+    for (uint32_t b = 0; b < s; ++b) m[b] += sink_mass_ / s;
+    if (s == 0)
+      for (auto& x : m) x += sink_mass_ / ctx_blocks;
+    for (size_t r = 0; r < heavy_[l].size(); ++r) m[heavy_[l][r]] += zipf_weight_[r];
+    for (uint32_t b = 0; b < ctx_blocks; ++b) prompt_[l][b] = static_cast<float>(m[b]);
+  }
 }
 
 double SyntheticAttention::uniform() { return static_cast<double>(rng_() >> 11) * 0x1.0p-53; }

@@ -19,6 +19,10 @@ class SyntheticAttention : public AttentionSource {
                      uint32_t block_tokens, uint64_t seed);
   const AttentionHeader& header() const override { return header_; }
   bool next(AttentionRecord& rec) override;
+  const std::vector<float>* prompt(uint32_t seq, uint32_t layer) const override {
+    (void)seq;
+    return layer < prompt_.size() ? &prompt_[layer] : nullptr;
+  }
 
  private:
   double uniform();  // [0, 1), the same on every platform
@@ -30,6 +34,7 @@ class SyntheticAttention : public AttentionSource {
   std::mt19937_64 rng_;
   std::vector<std::vector<uint32_t>> heavy_;  // per layer: block indices, most important first
   std::vector<double> zipf_weight_;           // per rank, normalised to heavy mass
+  std::vector<std::vector<float>> prompt_;    // per layer: the prompt's attention per prompt block
   std::vector<uint32_t> seen_;
   uint32_t stamp_ = 0;
   uint32_t step_ = 0, layer_ = 0;

@@ -7,10 +7,10 @@
 //    for `ttl_steps` decode steps is evictable whatever its reference bit,
 //    and goes before anything the hand would pick. A second per-tier list in
 //    order of last reference finds the oldest in O(1).
-//  - Write-back: write_back(b) is table.dirty[b] (only dirty victims are
-//    written down; clean ones have a valid copy below and are dropped from
-//    the tier with no transfer). With write_back false, every victim is
-//    written down (exclusive tiers).
+//  - Write-back: only victims without a valid copy below (dirty ones, or
+//    ones whose copy below was dropped for room) are written down; clean
+//    ones leave with no transfer, as the engine does for every policy. With
+//    write_back false the tiers are exclusive: every victim is written down.
 #include "policies/policy.h"
 
 namespace kvtier {
@@ -22,8 +22,8 @@ class ClockEviction : public EvictionPolicy {
                     "decode steps without a reference (or a move into the tier) after which a block is evictable "
                     "regardless of its reference bit and goes first; 0 disables the TTL"),
             boolean("write_back", true,
-                    "true: only dirty victims are written to the tier below, clean ones are dropped (a copy is "
-                    "already there); false: every victim is written down")};
+                    "true: only victims without a valid copy below are written down, clean ones are dropped; "
+                    "false: exclusive tiers, every victim is written down and no copy stays below a block read up")};
   }
   explicit ClockEviction(const json& p)
       : ttl_(uint32_t(get_int(p, "ttl_steps"))), write_back_(p.at("write_back").get<bool>()) {}
@@ -105,7 +105,7 @@ class ClockEviction : public EvictionPolicy {
     return kNoBlock;  // every block of the tier is pinned
   }
 
-  bool write_back(BlockId b, TierId) const override { return !write_back_ || table_->dirty[b] != 0; }
+  bool exclusive() const override { return !write_back_; }
 
  private:
   void lru_push_front(BlockId b, TierId t) {

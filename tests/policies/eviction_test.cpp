@@ -99,19 +99,13 @@ TEST_CASE("clock: a TTL-expired block goes first, whatever its reference bit") {
   CHECK(e->victim(0) == 0);
 }
 
-TEST_CASE("clock: only dirty victims are written back") {
-  Table T(1, 1, 8, {8, 100});
+TEST_CASE("clock: write_back false makes the tiers exclusive; every other policy keeps copies below") {
   auto wb = make<EvictionPolicy>("clock");
   auto wt = make<EvictionPolicy>(json{{"name", "clock"}, {"write_back", false}});
-  wb->setup(T.t);
-  wt->setup(T.t);
-  T.t.dirty[0] = 1;
-  T.t.dirty[1] = 0;
-  CHECK(wb->write_back(0, 0));
-  CHECK_FALSE(wb->write_back(1, 0));
-  CHECK(wt->write_back(1, 0));
-  auto lru = make<EvictionPolicy>("lru");
-  CHECK(lru->write_back(1, 0));  // default: exclusive tiers, always moved
+  CHECK_FALSE(wb->exclusive());
+  CHECK(wt->exclusive());
+  CHECK_FALSE(make<EvictionPolicy>("lru")->exclusive());
+  CHECK_FALSE(make<EvictionPolicy>("hkm")->exclusive());
 }
 
 TEST_CASE("h2o: keeps the heavy hitters and the recent window, drops the rest") {

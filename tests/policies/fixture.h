@@ -33,6 +33,7 @@ struct Table {
     t.last_mass.assign(n, 0.f);
     t.created.assign(n, 0);
     t.dirty.assign(n, 0);
+    t.copies.assign(n, 0);
     for (size_t i = 0; i < caps.size(); ++i) {
       TierInfo ti;
       ti.name = "tier" + std::to_string(i);
