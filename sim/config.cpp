@@ -114,6 +114,9 @@ ParamList workload_params() {
       integer("batch", 1, "sequences decoded together", 1, 4096),
       integer("context_tokens", 4096, "prompt tokens per sequence (KV present when decode starts)", 1),
       integer("decode_steps", 64, "tokens generated per sequence", 1),
+      integer("warmup_steps", 0,
+              "first decode steps left out of TPOT and tokens/s (start-up: prefill write-back still draining, "
+              "caches cold); first-step and all-step figures are reported apart", 0),
       integer("block_tokens", 128, "tokens per KV block (the unit of placement and transfer)", 1),
       str("prefill", "compute", "compute: simulate prefill (TTFT) and the writes that place its KV; "
                                 "load: the prompt's KV is precomputed on the lowest tier and loaded (MatKV); "
