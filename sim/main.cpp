@@ -5,6 +5,7 @@
 
 #include "models/device.h"
 #include "policies/policy.h"
+#include "sim/cli_trace.h"
 #include "sim/config.h"
 #include "sim/engine.h"
 #include "sim/result.h"
@@ -132,6 +133,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   gen->add_option("--set", gen_sets, "override a config value: PATH=VALUE (repeatable)");
   gen->add_option("--out", gen_out, "output file")->capture_default_str();
+  auto trace_cmds = add_trace_commands(*trace);
 
   std::string what = "all";
   auto* list = app.add_subcommand("list", "list policies, device kinds and presets with their parameters");
@@ -172,6 +174,7 @@ int main(int argc, char** argv) {
   try {
     if (*run) return cmd_run(config, sets, out, timeline, seed, quiet);
     if (*gen) return cmd_trace_gen(gen_config, gen_sets, gen_out);
+    if (int rc = 0; run_trace_commands(*trace_cmds, rc)) return rc;
     if (*sweep) {
       if (!shard.empty()) parse_shard(shard, sweep_opt.shard, sweep_opt.shards);
       return run_sweep(sweep_opt);

@@ -1,0 +1,132 @@
+#include "traces/attention_fit.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace kvtier {
+
+namespace {
+struct LayerSums {
+  double n = 0, sink = 0, window = 0, heavy = 0, background = 0, zipf = 0, zipf_n = 0;
+};
+
+double round6(double x) { return std::round(x * 1e6) / 1e6; }
+}  // namespace
+
+json fit_patterns(AttentionSource& src, const FitOptions& o, const std::string& name) {
+  const AttentionHeader& h = src.header();
+  const uint32_t S = std::max<uint32_t>(1, h.sequences), L = h.layers;
+  const uint32_t ctx_blocks = (h.context_tokens + h.block_tokens - 1) / h.block_tokens;
+  const size_t max_blocks = h.blocks_at(h.steps);
+  std::vector<LayerSums> ls(L);
+  std::vector<double> dense(max_blocks, 0.0);
+  std::vector<uint32_t> mid, heavy;
+  std::vector<std::vector<char>> prev(static_cast<size_t>(L) * S);
+  std::vector<std::vector<uint32_t>> prev_list(prev.size());
+  double reuse = 0, reuse_n = 0, run_len = 0, run_n = 0;
+  AttentionRecord rec;
+  while (src.next(rec)) {
+    const uint32_t n = h.blocks_at(rec.step);
+    double total = 0;
+    for (size_t i = 0; i < rec.blocks.size(); ++i) {
+      dense[rec.blocks[i]] += rec.mass[i];
+      total += rec.mass[i];
+    }
+    if (total <= 0) total = 1;
+    const uint32_t sinks = std::min(o.sink_blocks, n);
+    const uint32_t wstart = std::max(sinks, n - std::min(o.window_blocks, n));
+    double sink = 0, window = 0, rest = 0;
+    for (uint32_t b = 0; b < sinks; ++b) sink += dense[b];
+    for (uint32_t b = wstart; b < n; ++b) window += dense[b];
+    mid.clear();
+    for (uint32_t b = sinks; b < wstart; ++b) {
+      mid.push_back(b);
+      rest += dense[b];
+    }
+    std::sort(mid.begin(), mid.end(),
+              [&](uint32_t x, uint32_t y) { return dense[x] > dense[y] || (dense[x] == dense[y] && x < y); });
+    heavy.clear();
+    double c = 0;
+    for (uint32_t b : mid) {
+      if (c >= o.coverage * rest * (1 - 1e-12) || dense[b] <= 0) break;
+      c += dense[b];
+      heavy.push_back(b);
+    }
+    LayerSums& s = ls[rec.layer];
+    s.n += 1;
+    s.sink += sink / total;
+    s.window += window / total;
+    s.heavy += static_cast<double>(heavy.size()) / ctx_blocks;
+    s.background += (rest - c) / total;
+    if (heavy.size() >= 2) {
+      // Least squares of log(mass) on log(rank): the slope's negative is the exponent.
+      double sx = 0, sy = 0, sxx = 0, sxy = 0;
+      const double k = static_cast<double>(heavy.size());
+      for (size_t r = 0; r < heavy.size(); ++r) {
+        const double x = std::log(r + 1.0), y = std::log(dense[heavy[r]]);
+        sx += x;
+        sy += y;
+        sxx += x * x;
+        sxy += x * y;
+      }
+      const double den = k * sxx - sx * sx;
+      if (den > 0) {
+        s.zipf += std::clamp(-(k * sxy - sx * sy) / den, 0.0, 10.0);
+        s.zipf_n += 1;
+      }
+    }
+    // Spans and reuse of the heavy set.
+    std::sort(heavy.begin(), heavy.end());
+    for (size_t i = 0; i < heavy.size();) {
+      size_t j = i + 1;
+      while (j < heavy.size() && heavy[j] == heavy[j - 1] + 1) ++j;
+      run_len += j - i;
+      run_n += 1;
+      i = j;
+    }
+    const size_t lane = static_cast<size_t>(rec.layer) * S + (rec.seq == kAllSequences ? 0 : rec.seq % S);
+    auto& mark = prev[lane];
+    if (mark.empty()) mark.assign(max_blocks, 0);
+    if (rec.step > 0 && !heavy.empty()) {
+      double kept = 0;
+      for (uint32_t b : heavy) kept += mark[b];
+      reuse += kept / heavy.size();
+      reuse_n += 1;
+    }
+    for (uint32_t b : prev_list[lane]) mark[b] = 0;
+    for (uint32_t b : heavy) mark[b] = 1;
+    prev_list[lane] = heavy;
+    for (uint32_t b : rec.blocks) dense[b] = 0;
+  }
+  json sink = json::array(), window = json::array(), heavy_f = json::array(), zipf = json::array(),
+       background = json::array();
+  for (const auto& s : ls) {
+    const double n = std::max(1.0, s.n);
+    sink.push_back(round6(s.sink / n));
+    window.push_back(round6(s.window / n));
+    heavy_f.push_back(round6(std::min(1.0, s.heavy / n)));
+    zipf.push_back(round6(s.zipf_n > 0 ? s.zipf / s.zipf_n : 1.0));
+    // The generator's shares must leave the heavy hitters a share >= 0.
+    const double room = std::max(0.0, 1.0 - sink.back().get<double>() - window.back().get<double>());
+    background.push_back(round6(std::min(room, s.background / n)));
+  }
+  json p{{"kind", "patterns"},
+         {"sink_blocks", o.sink_blocks},
+         {"sink_mass", sink},
+         {"window_blocks", o.window_blocks},
+         {"window_mass", window},
+         {"heavy_fraction", heavy_f},
+         {"zipf_s", zipf},
+         {"background_mass", background},
+         {"span_blocks", round6(std::max(1.0, run_n > 0 ? run_len / run_n : 1.0))},
+         {"drift", round6(std::clamp(reuse_n > 0 ? 1.0 - reuse / reuse_n : 0.0, 0.0, 1.0))},
+         {"burst_rate", 0.0}};
+  std::string what = name.empty() ? std::string("a trace") : name;
+  p["source"] = "kvtier trace fit of " + what + " (" + std::to_string(L) + " layers, " + std::to_string(h.steps) +
+                " steps, " + std::to_string(S) + " sequences, " + std::to_string(h.context_tokens) +
+                "-token context in " + std::to_string(h.block_tokens) + "-token blocks; coverage " +
+                std::to_string(o.coverage) + ")";
+  return p;
+}
+
+}  // namespace kvtier

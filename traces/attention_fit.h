@@ -1,0 +1,27 @@
+// Fits the patterns generator (traces/synthetic_patterns.h) to a trace, in one
+// streaming pass, so that a pattern measured on a real model can be generated
+// at any context length, step count and layer count (docs/traces.md).
+// Per layer: sink_mass and window_mass are the mean shares on the first
+// sink_blocks and newest window_blocks; of the other blocks, the heavy set is
+// the fewest that hold `coverage` of their mass, heavy_fraction its size over
+// the context's blocks, background_mass the mass outside it, and zipf_s the
+// least-squares slope of log mass over log rank within it. Over all layers:
+// span_blocks is the mean run of consecutive heavy blocks and drift is one
+// minus the share of a step's heavy set kept from the previous step. Bursts
+// are not told apart from drift: the fit sets burst_rate 0.
+#pragma once
+
+#include "traces/attention_trace.h"
+
+namespace kvtier {
+
+struct FitOptions {
+  uint32_t sink_blocks = 1;
+  uint32_t window_blocks = 1;
+  double coverage = 0.9;
+};
+
+// The "patterns" parameters (with "kind": "patterns") that reproduce `src`.
+json fit_patterns(AttentionSource& src, const FitOptions& opt = {}, const std::string& name = "");
+
+}  // namespace kvtier

@@ -1,0 +1,68 @@
+#include "traces/attention_source.h"
+
+#include <filesystem>
+
+#include "traces/attention_binary.h"
+#include "traces/synthetic.h"
+#include "traces/synthetic_patterns.h"
+
+namespace kvtier {
+
+namespace fs = std::filesystem;
+
+std::unique_ptr<AttentionFileSource> open_attention_file(const std::string& path) {
+  if (!fs::is_regular_file(path)) throw ConfigError(path + ": no such attention trace file");
+  if (is_binary_trace(path)) return std::make_unique<BinaryTraceReader>(path);
+  return std::make_unique<JsonlTraceReader>(path);
+}
+
+std::string source_name(const AttentionSource& src) {
+  if (auto* f = dynamic_cast<const AttentionFileSource*>(&src)) return f->path();
+  const json& o = src.header().origin;
+  return o.is_object() && o.contains("generator") ? o["generator"].get<std::string>() + " trace" : "attention trace";
+}
+
+const std::vector<float>& require_prompt(const AttentionSource& src, uint32_t seq, uint32_t layer,
+                                         const std::string& needed_by) {
+  const uint32_t s = src.header().sequences > 1 ? seq % src.header().sequences : 0;
+  if (const auto* p = src.prompt(s, layer)) return *p;
+  throw ConfigError(source_name(src) + ": no prompt record for layer " + std::to_string(layer) + " sequence " +
+                    std::to_string(s) + ", which " + needed_by +
+                    " needs (use a trace with the prompt's attention: format v2 with \"has_prompt\": true)");
+}
+
+std::unique_ptr<AttentionSource> make_attention_source(json& tr, const std::string& where, uint32_t layers,
+                                                       uint32_t context_tokens, uint32_t steps, uint32_t block_tokens,
+                                                       uint32_t sequences, uint64_t seed) {
+  if (!tr.is_object()) throw ConfigError(where + ": expected an object with \"kind\"");
+  const std::string kind = tr.value("kind", "");
+  if (kind == "synthetic")
+    return std::make_unique<SyntheticAttention>(tr, where, layers, context_tokens, steps, block_tokens, seed);
+  if (kind == "patterns")
+    return std::make_unique<PatternAttention>(tr, where, layers, context_tokens, steps, block_tokens,
+                                              std::max<uint32_t>(1, sequences), seed);
+  if (kind == "none") return nullptr;
+  if (kind != "file")
+    throw ConfigError(where + ".kind: expected \"synthetic\", \"patterns\", \"file\" or \"none\", got " +
+                      tr.value("kind", json()).dump());
+  resolve_params(tr, {str("path", nullptr, "attention trace file: JSON lines v1/v2 or binary (docs/formats.md)")},
+                 where, {"kind"});
+  std::string path = tr["path"].get<std::string>();
+  if (!fs::exists(path) && fs::path(path).is_relative() && fs::exists(fs::path(KVTIER_SOURCE_DIR) / path))
+    path = (fs::path(KVTIER_SOURCE_DIR) / path).string();
+  if (!fs::exists(path)) throw ConfigError(where + ".path: " + path + ": no such file");
+  auto src = open_attention_file(path);
+  const auto& h = src->header();
+  auto check = [&](const char* what, uint64_t in_trace, uint64_t in_cfg, const char* key, bool at_least) {
+    if (at_least ? in_trace < in_cfg : in_trace != in_cfg)
+      throw ConfigError(path + ": the trace has " + what + " " + std::to_string(in_trace) + " but " + key + " is " +
+                        std::to_string(in_cfg));
+  };
+  check("layers", h.layers, layers, "model.layers", false);
+  check("block_tokens", h.block_tokens, block_tokens, "workload.block_tokens", false);
+  check("context_tokens", h.context_tokens, context_tokens, "workload.context_tokens", false);
+  check("steps", h.steps, steps, "workload.decode_steps (at most)", true);
+  return src;
+}
+
+}  // namespace kvtier
