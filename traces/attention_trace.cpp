@@ -133,6 +133,8 @@ void JsonlAttentionWriter::close() {
 json trace_header_json(const AttentionHeader& h, uint32_t head_groups) {
   json j = header_to_json(h);
   if (h.version >= 2) {
+    if (j["model"].is_null()) j["model"] = json::object();
+    if (j["origin"].is_null()) j["origin"] = json::object();
     j["sequences"] = h.sequences;
     j["head_groups"] = head_groups;
     j["has_prompt"] = h.has_prompt;

@@ -106,7 +106,7 @@ PatternAttention::PatternAttention(json& p, const std::string& where, uint32_t l
       // are placed in the prompt, where the prompt made them heavy.
       for (uint32_t covered = 0; covered < n_heavy;) {
         const uint32_t len = std::min(span_length(lane), n_heavy - covered);
-        lane.spans.push_back(place(lane, len, ctx_blocks));
+        lane.spans.push_back(place(lane, len, std::min(sinks_, ctx_blocks), ctx_blocks));
         covered += len;
       }
       std::vector<double> m(ctx_blocks, 0.0);
@@ -129,9 +129,15 @@ uint32_t PatternAttention::span_length(Lane& l) {
   return 1 + static_cast<uint32_t>(std::floor(std::log(u) / std::log(q)));
 }
 
-PatternAttention::Span PatternAttention::place(Lane& l, uint32_t len, uint32_t n) {
-  len = std::max<uint32_t>(1, std::min(len, n));
-  return Span{below(l, n - len + 1), len};
+PatternAttention::Span PatternAttention::place(Lane& l, uint32_t len, uint32_t lo, uint32_t hi) {
+  // Heavy hitters are the blocks that are neither sinks nor window: a span
+  // lies within [lo, hi) where that range has room, else anywhere.
+  if (hi <= lo) {
+    lo = 0;
+    hi = std::max<uint32_t>(hi, 1);
+  }
+  len = std::max<uint32_t>(1, std::min(len, hi - lo));
+  return Span{lo + below(l, hi - lo - len + 1), len};
 }
 
 // The masses of one record (or, with `prompt`, of the prompt averaged over its
@@ -196,13 +202,13 @@ bool PatternAttention::next(AttentionRecord& rec) {
   rec.layer = layer_;
   rec.seq = S > 1 ? seq_ : kAllSequences;
   // Drift: a span moves anywhere in the sequence so far, its rank kept.
+  const uint32_t lo = std::min(sinks_, n), hi = n > window_ ? n - window_ : 0;
   for (Span& sp : lane.spans)
-    if (uniform(lane) < drift_) sp = place(lane, sp.len, n);
+    if (uniform(lane) < drift_) sp = place(lane, sp.len, lo, hi);
   if (lane.burst_left > 0) --lane.burst_left;
   if (lane.burst_left == 0 && uniform(lane) < burst_rate_) {
-    // A distant span: anywhere before the local window.
-    const uint32_t far = n > window_ ? n - window_ : n;
-    lane.burst_start = below(lane, std::max<uint32_t>(1, far > burst_blocks_ ? far - burst_blocks_ + 1 : 1));
+    // A distant span: anywhere between the sinks and the local window.
+    lane.burst_start = place(lane, burst_blocks_, lo, hi).start;
     lane.burst_left = burst_steps_;
   }
   std::fill(dense_.begin(), dense_.begin() + n, 0.0);

@@ -56,7 +56,7 @@ class PatternAttention : public AttentionSource {
   double uniform(Lane& l);
   uint32_t below(Lane& l, uint32_t n) { return static_cast<uint32_t>(uniform(l) * n); }
   uint32_t span_length(Lane& l);
-  Span place(Lane& l, uint32_t len, uint32_t n);
+  Span place(Lane& l, uint32_t len, uint32_t lo, uint32_t hi);
   void fill(Lane& lane, const LayerShape& s, uint32_t n, bool prompt, std::vector<double>& m);
 
   AttentionHeader header_;
