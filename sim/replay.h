@@ -1,0 +1,101 @@
+// Replay: the block references of a request stream through a hierarchy of
+// cache tiers, without timing. Each tier has a capacity in blocks and its own
+// eviction policy object from the registry (the same implementations the
+// timed engine uses), driven through EvictionPolicy over a BlockTable that
+// the replay keeps current (one sequence, one layer; block index = dense
+// block id; clock = reference count). Exact against libCacheSim for the
+// policies both have (docs/replay.md).
+//
+//  - exclusive tiers (default): a block lives in one tier; a victim moves one
+//    tier down (dropped from the last, or at once if the policy drops()).
+//  - inclusive tiers: a block in tier t is also in every tier below; a miss
+//    inserts it into all tiers, a victim of a tier above the last just
+//    leaves it (its copy stays below), a victim of the last tier leaves
+//    every tier.
+//  - admission: "always", or "second": a block enters the cache only on a
+//    reference after its first one.
+//  - promotion on hit: a hit below the top tier moves the block (exclusive)
+//    or copies it (inclusive) into every tier above; off: it stays.
+//  - semantics: "block" counts every reference on its own (as cache
+//    simulators do); "prefix" counts a request's blocks as hits only up to
+//    its first miss, as vLLM's prefix cache serves them. The cache state
+//    evolves the same way in both: every block of a request is used (and
+//    inserted where missing), since its KV is computed and cached.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "models/param.h"
+#include "traces/request_trace.h"
+
+namespace kvtier {
+
+enum class ReplaySemantics { Block, Prefix };
+enum class ReplayAdmission { Always, Second };
+
+struct ReplayTierSpec {
+  std::string name;
+  uint64_t capacity_blocks = 0;
+  json policy;  // {"name": ..., parameters}; resolved in place by replay()
+};
+
+struct ReplayConfig {
+  std::vector<ReplayTierSpec> tiers;  // top (fastest) first, at most 8
+  bool inclusive = false;
+  bool promote = true;
+  ReplayAdmission admission = ReplayAdmission::Always;
+  ReplaySemantics semantics = ReplaySemantics::Block;
+  uint32_t block_tokens = 0;
+  uint64_t block_bytes = 0;
+  uint32_t repeat = 1;  // the stream played back to back this many times
+};
+
+struct ReplayTierResult {
+  std::string name;
+  json policy;
+  uint64_t capacity_blocks = 0;
+  uint64_t hits = 0;
+};
+
+struct ReplayResult {
+  uint64_t references = 0, requests = 0, misses = 0;
+  std::vector<ReplayTierResult> tiers;
+  uint64_t hits() const {
+    uint64_t h = 0;
+    for (const auto& t : tiers) h += t.hits;
+    return h;
+  }
+};
+
+// Replays `s` through the hierarchy of `c`. `next` (from next_references(s,
+// c.repeat)) is required when a policy needs next-reference times (Belady)
+// and ignored otherwise. Throws ConfigError for an invalid configuration.
+ReplayResult replay(const BlockStream& s, ReplayConfig& c, const NextReferences* next);
+
+// Whether any tier's policy needs next-reference times.
+bool replay_needs_next(const ReplayConfig& c);
+
+// LRU stack distances of every reference in one pass, for the hit counts of
+// LRU at every capacity at once (Mattson et al. 1970): with capacity C a
+// reference hits iff its distance is <= C. For exclusive LRU tiers with
+// promotion, tier t serves the distances in (C0+..+C(t-1), C0+..+Ct]. With
+// prefix semantics a reference's distance is the largest of its request's
+// distances so far. Memory: O(distinct blocks).
+struct StackDistances {
+  std::vector<uint64_t> cumulative;  // cumulative[d] = references with distance <= d (d = 0..blocks)
+  uint64_t references = 0;
+  uint64_t hits_within(uint64_t capacity) const {
+    if (cumulative.empty()) return 0;
+    return cumulative[capacity < cumulative.size() ? capacity : cumulative.size() - 1];
+  }
+};
+StackDistances lru_stack_distances(const BlockStream& s, ReplaySemantics sem, uint32_t repeat);
+
+// Results as JSON (one object per run) and CSV rows.
+json to_json(const ReplayResult& r, const ReplayConfig& c);
+std::string csv_header();
+std::string csv_rows(const ReplayResult& r, const ReplayConfig& c);
+
+}  // namespace kvtier
