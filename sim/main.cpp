@@ -6,6 +6,7 @@
 #include "models/device.h"
 #include "policies/policy.h"
 #include "sim/cli_trace.h"
+#include "sim/cli_replay.h"
 #include "sim/config.h"
 #include "sim/engine.h"
 #include "sim/result.h"
@@ -124,7 +125,7 @@ int main(int argc, char** argv) {
   run->add_option("--seed", seed, "seed (overrides sim.seed)")->expected(1);
   run->add_flag("--quiet,-q", quiet, "print nothing on success");
 
-  auto* trace = app.add_subcommand("trace", "attention traces");
+  auto* trace = app.add_subcommand("trace", "attention and request traces");
   trace->require_subcommand(1);
   std::string gen_config = "configs/default.json", gen_out = "trace.jsonl";
   std::vector<std::string> gen_sets;
@@ -133,6 +134,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   gen->add_option("--set", gen_sets, "override a config value: PATH=VALUE (repeatable)");
   gen->add_option("--out", gen_out, "output file")->capture_default_str();
+  auto request_cmds = add_request_trace_commands(app, *trace);
   auto trace_cmds = add_trace_commands(*trace);
 
   std::string what = "all";
@@ -174,6 +176,7 @@ int main(int argc, char** argv) {
   try {
     if (*run) return cmd_run(config, sets, out, timeline, seed, quiet);
     if (*gen) return cmd_trace_gen(gen_config, gen_sets, gen_out);
+    if (int rc = request_cmds(); rc >= 0) return rc;
     if (int rc = 0; run_trace_commands(*trace_cmds, rc)) return rc;
     if (*sweep) {
       if (!shard.empty()) parse_shard(shard, sweep_opt.shard, sweep_opt.shards);
