@@ -3,12 +3,14 @@
 #include <filesystem>
 #include <iostream>
 
+#include "sim/cli_replay.h"
 #include "sim/config.h"
 #include "sim/result.h"
 #include "traces/attention_binary.h"
 #include "traces/attention_fit.h"
 #include "traces/attention_source.h"
 #include "traces/attention_stats.h"
+#include "traces/request_trace.h"
 #include "traces/synthetic_patterns.h"
 
 namespace kvtier {
@@ -21,6 +23,7 @@ struct TraceCommands {
   std::string json_out;
   uint32_t sink_blocks = 1, window_blocks = 1;
   double coverage = 0.9;
+  double heavy_ratio = 2.0;
   // synth
   std::string params;
   uint32_t layers = 0, context_tokens = 0, steps = 0, block_tokens = 0, sequences = 1;
@@ -92,6 +95,8 @@ int cmd_convert(const TraceCommands& c) {
 }
 
 int cmd_stats(const TraceCommands& c) {
+  // Request traces (Mooncake, Azure) have their own figures.
+  if (c.files.size() == 1 && is_request_trace(c.files[0])) return request_trace_stats(c.files[0], c.json_out);
   std::vector<std::pair<std::string, json>> cols;
   json all = json::object();
   for (const auto& f : c.files) {
@@ -109,6 +114,7 @@ int cmd_fit(const TraceCommands& c) {
   FitOptions o;
   o.sink_blocks = c.sink_blocks;
   o.window_blocks = c.window_blocks;
+  o.heavy_ratio = c.heavy_ratio;
   o.coverage = c.coverage;
   json p;
   AttentionHeader h;
@@ -195,6 +201,9 @@ std::shared_ptr<TraceCommands> add_trace_commands(CLI::App& trace) {
   c->fit = trace.add_subcommand("fit", "fit the patterns generator to a trace; prints captured vs fitted statistics");
   c->fit->add_option("input", c->in, "trace file (any format)")->required();
   c->fit->add_option("-o,--out", c->out, "parameters JSON to write")->required();
+  c->fit->add_option("--heavy-ratio", c->heavy_ratio, "heavy hitters: at least this many times the median block's mass")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   c->fit->add_option("--seed", c->seed, "seed of the fitted trace the statistics compare with")->capture_default_str();
   stats_opts(c->fit);
 

@@ -43,12 +43,17 @@ json fit_patterns(AttentionSource& src, const FitOptions& o, const std::string& 
       mid.push_back(b);
       rest += dense[b];
     }
+    // Heavy hitters: the fewest blocks (neither sinks nor window) that hold
+    // `coverage` of those blocks' mass, but only blocks that stand out from
+    // the typical one, with at least heavy_ratio times the median's mass.
     std::sort(mid.begin(), mid.end(),
               [&](uint32_t x, uint32_t y) { return dense[x] > dense[y] || (dense[x] == dense[y] && x < y); });
+    const double median = mid.empty() ? 0.0 : dense[mid[mid.size() / 2]];
+    const double threshold = std::max(o.heavy_ratio * median, 1e-30);
     heavy.clear();
     double c = 0;
     for (uint32_t b : mid) {
-      if (c >= o.coverage * rest * (1 - 1e-12) || dense[b] <= 0) break;
+      if (dense[b] < threshold || c >= o.coverage * rest * (1 - 1e-12)) break;
       c += dense[b];
       heavy.push_back(b);
     }
@@ -125,7 +130,7 @@ json fit_patterns(AttentionSource& src, const FitOptions& o, const std::string& 
   p["source"] = "kvtier trace fit of " + what + " (" + std::to_string(L) + " layers, " + std::to_string(h.steps) +
                 " steps, " + std::to_string(S) + " sequences, " + std::to_string(h.context_tokens) +
                 "-token context in " + std::to_string(h.block_tokens) + "-token blocks; coverage " +
-                std::to_string(o.coverage) + ")";
+                json(o.coverage).dump() + ", heavy_ratio " + json(o.heavy_ratio).dump() + ")";
   return p;
 }
 

@@ -3,8 +3,9 @@
 // at any context length, step count and layer count (docs/traces.md).
 // Per layer: sink_mass and window_mass are the mean shares on the first
 // sink_blocks and newest window_blocks; of the other blocks, the heavy set is
-// the fewest that hold `coverage` of their mass, heavy_fraction its size over
-// the context's blocks, background_mass the mass outside it, and zipf_s the
+// the fewest that hold `coverage` of their mass, leaving out blocks with less
+// than heavy_ratio times the median block's mass (a flat background is no
+// heavy hitter), heavy_fraction its size over the context's blocks, background_mass the mass outside it, and zipf_s the
 // least-squares slope of log mass over log rank within it. Over all layers:
 // span_blocks is the mean run of consecutive heavy blocks and drift is one
 // minus the share of a step's heavy set kept from the previous step. Bursts
@@ -19,6 +20,7 @@ struct FitOptions {
   uint32_t sink_blocks = 1;
   uint32_t window_blocks = 1;
   double coverage = 0.9;
+  double heavy_ratio = 2.0;
 };
 
 // The "patterns" parameters (with "kind": "patterns") that reproduce `src`.

@@ -1,0 +1,116 @@
+// Trace statistics on hand-made records, and the fit of the patterns
+// generator: fitted parameters recover the generating ones, and a trace
+// generated from a fit has the statistics of the trace it was fitted to.
+#include <catch2/catch.hpp>
+
+#include "traces/attention_fit.h"
+#include "traces/attention_stats.h"
+#include "traces/synthetic_patterns.h"
+
+using namespace kvtier;
+
+namespace {
+// A source of hand-made records: one layer, one sequence.
+class Fixed : public AttentionSource {
+ public:
+  Fixed(uint32_t ctx_blocks, std::vector<std::vector<float>> dense) : dense_(std::move(dense)) {
+    h_.layers = 1;
+    h_.steps = static_cast<uint32_t>(dense_.size());
+    h_.block_tokens = 10;
+    h_.context_tokens = ctx_blocks * 10 - 1;  // step s has ctx_blocks blocks while s < 1
+  }
+  const AttentionHeader& header() const override { return h_; }
+  bool next(AttentionRecord& r) override {
+    if (i_ >= dense_.size()) return false;
+    r.step = static_cast<uint32_t>(i_);
+    r.layer = 0;
+    r.blocks.clear();
+    r.mass.clear();
+    for (uint32_t b = 0; b < dense_[i_].size(); ++b)
+      if (dense_[i_][b] > 0) {
+        r.blocks.push_back(b);
+        r.mass.push_back(dense_[i_][b]);
+      }
+    ++i_;
+    return true;
+  }
+
+ private:
+  AttentionHeader h_;
+  std::vector<std::vector<float>> dense_;
+  size_t i_ = 0;
+};
+}  // namespace
+
+TEST_CASE("stats: concentration, sink, window, heavy set, reuse and spans of known records") {
+  // Step 0: 10 blocks; step 1: 11 blocks (context 99 tokens in 10-token blocks).
+  std::vector<float> a(10, 0.f), b(11, 0.f);
+  a[0] = 0.1f;
+  a[3] = 0.4f;
+  a[4] = 0.3f;
+  a[9] = 0.2f;
+  b[0] = 0.1f;
+  b[3] = 0.5f;
+  b[7] = 0.2f;
+  b[10] = 0.2f;
+  Fixed src(10, {a, b});
+  StatsOptions o;
+  o.coverage = 0.85;
+  json s = attention_stats(src, o);
+  const json& d = s["decode"];
+  CHECK(d["records"] == 2);
+  // Top 1% and 5% are one block; top 20% two blocks of 10, three of 11.
+  CHECK(d["top_1pct"].get<double>() == Approx((0.4 + 0.5) / 2));
+  CHECK(d["top_20pct"].get<double>() == Approx((0.7 + 0.9) / 2));
+  CHECK(d["sink"].get<double>() == Approx(0.1));
+  CHECK(d["window"].get<double>() == Approx(0.2));
+  // Heavy sets at 85%: {3,4,9} (0.9) and {3,7,10} (0.9).
+  CHECK(d["heavy_fraction"].get<double>() == Approx((3.0 / 10 + 3.0 / 11) / 2));
+  CHECK(d["reuse"].get<double>() == Approx(1.0 / 3));
+  CHECK(d["spans_per_record"].get<double>() == Approx((2 + 3) / 2.0));
+  CHECK(d["heavy_in_spans"].get<double>() == Approx((2.0 / 3 + 0) / 2));
+}
+
+TEST_CASE("fit: recovers the generating parameters") {
+  json p = {{"sink_mass", json::array({0.3, 0.1})},
+            {"window_blocks", 1},
+            {"window_mass", 0.2},
+            {"heavy_fraction", 0.08},
+            {"zipf_s", 1.0},
+            {"drift", 0.1},
+            {"span_blocks", 1.0}};
+  PatternAttention g(p, "t", 4, 8192, 150, 32, 2, 11);
+  FitOptions o;
+  o.coverage = 0.999;  // the whole heavy set: no background to leave out here
+  json f = fit_patterns(g, o, "generated");
+  CHECK(f["kind"] == "patterns");
+  CHECK(f["sink_mass"][0].get<double>() == Approx(0.3).margin(1e-4));
+  CHECK(f["sink_mass"][3].get<double>() == Approx(0.1).margin(1e-4));
+  CHECK(f["window_mass"][1].get<double>() == Approx(0.2).margin(1e-4));
+  CHECK(f["heavy_fraction"][2].get<double>() == Approx(0.08).margin(0.015));
+  CHECK(f["zipf_s"][0].get<double>() == Approx(1.0).margin(0.1));
+  CHECK(f["drift"].get<double>() == Approx(0.1).margin(0.03));
+  CHECK(f["span_blocks"].get<double>() < 1.5);
+  CHECK_THAT(f["source"].get<std::string>(), Catch::Contains("generated"));
+}
+
+TEST_CASE("fit: a trace generated from the fit has the statistics of the trace fitted") {
+  json p = {{"sink_mass", 0.05}, {"window_blocks", 1}, {"window_mass", json::array({0.5, 0.2})}, {"heavy_fraction", json::array({0.3, 0.1})},
+            {"zipf_s", 1.3}, {"background_mass", 0.1}, {"span_blocks", 3.0}, {"drift", 0.2}};
+  auto stats = [](json params, uint64_t seed) {
+    PatternAttention g(params, "t", 3, 4096, 120, 16, 2, seed);
+    return attention_stats(g, StatsOptions{});
+  };
+  json fitted;
+  {
+    json q = p;
+    PatternAttention g(q, "t", 3, 4096, 120, 16, 2, 5);
+    fitted = fit_patterns(g);
+  }
+  json a = stats(p, 5), b = stats(fitted, 6);
+  for (const char* k : {"top_1pct", "top_5pct", "top_20pct", "sink", "window", "heavy_fraction", "reuse"})
+    CHECK(b["decode"][k].get<double>() == Approx(a["decode"][k].get<double>()).margin(0.05));
+  // The fitted parameters are a valid config for the generator.
+  json again = fitted;
+  CHECK_NOTHROW(PatternAttention(again, "workload.trace", 7, 10000, 3, 64, 1, 1));
+}
