@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "models/param.h"
 
@@ -28,11 +29,19 @@ class Registry {
     return r;
   }
 
+  // A second implementation under a taken name is kept out and recorded:
+  // `kvtier` refuses to start while duplicates() is not empty, rather than
+  // letting static initialisation order pick one.
   bool add(Entry e) {
     std::string n = e.name;
+    if (entries_.count(n)) {
+      duplicates_.push_back(n);
+      return false;
+    }
     entries_[n] = std::move(e);
     return true;
   }
+  const std::vector<std::string>& duplicates() const { return duplicates_; }
 
   // Throws ConfigError naming `where` and listing the known names.
   const Entry& find(const std::string& name, const std::string& where) const {
@@ -64,7 +73,20 @@ class Registry {
 
  private:
   std::map<std::string, Entry> entries_;
+  std::vector<std::string> duplicates_;
 };
+
+// "two eviction policies are registered as 'lru'" for every duplicate name
+// in the registries of Bases (empty when there is none).
+template <class... Bases>
+std::string registry_duplicates() {
+  std::string msg;
+  auto one = [&msg](const std::string& family, const std::vector<std::string>& names) {
+    for (const auto& n : names) msg += (msg.empty() ? "" : "; ") + ("two " + family + " implementations are registered as '" + n + "'");
+  };
+  (one(Registry<Bases>::family(), Registry<Bases>::instance().duplicates()), ...);
+  return msg;
+}
 
 #define KVTIER_REGISTRY_FAMILY(Base, text) \
   template <>                              \

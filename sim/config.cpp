@@ -1,6 +1,7 @@
 #include "sim/config.h"
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -50,7 +51,15 @@ std::string find_data_file(const std::string& path, const std::string& including
 
 namespace {
 
+const char* const kSections[] = {"hardware", "model", "workload", "policies", "sim"};
+
 json expand(const std::string& path, int depth);
+
+bool is_section(const std::string& key) {
+  for (const char* s : kSections)
+    if (key == s) return true;
+  return false;
+}
 
 // A section is a file name, or an object that may name a "preset" to start from.
 json expand_section(json sec, const std::string& file, const std::string& where, int depth) {
@@ -63,10 +72,37 @@ json expand_section(json sec, const std::string& file, const std::string& where,
     std::string p = find_data_file(sec["preset"].get<std::string>(), file, where + ".preset");
     json base = expand(p, depth + 1);
     sec.erase("preset");
-    base.merge_patch(sec);
+    // A section that names its own preset replaces the base's section
+    // instead of being merged into it (the base's values must not leak in).
+    if (where == "preset")
+      for (const char* s : kSections)
+        if (sec.contains(s) && (sec[s].is_string() || (sec[s].is_object() && sec[s].contains("preset")))) {
+          base[s] = expand_section(sec[s], file, s, depth);
+          sec.erase(s);
+        }
+    base.merge_patch(sec);  // null deletes a key of the base
     return base;
   }
   return sec;
+}
+
+// A policy given by name ("prefetch": "layer_ahead") becomes {"name": ...},
+// so overrides of its parameters apply to it; a name ending in .json, or an
+// object with "preset", is a policy preset file.
+json normalise_policy(json v, const std::string& file, const std::string& where, int depth) {
+  if (v.is_string()) {
+    const std::string s = v.get<std::string>();
+    if (s.size() > 5 && s.compare(s.size() - 5, 5, ".json") == 0) return expand(find_data_file(s, file, where), depth + 1);
+    return json{{"name", s}};
+  }
+  if (v.is_object() && v.contains("preset")) return expand_section(std::move(v), file, where, depth);
+  return v;
+}
+
+void normalise_policies(json& cfg, const std::string& file, int depth) {
+  if (!cfg.contains("policies") || !cfg["policies"].is_object()) return;
+  for (auto it = cfg["policies"].begin(); it != cfg["policies"].end(); ++it)
+    if (!is_annotation_key(it.key())) it.value() = normalise_policy(it.value(), file, "policies." + it.key(), depth);
 }
 
 json expand(const std::string& path, int depth) {
@@ -74,8 +110,9 @@ json expand(const std::string& path, int depth) {
   json cfg = load_json_file(path);
   if (!cfg.is_object()) throw ConfigError(path + ": expected a JSON object at the top level");
   if (cfg.contains("preset")) cfg = expand_section(cfg, path, "preset", depth);
-  for (const char* s : {"hardware", "model", "workload", "policies", "sim"})
+  for (const char* s : kSections)
     if (cfg.contains(s)) cfg[s] = expand_section(cfg[s], path, s, depth);
+  normalise_policies(cfg, path, depth);
   return cfg;
 }
 
@@ -92,21 +129,75 @@ void apply_set(json& cfg, const std::string& assignment) {
   } catch (const json::parse_error&) {
     value = text;  // bare words are strings: --set policies.eviction.name=lru
   }
+  const std::string where = "--set " + path;
   json* node = &cfg;
+  std::vector<std::string> keys;
   size_t start = 0;
   while (true) {
     size_t dot = path.find('.', start);
     std::string key = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
     if (key.empty()) throw ConfigError("--set '" + assignment + "': empty key in path");
     if (!node->is_object()) throw ConfigError("--set '" + assignment + "': '" + path.substr(0, start - 1) + "' is not an object");
+    keys.push_back(key);
+    const bool section = keys.size() == 1 && is_section(key);
+    const bool policy = keys.size() == 2 && keys[0] == "policies";
     if (dot == std::string::npos) {
+      if (value.is_null()) {
+        node->erase(key);  // --set a.b=null deletes, as null does in a config file
+        return;
+      }
+      if (section) {
+        value = expand_section(value, "", where, 0);  // hardware=FILE or {"preset": FILE, ...}
+        if (key == "policies" && value.is_object()) {
+          json wrapper{{"policies", value}};
+          normalise_policies(wrapper, "", 0);
+          value = wrapper["policies"];
+        }
+      } else if (policy) {
+        value = normalise_policy(value, "", where, 0);  // policies.eviction=h2o or =FILE.json
+      } else if (keys.size() == 3 && keys[0] == "workload" && keys[1] == "trace" && key == "kind" &&
+                 (!node->contains("kind") || (*node)["kind"] != value)) {
+        *node = json::object();  // another trace kind: the old kind's parameters do not apply
+      }
       (*node)[key] = value;
       return;
     }
-    node = &(*node)[key];
-    if (node->is_null()) *node = json::object();
+    json& next = (*node)[key];
+    if (policy && next.is_string()) next = normalise_policy(next, "", where, 0);
+    if (next.is_null()) next = json::object();
+    node = &next;
     start = dot + 1;
   }
+}
+
+std::string plain_numbers(const std::string& text) {
+  // std::to_string(double) always prints six decimals ("13.400000"): trim
+  // the trailing zeros of any such number so messages read "13.4".
+  std::string out;
+  out.reserve(text.size());
+  size_t i = 0;
+  while (i < text.size()) {
+    size_t j = i;
+    while (j < text.size() && std::isdigit(static_cast<unsigned char>(text[j]))) ++j;
+    if (j > i && j + 7 <= text.size() && text[j] == '.' &&
+        std::all_of(text.begin() + j + 1, text.begin() + j + 7, [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }) &&
+        (j + 7 == text.size() || !std::isdigit(static_cast<unsigned char>(text[j + 7]))) &&
+        (i == 0 || (!std::isdigit(static_cast<unsigned char>(text[i - 1])) && text[i - 1] != '.'))) {
+      std::string frac = text.substr(j + 1, 6);
+      while (!frac.empty() && frac.back() == '0') frac.pop_back();
+      out += text.substr(i, j - i);
+      if (!frac.empty()) out += "." + frac;
+      i = j + 7;
+      continue;
+    }
+    if (j > i) {
+      out += text.substr(i, j - i);
+      i = j;
+    } else {
+      out += text[i++];
+    }
+  }
+  return out;
 }
 
 ParamList workload_params() {
@@ -140,7 +231,9 @@ ParamList sim_params() {
   };
 }
 
-json load_config(const std::string& path, const std::vector<std::string>& sets) {
+json load_config(const std::string& given, const std::vector<std::string>& sets) {
+  // The config named on the command line is found the way presets are.
+  const std::string path = find_data_file(given, "", "config " + given);
   json cfg = expand(path, 0);
   for (const auto& s : sets) apply_set(cfg, s);
   const std::vector<std::string> sections{"name", "hardware", "model", "workload", "policies", "sim"};

@@ -20,14 +20,22 @@ json load_json_file(const std::string& path);
 // relative to the kvtier source tree. Throws ConfigError naming `where`.
 std::string find_data_file(const std::string& path, const std::string& including_file, const std::string& where);
 
-// Loads `path`, expands presets (a section given as a file name, or an
-// object with "preset": file plus overrides; a top-level "preset" is a whole
-// base config), applies `--set a.b.c=value` overrides, and checks the
-// top-level sections. The result is ready for Simulation.
+// Loads `path` (found like a preset: as given, then in the kvtier source
+// tree), expands presets (a section given as a file name, or an object with
+// "preset": file plus overrides; a top-level "preset" is a whole base config,
+// in which a section naming its own preset replaces the base's), normalises
+// policies given by name to {"name": ...}, applies `--set a.b.c=value`
+// overrides, and checks the top-level sections. Ready for Simulation.
 json load_config(const std::string& path, const std::vector<std::string>& sets);
 
-// Applies one "a.b.c=value" override; value is JSON if it parses, else a string.
+// Applies one "a.b.c=value" override; value is JSON if it parses, else a
+// string. A section (hardware=FILE, model={"preset": FILE, ...}) or a policy
+// (policies.eviction=h2o, =FILE.json) is expanded as in a file; null deletes
+// the key; a new workload.trace.kind starts the trace section afresh.
 void apply_set(json& cfg, const std::string& assignment);
+
+// An error message with std::to_string's six-decimal numbers trimmed ("13.4", not "13.400000").
+std::string plain_numbers(const std::string& text);
 
 ParamList workload_params();
 ParamList sim_params();

@@ -7,6 +7,7 @@
 #include "policies/policy.h"
 #include "sim/cli_trace.h"
 #include "sim/cli_replay.h"
+#include "sim/cli_report.h"
 #include "sim/config.h"
 #include "sim/engine.h"
 #include "sim/result.h"
@@ -62,13 +63,20 @@ int cmd_run(const std::string& config, const std::vector<std::string>& sets, con
   Simulation sim(cfg);  // validates everything before anything runs or is written
   const std::string dir = out_dir_for(cfg);
   const std::string tl = cfg["sim"]["timeline"].get<std::string>();
+  check_run_outputs(dir, tl);  // --out and --timeline problems before the simulation runs
   if (!tl.empty() && fs::path(tl).has_parent_path()) {
     std::error_code ec;
     fs::create_directories(fs::path(tl).parent_path(), ec);
     if (ec) throw ConfigError("--timeline " + tl + ": cannot create its directory: " + ec.message());
   }
   json metrics = sim.run(tl);
-  write_file_atomic((fs::path(dir) / "result.json").string(), make_result(cfg, metrics).dump(2) + "\n");
+  try {
+    write_file_atomic((fs::path(dir) / "result.json").string(), make_result(cfg, metrics).dump(2) + "\n");
+  } catch (...) {
+    std::error_code ec;
+    if (!tl.empty()) fs::remove(tl, ec);  // a failed run leaves no timeline behind
+    throw;
+  }
   if (cfg["sim"]["step_csv"].get<bool>())
     write_steps_csv((fs::path(dir) / "steps.csv").string(), sim.decode_start(), sim.step_ends());
   if (!quiet) {
@@ -156,10 +164,34 @@ int main(int argc, char** argv) {
   sweep->add_option("--set", sweep_opt.sets, "override a config value in every point: PATH=VALUE (repeatable)");
   sweep->add_flag("--quiet,-q", sweep_opt.quiet, "no progress on stderr and no summary on stdout");
 
+  auto report_cmd = add_report_command(app);
+
   auto* show = app.add_subcommand("config", "print the fully resolved configuration");
   show->add_option("config", config, "configuration JSON")->required();
   show->add_option("--set", sets, "override a config value: PATH=VALUE (repeatable)");
 
+  if (std::string dup = registry_duplicates<EvictionPolicy, PromotionPolicy, PlacementPolicy, PrefetchPolicy,
+                                               EvaluationPolicy, CompressionPolicy, DeviceModel>();
+      !dup.empty()) {
+    std::cerr << "kvtier: error: " << dup << " (each name must be unique in its family)\n";
+    return 1;
+  }
+  if (argc < 2) {  // `kvtier` alone: what it can do
+    std::cout << app.help();
+    return 0;
+  }
+  if (argv[1][0] != '-') {
+    std::string names;
+    bool known = false;
+    for (CLI::App* c : app.get_subcommands([](CLI::App*) { return true; })) {
+      known = known || c->get_name() == argv[1];
+      names += (names.empty() ? "" : ", ") + c->get_name();
+    }
+    if (!known) {
+      std::cerr << "kvtier: error: unknown command '" << argv[1] << "'; commands: " << names << " (see kvtier --help)\n";
+      return kBadInput;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -178,6 +210,7 @@ int main(int argc, char** argv) {
     if (*gen) return cmd_trace_gen(gen_config, gen_sets, gen_out);
     if (int rc = request_cmds(); rc >= 0) return rc;
     if (int rc = 0; run_trace_commands(*trace_cmds, rc)) return rc;
+    if (int rc = report_cmd(); rc >= 0) return rc;
     if (*sweep) {
       if (!shard.empty()) parse_shard(shard, sweep_opt.shard, sweep_opt.shards);
       return run_sweep(sweep_opt);
@@ -196,6 +229,7 @@ int main(int argc, char** argv) {
         list_family<PlacementPolicy>("placement policies");
         list_family<PrefetchPolicy>("prefetch policies");
         list_family<EvaluationPolicy>("evaluation policies");
+        list_family<CompressionPolicy>("compression policies");
       }
       if (all || what == "devices") list_family<DeviceModel>("device kinds");
       if (all || what == "hardware") list_presets("configs/hardware", "hardware presets");
@@ -204,7 +238,7 @@ int main(int argc, char** argv) {
       return 0;
     }
   } catch (const ConfigError& e) {
-    std::cerr << "kvtier: error: " << e.what() << "\n";
+    std::cerr << "kvtier: error: " << plain_numbers(e.what()) << "\n";
     return kBadInput;
   } catch (const std::exception& e) {
     std::cerr << "kvtier: internal error: " << e.what() << "\n";

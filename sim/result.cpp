@@ -1,5 +1,7 @@
 #include "sim/result.h"
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -49,6 +51,45 @@ json make_result(const json& cfg, const json& metrics) {
   r["config"] = cfg;
   r["metrics"] = metrics;
   return r;
+}
+
+namespace {
+
+// The nearest existing folder at or above `p`, which must be writable for
+// `p` to be created; throws naming `what` if an ancestor is a file.
+void check_creatable(const std::filesystem::path& p, const std::string& what) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path at = fs::absolute(p, ec);
+  while (!at.empty() && !fs::exists(at, ec)) {
+    if (at == at.parent_path()) break;
+    at = at.parent_path();
+  }
+  if (!fs::is_directory(at, ec))
+    throw ConfigError(what + ": " + at.string() + " is a file, not a folder");
+  if (::access(at.c_str(), W_OK | X_OK) != 0) throw ConfigError(what + ": cannot write in " + at.string());
+}
+
+}  // namespace
+
+void check_run_outputs(const std::string& out_dir, const std::string& timeline) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path dir(out_dir);
+  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
+    throw ConfigError("--out " + out_dir + ": exists and is not a folder (result.json goes into a folder)");
+  if (fs::is_directory(dir / "result.json", ec))
+    throw ConfigError("--out " + out_dir + ": " + (dir / "result.json").string() + " is a folder");
+  check_creatable(dir, "--out " + out_dir);
+  if (timeline.empty()) return;
+  const fs::path tl(timeline);
+  if (fs::is_directory(tl, ec))
+    throw ConfigError("--timeline " + timeline + ": is a folder; expected a file name such as " +
+                      (tl / "timeline.json").string());
+  if (tl.filename().empty()) throw ConfigError("--timeline " + timeline + ": expected a file name");
+  if (fs::weakly_canonical(tl, ec) == fs::weakly_canonical(dir / "result.json", ec))
+    throw ConfigError("--timeline " + timeline + ": is the run's result.json");
+  check_creatable(tl.has_parent_path() ? tl.parent_path() : fs::path("."), "--timeline " + timeline);
 }
 
 void write_steps_csv(const std::string& path, double decode_start, const std::vector<double>& ends) {

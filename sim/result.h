@@ -18,6 +18,11 @@ void write_file_atomic(const std::string& path, const std::string& content);
 json make_result(const json& resolved_config, const json& metrics);
 // {"kvtier_version", "git_commit", "simgrid_version"} of this binary.
 json build_provenance();
+// Checks, before a run, that its outputs can be written, creating nothing:
+// `out_dir` is a folder or can become one, and `timeline` (may be empty) is
+// not a folder and its folder can be written. Throws ConfigError naming the
+// option (--out, --timeline).
+void check_run_outputs(const std::string& out_dir, const std::string& timeline);
 void write_steps_csv(const std::string& path, double decode_start, const std::vector<double>& step_ends);
 
 }  // namespace kvtier

@@ -1,0 +1,240 @@
+#!/usr/bin/env python3
+"""One static HTML page from a kvtier run or sweep: the key figures, the
+plots (embedded as PNG data, so the page needs no server and no network) and
+the resolved configuration. `kvtier report INPUT -o report.html` runs this.
+
+  kvtier_report.py RESULT.json|RUN_DIR|SWEEP.jsonl|SWEEP.csv [-o report.html] [--timeline TL.json]
+
+A run's page shows tokens/s, TPOT, TTFT, recall, GPU busy, per-tier and
+per-link figures, a timeline and a per-step breakdown when the run has a
+timeline (--timeline, or timeline.json next to result.json) and steps.csv.
+A sweep's page shows the best point, a heatmap over its first two axes, a
+line plot against its first axis and speedups over point 0.
+"""
+
+import argparse
+import base64
+import html
+import io
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import kvtier_results as kr  # noqa: E402
+import kvtier_plot as kp  # noqa: E402
+
+import matplotlib.pyplot as plt  # noqa: E402
+
+PROG = "kvtier_report.py"
+
+CSS = """
+body{font-family:sans-serif;max-width:60em;margin:1em auto;padding:0 1em;color:#222}
+h1{font-size:1.4em}h2{font-size:1.15em;border-bottom:1px solid #ccc;margin-top:1.6em}
+table{border-collapse:collapse;font-size:.9em}td,th{border:1px solid #ccc;padding:.2em .5em;text-align:right}
+th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}
+figure{display:inline-block;margin:.5em;vertical-align:top}figure img{max-width:100%;border:1px solid #eee}
+figcaption{font-size:.85em;color:#555}pre{background:#f7f7f7;padding:.6em;overflow:auto;font-size:.8em}
+"""
+
+# Counts the figures the browser could decode: a test reads it from the DOM.
+SCRIPT = """
+window.addEventListener('load', function () {
+  var imgs = document.querySelectorAll('figure img');
+  var ok = 0;
+  imgs.forEach(function (i) { if (i.complete && i.naturalWidth > 0) ok++; });
+  document.body.setAttribute('data-figures-loaded', String(ok));
+  document.body.setAttribute('data-figures', String(imgs.length));
+});
+"""
+
+
+def png_data(fig):
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=150)
+    plt.close(fig)
+    return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def figure_html(fig_id, fig, caption):
+    return ('<figure id="%s"><img alt="%s" src="data:image/png;base64,%s"><figcaption>%s</figcaption></figure>'
+            % (fig_id, html.escape(caption), png_data(fig), html.escape(caption)))
+
+
+def table_html(header, rows):
+    out = ["<table><tr>%s</tr>" % "".join("<th>%s</th>" % html.escape(str(h)) for h in header)]
+    for r in rows:
+        out.append("<tr>%s</tr>" % "".join("<td>%s</td>" % html.escape(str(c)) for c in r))
+    out.append("</table>")
+    return "\n".join(out)
+
+
+def fmt(v, scale=1.0, digits=4):
+    if not isinstance(v, (int, float)) or isinstance(v, bool):
+        return "n/a" if v is None else str(v)
+    return "%.*g" % (digits, v * scale)
+
+
+def key_figures(m):
+    rows = []
+    for key in ("decode_tokens_per_s", "mean_step_latency_s", "p50_step_latency_s", "p99_step_latency_s", "ttft_s",
+                "attention_recall", "gpu_busy_fraction", "simulated_time_s", "fetched_bytes", "ssd_bytes_written"):
+        if key in m:
+            label, scale, _ = kp.metric_info(key)
+            rows.append((label, fmt(m[key], scale)))
+    return rows
+
+
+def provenance_html(r):
+    p = r.get("provenance", {})
+    bits = ["kvtier %s" % r.get("kvtier_version", "?")]
+    if p.get("git_commit"):
+        bits.append("commit %s" % p["git_commit"])
+    if p.get("simgrid_version"):
+        bits.append("SimGrid %s" % p["simgrid_version"])
+    if "seed" in r:
+        bits.append("seed %s" % r["seed"])
+    return "<p>%s</p>" % html.escape(", ".join(bits))
+
+
+def run_page(result, run_dir, timeline):
+    m = result["metrics"]
+    cfg = result.get("config", {})
+    parts = ["<h1>kvtier run: %s</h1>" % html.escape(kp.describe_config(cfg)), provenance_html(result)]
+    if cfg.get("description"):
+        parts.append("<p>%s</p>" % html.escape(cfg["description"]))
+    parts.append('<h2>Key figures</h2><div id="key-figures">%s</div>' % table_html(["figure", "value"], key_figures(m)))
+    tiers = kr.ordered_tiers(result)
+    if tiers:
+        parts.append("<h2>Tiers</h2>" + table_html(
+            ["tier", "hit rate", "peak", "capacity"],
+            [(t, fmt(v.get("hit_rate")), kr.human_bytes(v.get("peak_bytes")), kr.human_bytes(v.get("capacity_bytes")))
+             for t, v in tiers.items()]))
+    links = {n: v for n, v in m.get("links", {}).items() if isinstance(v, dict) and v.get("bytes")}
+    if links:
+        parts.append("<h2>Links</h2>" + table_html(
+            ["link", "bytes", "busy"],
+            [(n, kr.human_bytes(v.get("bytes")), fmt(v.get("busy_fraction"), 100, 3) + " %") for n, v in sorted(links.items())]))
+    figs = []
+    if tiers:
+        fig, ax = plt.subplots(figsize=(kp.COLUMN_IN, kp.COLUMN_IN * 0.6))
+        ax.bar(list(tiers), [v.get("hit_rate") or 0 for v in tiers.values()], color="C0")
+        ax.set_ylabel("share of block accesses served")
+        ax.set_ylim(0, 1.05)
+        ax.set_title("hit rate per tier")
+        fig.tight_layout()
+        figs.append(figure_html("fig-tiers", fig, "Hit rate per tier"))
+    steps = os.path.join(run_dir, "steps.csv") if run_dir else None
+    if timeline and os.path.isfile(timeline):
+        names, _, slices = kp.load_timeline(timeline)
+        fig, _ = kp.plot_timeline(names, slices)
+        figs.append(figure_html("fig-timeline", fig, "Timeline: compute and transfers per device and link"))
+        if steps and os.path.isfile(steps):
+            fig = kp.plot_breakdown(kp.step_breakdown(names, slices, kp.read_steps(steps)))
+            figs.append(figure_html("fig-breakdown", fig, "Time per decode step: compute, transfer, scoring, stall"))
+    parts.append('<h2>Figures</h2><div id="figures">%s</div>' % "\n".join(figs))
+    parts.append("<h2>Resolved configuration</h2><details open><summary>config</summary><pre id=\"config\">%s</pre>"
+                 "</details>" % html.escape(json.dumps(cfg, indent=2, sort_keys=True)))
+    return parts
+
+
+def sweep_page(path):
+    rows, title = kp.load_sweep_table(path)
+    override_cols = []
+    if path.endswith(".csv"):
+        header = [k for k in rows[0] if k not in ("index", "key")]
+        override_cols = [k for k in header if k.split(".")[0] in ("hardware", "model", "workload", "policies", "sim")]
+    else:
+        for r in rows:
+            res = r.get("_result")
+            for k in r:
+                if k.split(".")[0] in ("hardware", "model", "workload", "policies", "sim") and k not in override_cols:
+                    override_cols.append(k)
+        override_cols.sort()
+    axes = [c for c in override_cols if len({json.dumps(r.get(c), sort_keys=True) for r in rows}) > 1]
+    tps = "decode_tokens_per_s"
+    parts = ["<h1>kvtier sweep: %s</h1>" % html.escape(title or os.path.basename(path))]
+    manifest = None
+    mpath = path[:-6] + ".manifest.json" if path.endswith(".jsonl") else path[:-4] + ".manifest.json"
+    if os.path.isfile(mpath):
+        with open(mpath, encoding="utf-8") as f:
+            manifest = json.load(f)
+        parts.append("<p>%s</p>" % html.escape(
+            "%d points done, %d failed; kvtier %s, commit %s, SimGrid %s; %s, %s, %.1f s" % (
+                manifest.get("points_done", 0), manifest.get("points_failed", 0), manifest.get("kvtier_version"),
+                manifest.get("git_commit"), manifest.get("simgrid_version"), manifest.get("host"),
+                manifest.get("started_utc"), manifest.get("wall_s", 0))))
+    good = [r for r in rows if isinstance(r.get(tps), (int, float))]
+    figures = []
+    if good:
+        best = max(good, key=lambda r: r[tps])
+        kf = [("points", str(len(rows))), ("axes", ", ".join(axes) or "none"),
+              ("best " + kp.metric_info(tps)[0], fmt(best[tps])),
+              ("best point", ", ".join("%s=%s" % (a, best.get(a)) for a in axes) or "the only one")]
+        if "mean_step_latency_s" in best:
+            kf.append(("TPOT at the best point (ms)", fmt(best["mean_step_latency_s"], 1e3)))
+        parts.append('<h2>Key figures</h2><div id="key-figures">%s</div>' % table_html(["figure", "value"], kf))
+        if len(axes) >= 2:
+            fixed = [r for r in good if all(r.get(a) == best.get(a) for a in axes[2:])]
+            fig, _ = kp.plot_heatmap(fixed, axes[0], axes[1], tps, title)
+            figures.append(figure_html("fig-heatmap", fig, "%s over %s x %s" % (kp.metric_info(tps)[0], axes[0], axes[1])))
+        if axes:
+            fixed = [r for r in good if all(r.get(a) == best.get(a) for a in axes[2:])]
+            fig, _ = kp.plot_lines(fixed, axes[0], "mean_step_latency_s", axes[1] if len(axes) > 1 else None, title)
+            figures.append(figure_html("fig-lines", fig, "TPOT against %s" % axes[0]))
+        if len(good) > 1 and len(good) <= 40 and all("_result" in r for r in good):
+            results = [r["_result"] for r in good]
+            labels = kr.run_labels(results)
+            fig, _ = kp.plot_bars(results, labels[0], tps)
+            figures.append(figure_html("fig-bars", fig, "Speedup over point %s" % good[0].get("index")))
+    parts.append('<h2>Figures</h2><div id="figures">%s</div>' % "\n".join(figures))
+    cols = ["index"] + axes + [c for c in (tps, "mean_step_latency_s", "ttft_s", "attention_recall") if c in rows[0]]
+    parts.append("<h2>Points</h2>" + table_html(cols, [[fmt(r.get(c)) if c not in axes and c != "index" else r.get(c)
+                                                        for c in cols] for r in rows]))
+    cfg = rows[0].get("_result", {}).get("config") if "_result" in rows[0] else None
+    if cfg:
+        parts.append("<h2>Resolved configuration (point %s)</h2><details open><summary>config</summary>"
+                     "<pre id=\"config\">%s</pre></details>" % (rows[0].get("index"),
+                                                                 html.escape(json.dumps(cfg, indent=2, sort_keys=True))))
+    elif manifest:
+        parts.append("<h2>Sweep</h2><pre id=\"config\">%s</pre>" % html.escape(json.dumps(manifest, indent=2)))
+    return parts
+
+
+def render(inp, timeline=None):
+    if os.path.isdir(inp):
+        run_dir = inp
+        inp = os.path.join(inp, "result.json")
+    else:
+        run_dir = os.path.dirname(inp)
+    if inp.endswith(".jsonl") or inp.endswith(".csv"):
+        parts = sweep_page(inp)
+    else:
+        result = kr.load_result(inp)
+        if timeline is None:
+            guess = os.path.join(run_dir, "timeline.json")
+            timeline = guess if os.path.isfile(guess) else None
+        parts = run_page(result, run_dir, timeline)
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>kvtier report</title>"
+            "<style>%s</style><script>%s</script></head><body>\n%s\n</body></html>\n" % (CSS, SCRIPT, "\n".join(parts)))
+
+
+def main(argv=None):
+    kp.setup_style()
+    ap = argparse.ArgumentParser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("input", help="result.json, a run folder, or a sweep's .jsonl or .csv")
+    ap.add_argument("-o", "--output", default="report.html")
+    ap.add_argument("--timeline", help="the run's --timeline file (default: timeline.json beside result.json)")
+    args = ap.parse_args(argv)
+    try:
+        page = render(args.input, args.timeline)
+    except kr.ResultError as e:
+        kr.die(PROG, e)
+    kr.write_text_atomic(args.output, page)
+    print("%s: wrote %s" % (PROG, args.output))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
