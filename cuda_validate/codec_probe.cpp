@@ -91,7 +91,7 @@ struct Codec {
 
 json probe_codecs(const Settings& s, json* probes) {
   const size_t hi = s.quick ? (size_t(4) << 20) : (size_t(16) << 20);
-  const auto sizes = geometric(size_t(64) << 10, hi, 4);
+  const auto sizes = geometric(size_t(64) << 10, hi, s.quick ? 4 : 2);
   const int T = s.threads;
   std::vector<std::vector<unsigned char>> data(T);
   for (int i = 0; i < T; ++i) data[i] = kv_like(hi, 1000 + i);

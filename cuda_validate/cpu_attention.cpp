@@ -49,15 +49,15 @@ void attend_scalar(const AttentionShape& s, const float* q, const uint16_t* cons
                    float* out) {
   const int D = s.head_dim, G = s.heads / s.kv_heads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
-  const size_t half_kv = size_t(s.block_tokens) * s.kv_heads * D;
+  const size_t tok = size_t(2) * s.kv_heads * D, vo = size_t(s.kv_heads) * D;  // halves per token; V's offset
   std::vector<Head> st(s.heads);
   std::fill(out, out + size_t(s.heads) * D, 0.f);
   for (size_t b = 0; b < n; ++b) {
     const uint16_t* K = blocks[b];
-    const uint16_t* V = blocks[b] + half_kv;
+    const uint16_t* V = blocks[b] + vo;
     for (int t = 0; t < tokens[b]; ++t)
       for (int h = 0; h < s.heads; ++h) {
-        const size_t off = (size_t(t) * s.kv_heads + h / G) * D;
+        const size_t off = size_t(t) * tok + size_t(h / G) * D;
         float dot = 0;
         for (int d = 0; d < D; ++d) dot += q[h * D + d] * half_to_float(K[off + d]);
         dot *= scale;
@@ -78,15 +78,15 @@ __attribute__((target("avx,f16c,fma"))) void attend_f16c(const AttentionShape& s
                                                          float* out) {
   const int D = s.head_dim, G = s.heads / s.kv_heads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
-  const size_t half_kv = size_t(s.block_tokens) * s.kv_heads * D;
+  const size_t tok = size_t(2) * s.kv_heads * D, vo = size_t(s.kv_heads) * D;  // halves per token; V's offset
   std::vector<Head> st(s.heads);
   std::fill(out, out + size_t(s.heads) * D, 0.f);
   for (size_t b = 0; b < n; ++b) {
     const uint16_t* K = blocks[b];
-    const uint16_t* V = blocks[b] + half_kv;
+    const uint16_t* V = blocks[b] + vo;
     for (int t = 0; t < tokens[b]; ++t)
       for (int h = 0; h < s.heads; ++h) {
-        const size_t off = (size_t(t) * s.kv_heads + h / G) * D;
+        const size_t off = size_t(t) * tok + size_t(h / G) * D;
         const float* qh = q + size_t(h) * D;
         __m256 acc = _mm256_setzero_ps();
         for (int d = 0; d < D; d += 8) {

@@ -1,8 +1,10 @@
 // Decode attention on the CPU over KV blocks in DRAM: for every query head,
 // scores q.k over the tokens of the given blocks, a softmax over them, and
 // the weighted sum of the values (one pass, running maximum). A block holds
-// K then V, each [block_tokens][kv_heads][head_dim] in IEEE half precision;
-// query head h reads KV head h / (heads / kv_heads).
+// block_tokens tokens, each its K then its V ([kv_heads][head_dim] each, IEEE
+// half precision), so one token's KV of one layer is contiguous (a new
+// token's KV is one aligned write); query head h reads KV head
+// h / (heads / kv_heads).
 #pragma once
 
 #include <cstddef>
@@ -13,7 +15,8 @@ namespace kvtier::host {
 
 struct AttentionShape {
   int heads = 8, kv_heads = 8, head_dim = 128, block_tokens = 64;
-  size_t block_bytes() const { return size_t(2) * block_tokens * kv_heads * head_dim * 2; }
+  size_t token_bytes() const { return size_t(2) * kv_heads * head_dim * 2; }
+  size_t block_bytes() const { return token_bytes() * block_tokens; }
 };
 
 // q: heads x head_dim floats; blocks[i] has tokens[i] valid tokens;

@@ -7,6 +7,7 @@
 
 #include "models/calibration.h"
 #include "models/calibration_fit.h"
+#include "models/calibration_host.h"
 #include "models/hardware.h"
 
 using namespace kvtier;
@@ -29,6 +30,14 @@ int main(int argc, char** argv) {
                  "hardware description: take the direction from the link's ends, and check that the result merges "
                  "into it and parses");
   app.add_option("--name", opt.name, "calibration name (default: measured_<device>)");
+  bool host = false;
+  std::string hardware_out;
+  app.add_flag("--host", host,
+               "the measurement is a host one (kvtier_host_probe): fit every path piecewise-linearly, the CPU "
+               "attention curve and the disk's NVMe parameters");
+  app.add_option("--hardware-out", hardware_out,
+                 "with --host: also write a hardware description of the measured machine that names --out as its "
+                 "calibration (e.g. configs/hardware/host_<name>.json)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -36,6 +45,35 @@ int main(int argc, char** argv) {
     return rc == 0 ? 0 : 2;
   }
 
+  if (!hardware_out.empty() && !host) {
+    std::cerr << "kvtier_fit_calibration: error: --hardware-out needs --host\n";
+    return 2;
+  }
+  if (host) {
+    try {
+      HostFitOptions ho;
+      ho.measurement_file = in;
+      std::vector<std::string> summary;
+      const json m = read_json_file(in);
+      json cal = fit_host_calibration(m, ho, &summary);
+      json hw;
+      if (!hardware_out.empty()) {
+        hw = host_hardware(m, out, ho);
+        json merged = hw;
+        merged["calibration"] = "";
+        merge_calibration(merged, cal, out);
+        parse_hardware(merged, hardware_out);
+      }
+      write_json_file(out, cal);
+      if (!hardware_out.empty()) write_json_file(hardware_out, hw);
+      for (const auto& s : summary) std::cout << "kvtier_fit_calibration: " << s << "\n";
+      std::cout << "kvtier_fit_calibration: wrote " << out << (hardware_out.empty() ? "" : " and " + hardware_out) << "\n";
+    } catch (const std::exception& e) {
+      std::cerr << "kvtier_fit_calibration: error: " << e.what() << "\n";
+      return 2;
+    }
+    return 0;
+  }
   try {
     opt.measurement_file = in;
     json hw;

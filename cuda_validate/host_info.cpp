@@ -117,7 +117,9 @@ json storage_info(const std::string& dir) {
       if (line.rfind("DEVNAME=", 0) == 0) s["block_device"] = line.substr(8);
     const std::string model = first_line(disk + "/device/model");
     const std::string vendor = first_line(disk + "/device/vendor");
-    s["device_model"] = model.empty() ? (vendor.empty() ? "unknown (virtual disk?)" : vendor) : model;
+    // virtio block devices have no model, only the PCI vendor id 0x1af4.
+    s["device_model"] = !model.empty() ? model : vendor == "0x1af4" ? "virtio block device (vendor 0x1af4)"
+                                                  : vendor.empty() ? "unknown" : vendor;
     const std::string rot = first_line(disk + "/queue/rotational");
     if (!rot.empty()) s["rotational"] = rot == "1";
     const std::string lbs = first_line(disk + "/queue/logical_block_size");

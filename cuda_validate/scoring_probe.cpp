@@ -59,7 +59,7 @@ json run(const Settings& s, Isa isa, int bits, int threads, const std::vector<si
 json probe_scoring(const Settings& s, json* probes) {
   const Isa isa = best_isa();
   const size_t hi = s.quick ? (size_t(16) << 20) : (size_t(256) << 20);
-  const auto sizes = geometric(size_t(64) << 10, hi, 4);
+  const auto sizes = geometric(size_t(64) << 10, hi, s.quick ? 4 : 2);
   std::unique_ptr<uint8_t[]> keys(new uint8_t[hi]);
   uint64_t x = 12345;
   for (size_t i = 0; i < hi; ++i) {

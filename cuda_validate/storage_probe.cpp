@@ -120,7 +120,7 @@ json probe_storage(const std::string& dir_in, const Settings& s, json* probes) {
     if (fdatasync(fd) != 0) throw std::runtime_error(std::string("fdatasync: ") + std::strerror(errno));
     uint64_t rng = 0x6b767469657221ull;
     const std::vector<int> depths = s.quick ? std::vector<int>{1, 8, 32} : std::vector<int>{1, 4, 16, 64};
-    const auto sizes = geometric(4096, s.quick ? (size_t(4) << 20) : (size_t(64) << 20), 4);
+    const auto sizes = geometric(4096, s.quick ? (size_t(4) << 20) : (size_t(64) << 20), s.quick ? 4 : 2);
     for (bool write : {false, true}) {
       for (int q : depths) {
         const std::string name = std::string(write ? "storage_write_qd" : "storage_read_qd") + std::to_string(q);

@@ -1,7 +1,10 @@
 #include "models/calibration.h"
 
 #include <algorithm>
+#include <cctype>
 #include <fstream>
+#include <iostream>
+#include <sstream>
 
 namespace kvtier {
 
@@ -51,11 +54,68 @@ json load_calibration_file(const std::string& path, const std::string& where) {
   }
 }
 
+namespace {
+
+std::vector<std::string> words(const std::string& s) {
+  std::vector<std::string> w;
+  std::string cur;
+  for (char c : s + " ") {
+    if (std::isalnum(static_cast<unsigned char>(c))) {
+      cur += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    } else if (!cur.empty()) {
+      w.push_back(cur);
+      cur.clear();
+    }
+  }
+  return w;
+}
+
+void collect_text(const json& j, std::string* out) {
+  if (j.is_string()) *out += " " + j.get<std::string>();
+  else if (j.is_object() || j.is_array())
+    for (const auto& v : j) collect_text(v, out);
+}
+
+}  // namespace
+
+std::string calibration_device_mismatch(const json& hw, const json& cal) {
+  if (!cal.is_object() || !cal.contains("device") || !cal["device"].is_string()) return "";
+  const std::string device = cal["device"].get<std::string>();
+  // The words of the device's name that carry a number are its model
+  // ("h200", "4090", "7950x"); without any, every word counts.
+  std::vector<std::string> key;
+  for (const auto& w : words(device))
+    if (std::any_of(w.begin(), w.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }))
+      key.push_back(w);
+  if (key.empty()) key = words(device);
+  if (key.empty()) return "";
+  std::string text;
+  for (const char* k : {"name", "description"})
+    if (hw.contains(k)) collect_text(hw[k], &text);
+  if (hw.contains("devices") && hw["devices"].is_object())
+    for (const auto& d : hw["devices"]) {
+      if (!d.is_object()) continue;
+      for (const char* k : {"source", "description", "note"})
+        if (d.contains(k)) collect_text(d[k], &text);
+    }
+  const std::vector<std::string> have = words(text);
+  for (const auto& w : key)
+    if (std::find(have.begin(), have.end(), w) == have.end()) return device;
+  return "";
+}
+
 void merge_calibration(json& hw, const json& cal, const std::string& fw) {
   if (!cal.is_object()) throw ConfigError(fw + ": expected an object with \"devices\" and/or \"links\"");
+  const std::string other = calibration_device_mismatch(hw, cal);
+  if (!other.empty())
+    std::cerr << "kvtier: warning: " << fw << ": calibration measured on '" << other << "' applied to hardware '"
+              << hw.value("name", std::string("unnamed"))
+              << "', whose name, description and sources do not mention it: its curves describe another device\n";
   for (auto it = cal.begin(); it != cal.end(); ++it) {
     const std::string& k = it.key();
-    if (is_annotation_key(k) || k == "name") continue;
+    // "device" names the measured device; "paths" holds fitted models that
+    // are reported, not merged.
+    if (is_annotation_key(k) || k == "name" || k == "device" || k == "paths") continue;
     if (k != "devices" && k != "links")
       throw ConfigError(fw + "." + k + ": unknown key (expected devices, links, source)");
     const json& group = it.value();

@@ -38,6 +38,14 @@ json load_calibration_file(const std::string& path, const std::string& where);
 // Merges a calibration file's curves into the hardware JSON (in place, before
 // validation). Names of devices or links absent from `hw` are errors at the
 // file's JSON path, so a stale calibration file does not silently do nothing.
+//
+// A calibration that names the device it was measured on ("device": "NVIDIA
+// H200") is checked against the hardware: when its model words appear
+// nowhere in the hardware's name, description or device sources, a warning
+// goes to stderr (the curves of one device applied to another).
 void merge_calibration(json& hw, const json& calibration, const std::string& file_where);
+
+// The calibration's "device" when the hardware does not mention it, else "".
+std::string calibration_device_mismatch(const json& hw, const json& calibration);
 
 }  // namespace kvtier

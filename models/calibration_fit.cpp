@@ -147,6 +147,7 @@ json fit_calibration(const json& m, const FitOptions& opt, std::vector<std::stri
     for (char c : device) name += std::isalnum(static_cast<unsigned char>(c)) ? static_cast<char>(std::tolower(c)) : '_';
   }
   cal["name"] = name;
+  cal["device"] = device;  // merge_calibration warns when applied to hardware that does not name it
   cal["source"] = "kvtier_calibrate measurement '" + opt.measurement_file + "' on " + device + " (host " + host +
                   versions + "), " + date + "; fitted by kvtier_fit_calibration (models/calibration_fit.cpp)";
 

@@ -59,27 +59,46 @@ def choose(logits, temperature, rng):
     return np.array([rng.choice(p.shape[-1], p=row) for row in p])
 
 
-def capture(session, prompt_ids, steps, block_tokens, head_groups, writer, temperature=0.0, seed=1, min_mass=0.0):
+def _feed(session, tokens, block_tokens):
+    """Per-layer per-head block masses (S, H, T, nblocks) of feeding `tokens`, and the last position's logits."""
+    if hasattr(session, "feed_blocks"):  # sessions that sum blocks where the probabilities are (a GPU)
+        return session.feed_blocks(tokens, block_tokens)
+    logits, probs = session.feed(tokens)
+    return logits, [trace_v2.per_head_blocks(p, block_tokens) for p in probs]
+
+
+def capture(session, prompt_ids, steps, block_tokens, head_groups, writer, temperature=0.0, seed=1, min_mass=0.0,
+            prefill_chunk=0):
     """Runs the batch: prefill of prompt_ids (S, C), then `steps` decode steps; writes every record.
 
-    `session.feed(tokens (S, T))` returns (logits (S, vocab), [probs (S, heads, T, keys)] per layer).
+    `session.feed(tokens (S, T))` returns (logits (S, vocab), [probs (S, heads, T, keys)] per layer), or
+    `session.feed_blocks(tokens, block_tokens)` the same with keys already summed per block. The prompt
+    goes in chunks of `prefill_chunk` tokens (0: at once) so that long prompts need bounded memory.
     Returns the generated token ids, (S, steps).
     """
     rng = np.random.default_rng(seed)
     S, C = prompt_ids.shape
-    logits, probs = session.feed(prompt_ids)
-    for layer, p in enumerate(probs):
-        total, _ = trace_v2.block_mass(p, block_tokens)
-        per_block = total.mean(axis=1)  # average over the prompt's queries: each row sums to 1
+    nbp = (C + block_tokens - 1) // block_tokens
+    chunk = prefill_chunk if prefill_chunk > 0 else C
+    prompt_sum = None
+    for start in range(0, C, chunk):
+        logits, per_head = _feed(session, prompt_ids[:, start:start + chunk], block_tokens)
+        if prompt_sum is None:
+            prompt_sum = np.zeros((len(per_head), S, nbp))
+        for layer, ph in enumerate(per_head):
+            total, _ = trace_v2.reduce_heads(ph)
+            prompt_sum[layer, :, :total.shape[-1]] += total.sum(axis=1)
+    for layer in range(prompt_sum.shape[0]):
+        per_block = prompt_sum[layer] / C  # averaged over the prompt's queries: each row sums to 1
         for s in range(S):
             writer.prompt(layer, s, per_block[s])
     generated = np.zeros((S, steps), dtype=np.int64)
     tok = choose(logits, temperature, rng)
     for step in range(steps):
         generated[:, step] = tok
-        logits, probs = session.feed(tok[:, None])
-        for layer, p in enumerate(probs):
-            total, groups = trace_v2.block_mass(p, block_tokens, head_groups)
+        logits, per_head = _feed(session, tok[:, None], block_tokens)
+        for layer, ph in enumerate(per_head):
+            total, groups = trace_v2.reduce_heads(ph, head_groups)
             for s in range(S):
                 m = total[s, 0]
                 keep = np.nonzero(m > min_mass)[0]
@@ -105,6 +124,8 @@ def main(argv=None):
     ap.add_argument("--temperature", type=float, default=0.0, help="0: greedy (default); > 0: sample with --seed")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--min-mass", type=float, default=0.0, help="leave out blocks with at most this mass (default 0: keep all)")
+    ap.add_argument("--prefill-chunk", type=int, default=0,
+                    help="prompt tokens fed at once (default: all; 256 with --hf), bounding prefill memory")
     ap.add_argument("-o", "--out", required=True, help="output trace (JSON lines, format v2)")
     a = ap.parse_args(argv)
     try:
@@ -115,6 +136,7 @@ def main(argv=None):
         if a.hf:
             import hf_capture
             session_for, encode, decode, model_info, origin_model = hf_capture.open_model(a.hf, a.device)
+            a.prefill_chunk = a.prefill_chunk or 256
         else:
             import llama2c
             try:
@@ -153,12 +175,12 @@ def main(argv=None):
                   "prompts": [decode(list(r)) for r in ids],
                   "settings": {"context_tokens": a.context_tokens, "steps": a.steps, "block_tokens": a.block_tokens,
                                "head_groups": a.head_groups, "temperature": a.temperature, "seed": a.seed,
-                               "min_mass": a.min_mass,
+                               "min_mass": a.min_mass, "prefill_chunk": a.prefill_chunk,
                                "mass": "softmax probability summed over the block's tokens, mean over query heads"}}
         with trace_v2.TraceWriter(a.out, layers, a.steps, a.block_tokens, a.context_tokens, len(prompts),
                                   a.head_groups, True, model_info, origin) as w:
             gen = capture(session_for(len(prompts)), ids, a.steps, a.block_tokens, a.head_groups, w,
-                          a.temperature, a.seed, a.min_mass)
+                          a.temperature, a.seed, a.min_mass, a.prefill_chunk)
         for s, row in enumerate(gen):
             print("capture: sequence %d continues: %r" % (s, decode(list(row))[:80]))
         print("capture: wrote %s (%d layers, %d steps, %d sequences)" % (a.out, layers, a.steps, len(prompts)))

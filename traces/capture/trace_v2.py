@@ -17,24 +17,29 @@ def fmt(x):
     return np.format_float_positional(np.float32(x), unique=True, trim="-")
 
 
-def block_mass(probs, block_tokens, head_groups=1):
-    """Attention probabilities summed per KV block.
-
-    probs: (B, H, Q, K) softmax rows of Q queries over K keys. Returns
-    (total, groups): total (B, Q, nblocks) is the mean over heads, groups
-    (B, G, Q, nblocks) the mean over the heads of each of G equal, contiguous
-    head groups (query heads h*G//H), or None when head_groups is 1.
-    """
+def per_head_blocks(probs, block_tokens):
+    """Attention probabilities (B, H, Q, K) summed over each block of keys: (B, H, Q, ceil(K / block_tokens))."""
     B, H, Q, K = probs.shape
     nb = (K + block_tokens - 1) // block_tokens
     pad = nb * block_tokens - K
     p = np.pad(probs, ((0, 0), (0, 0), (0, 0), (0, pad))) if pad else probs
-    per_head = p.reshape(B, H, Q, nb, block_tokens).sum(axis=-1, dtype=np.float64)
+    return p.reshape(B, H, Q, nb, block_tokens).sum(axis=-1, dtype=np.float64)
+
+
+def reduce_heads(per_head, head_groups=1):
+    """Per-head block masses (B, H, Q, nb) to (total, groups): total (B, Q, nb) is the mean over heads, groups
+    (B, G, Q, nb) the mean over each of G equal, contiguous groups of heads, or None when head_groups is 1."""
+    B, H, Q, nb = per_head.shape
     total = per_head.mean(axis=1)
     groups = None
     if head_groups > 1:
         groups = per_head.reshape(B, head_groups, H // head_groups, Q, nb).mean(axis=2)
     return total, groups
+
+
+def block_mass(probs, block_tokens, head_groups=1):
+    """Attention probabilities (B, H, Q, K) summed per KV block; see reduce_heads()."""
+    return reduce_heads(per_head_blocks(probs, block_tokens), head_groups)
 
 
 class TraceWriter:
