@@ -3,7 +3,7 @@ runs, classifying links, and writing output files atomically.
 
 A kvtier result is the JSON object that `kvtier run` writes to result.json:
 {"kvtier_version", "seed", "config" (fully resolved), "metrics"}. The metric
-names are the contract in shared/design/ARCHITECTURE.md ("Metrics").
+names are the contract in docs/results.md.
 """
 
 import csv
