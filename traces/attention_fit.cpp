@@ -24,6 +24,13 @@ json fit_patterns(AttentionSource& src, const FitOptions& o, const std::string& 
   std::vector<std::vector<char>> prev(static_cast<size_t>(L) * S);
   std::vector<std::vector<uint32_t>> prev_list(prev.size());
   double reuse = 0, reuse_n = 0, run_len = 0, run_n = 0;
+  // Jitter: log-ratios of the masses of blocks heavy at two consecutive steps.
+  std::vector<std::vector<float>> prev_mass(prev.size());
+  // Their absolute values in a histogram: the median is robust to the blocks
+  // whose mass jumps because a span moved onto or off them.
+  constexpr double kBin = 1e-3;
+  std::vector<uint64_t> lr_hist(20000, 0);
+  uint64_t lr_n = 0;
   AttentionRecord rec;
   while (src.next(rec)) {
     const uint32_t n = h.blocks_at(rec.step);
@@ -92,13 +99,23 @@ json fit_patterns(AttentionSource& src, const FitOptions& o, const std::string& 
     const size_t lane = static_cast<size_t>(rec.layer) * S + (rec.seq == kAllSequences ? 0 : rec.seq % S);
     auto& mark = prev[lane];
     if (mark.empty()) mark.assign(max_blocks, 0);
+    auto& pm = prev_mass[lane];
+    if (pm.empty()) pm.assign(max_blocks, 0.f);
     if (rec.step > 0 && !heavy.empty()) {
       double kept = 0;
-      for (uint32_t b : heavy) kept += mark[b];
+      for (uint32_t b : heavy) {
+        kept += mark[b];
+        if (mark[b] && pm[b] > 0 && dense[b] > 0) {
+          const double d = std::fabs(std::log(dense[b] / total) - std::log(pm[b]));
+          ++lr_hist[std::min<size_t>(lr_hist.size() - 1, static_cast<size_t>(d / kBin))];
+          ++lr_n;
+        }
+      }
       reuse += kept / heavy.size();
       reuse_n += 1;
     }
     for (uint32_t b : prev_list[lane]) mark[b] = 0;
+    for (uint32_t b : heavy) pm[b] = static_cast<float>(dense[b] / total);
     for (uint32_t b : heavy) mark[b] = 1;
     prev_list[lane] = heavy;
     for (uint32_t b : rec.blocks) dense[b] = 0;
@@ -115,6 +132,17 @@ json fit_patterns(AttentionSource& src, const FitOptions& o, const std::string& 
     const double room = std::max(0.0, 1.0 - sink.back().get<double>() - window.back().get<double>());
     background.push_back(round6(std::min(room, s.background / n)));
   }
+  // Independent log-normal factors at two steps: the log-ratio is normal with
+  // standard deviation jitter * sqrt 2, and its absolute value's median is
+  // 0.6745 times that.
+  double jitter = 0;
+  for (uint64_t i = 0, seen = 0; i < lr_hist.size() && lr_n > 0; ++i) {
+    seen += lr_hist[i];
+    if (2 * seen >= lr_n) {
+      jitter = i == 0 ? 0.0 : (i + 0.5) * kBin / 0.6745 / std::sqrt(2.0);  // below one bin: no jitter
+      break;
+    }
+  }
   json p{{"kind", "patterns"},
          {"sink_blocks", o.sink_blocks},
          {"sink_mass", sink},
@@ -125,7 +153,8 @@ json fit_patterns(AttentionSource& src, const FitOptions& o, const std::string& 
          {"background_mass", background},
          {"span_blocks", round6(std::max(1.0, run_n > 0 ? run_len / run_n : 1.0))},
          {"drift", round6(std::clamp(reuse_n > 0 ? 1.0 - reuse / reuse_n : 0.0, 0.0, 1.0))},
-         {"burst_rate", 0.0}};
+         {"burst_rate", 0.0},
+         {"jitter", round6(jitter)}};
   std::string what = name.empty() ? std::string("a trace") : name;
   p["source"] = "kvtier trace fit of " + what + " (" + std::to_string(L) + " layers, " + std::to_string(h.steps) +
                 " steps, " + std::to_string(S) + " sequences, " + std::to_string(h.context_tokens) +

@@ -8,7 +8,9 @@
 // heavy hitter), heavy_fraction its size over the context's blocks, background_mass the mass outside it, and zipf_s the
 // least-squares slope of log mass over log rank within it. Over all layers:
 // span_blocks is the mean run of consecutive heavy blocks and drift is one
-// minus the share of a step's heavy set kept from the previous step. Bursts
+// minus the share of a step's heavy set kept from the previous step, and
+// jitter the spread of a heavy block's log mass from one step to the next
+// (from the median absolute log-ratio, robust to spans that move). Bursts
 // are not told apart from drift: the fit sets burst_rate 0.
 #pragma once
 

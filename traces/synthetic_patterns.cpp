@@ -35,6 +35,8 @@ ParamList PatternAttention::params() {
       integer("burst_blocks", 4, "blocks in a burst's span", 1),
       integer("burst_steps", 8, "steps a burst lasts", 1),
       num("burst_mass", 0.3, "share of attention mass a burst takes while it lasts", 0, 1),
+      num("jitter", 0.0,
+          "standard deviation of the log of each block's mass from step to step (the record is renormalised)", 0, 10),
   };
 }
 
@@ -68,6 +70,7 @@ PatternAttention::PatternAttention(json& p, const std::string& where, uint32_t l
   burst_blocks_ = static_cast<uint32_t>(get_int(p, "burst_blocks"));
   burst_steps_ = static_cast<uint32_t>(get_int(p, "burst_steps"));
   burst_mass_ = get_num(p, "burst_mass");
+  jitter_ = get_num(p, "jitter");
   shape_.resize(layers);
   for (uint32_t l = 0; l < layers; ++l) {
     auto& s = shape_[l];
@@ -213,6 +216,19 @@ bool PatternAttention::next(AttentionRecord& rec) {
   }
   std::fill(dense_.begin(), dense_.begin() + n, 0.0);
   fill(lane, shape_[layer_], n, false, dense_);
+  if (jitter_ > 0) {
+    // Log-normal noise of mean 1 on every listed block (Box-Muller on the
+    // lane's own stream, so the same on every platform), then renormalised.
+    double total = 0;
+    for (uint32_t b = 0; b < n; ++b) {
+      if (dense_[b] <= 0) continue;
+      const double u1 = std::max(uniform(lane), 1e-300), u2 = uniform(lane);
+      const double z = std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
+      dense_[b] *= std::exp(jitter_ * z - 0.5 * jitter_ * jitter_);
+      total += dense_[b];
+    }
+    for (uint32_t b = 0; b < n; ++b) dense_[b] /= total;
+  }
   rec.blocks.clear();
   rec.mass.clear();
   for (uint32_t b = 0; b < n; ++b)

@@ -14,6 +14,8 @@
 //               burst_blocks blocks takes burst_mass for burst_steps steps
 //               (needle in a haystack);
 //   background  background_mass spread evenly over every other block;
+//   jitter      each listed block's mass varies from step to step by a
+//               log-normal factor of log-standard-deviation jitter;
 //   layers      sink_mass, window_mass, heavy_fraction, zipf_s and
 //               background_mass are a number (every layer) or an array over
 //               depth, first layer to last, interpolated linearly to the
@@ -61,7 +63,7 @@ class PatternAttention : public AttentionSource {
 
   AttentionHeader header_;
   uint32_t sinks_, window_, burst_blocks_, burst_steps_;
-  double span_blocks_, drift_, burst_rate_, burst_mass_;
+  double span_blocks_, drift_, burst_rate_, burst_mass_, jitter_;
   std::vector<LayerShape> shape_;
   std::vector<Lane> lanes_;                 // [layer * sequences + seq]
   std::vector<std::vector<float>> prompt_;  // same index

@@ -1,6 +1,7 @@
 // The patterns generator: every named pattern shows up in the trace's
 // statistics as its parameters say.
 #include <catch2/catch.hpp>
+#include <cmath>
 
 #include "traces/attention_stats.h"
 #include "traces/synthetic_patterns.h"
@@ -109,6 +110,28 @@ TEST_CASE("patterns: sequences draw independent patterns; the same seed gives th
   double total = 0;
   for (float m : *a.prompt(1, 1)) total += m;
   CHECK(total == Approx(1.0).epsilon(1e-5));
+}
+
+TEST_CASE("patterns: jitter varies each block's mass from step to step by its log-standard-deviation") {
+  json p = {{"jitter", 0.3}, {"drift", 0.0}, {"sink_mass", 0.0}, {"window_mass", 0.0}, {"zipf_s", 0.0}};
+  PatternAttention g(p, "trace", 1, 2048, 400, 16, 1, 4);
+  AttentionRecord r;
+  std::vector<double> prev(g.header().blocks_at(400), 0.0);
+  double s = 0, s2 = 0, n = 0;
+  while (g.next(r)) {
+    for (size_t i = 0; i < r.blocks.size(); ++i) {
+      const uint32_t b = r.blocks[i];
+      if (prev[b] > 0 && r.step > 0) {
+        const double d = std::log(r.mass[i] / prev[b]);
+        s += d;
+        s2 += d * d;
+        n += 1;
+      }
+      prev[b] = r.mass[i];
+    }
+  }
+  // Two independent factors: the log-ratio's standard deviation is jitter * sqrt 2.
+  CHECK(std::sqrt(s2 / n - (s / n) * (s / n)) == Approx(0.3 * std::sqrt(2.0)).epsilon(0.05));
 }
 
 TEST_CASE("patterns: bad parameters name their key") {

@@ -79,6 +79,8 @@ TEST_CASE("fit: recovers the generating parameters") {
             {"zipf_s", 1.0},
             {"drift", 0.1},
             {"span_blocks", 1.0}};
+  json pj = p;
+  pj["jitter"] = 0.25;
   PatternAttention g(p, "t", 4, 8192, 150, 32, 2, 11);
   FitOptions o;
   o.coverage = 0.999;  // the whole heavy set: no background to leave out here
@@ -91,7 +93,10 @@ TEST_CASE("fit: recovers the generating parameters") {
   CHECK(f["zipf_s"][0].get<double>() == Approx(1.0).margin(0.1));
   CHECK(f["drift"].get<double>() == Approx(0.1).margin(0.03));
   CHECK(f["span_blocks"].get<double>() < 1.5);
+  CHECK(f["jitter"].get<double>() == 0.0);
   CHECK_THAT(f["source"].get<std::string>(), Catch::Contains("generated"));
+  PatternAttention gj(pj, "t", 4, 8192, 150, 32, 2, 11);
+  CHECK(fit_patterns(gj, o)["jitter"].get<double>() == Approx(0.25).margin(0.03));
 }
 
 TEST_CASE("fit: a trace generated from the fit has the statistics of the trace fitted") {
