@@ -56,6 +56,7 @@ class Hierarchy {
     for (auto& p : policies_) p->setup(table_);
     used_.assign(n_tiers_, 0);
     hits_.assign(n_tiers_, 0);
+    bypassed_.assign(n_tiers_, 0);
   }
 
   // One reference to block b; `next` is the time of its next reference
@@ -94,20 +95,29 @@ class Hierarchy {
   uint32_t tiers() const { return n_tiers_; }
 
  private:
-  void make_room(uint32_t b, TierId u, bool inclusive) {
+  // False if the policy names no victim although the tier is full (a policy
+  // of the timed engine that keeps blocks for reasons a replay does not
+  // model, such as HKM's time pinning): the block then bypasses the tier.
+  bool make_room(uint32_t b, TierId u, bool inclusive) {
     MissAwareEviction* ma = miss_aware_[u];
     if (ma) ma->on_miss(b, u);
     while (used_[u] >= cap_[u] || (ma && ma->needs_room(u))) {
       BlockId v = policies_[u]->victim(u);
-      if (v == kNoBlock)
-        throw ConfigError("replay: eviction policy '" + c_.tiers[u].policy["name"].get<std::string>() +
-                          "' found no victim in tier " + c_.tiers[u].name + " although nothing is pinned");
+      if (v == kNoBlock) {
+        if (used_[u] < cap_[u]) break;
+        ++bypassed_[u];
+        return false;
+      }
       if (inclusive) evict_inclusive(v, u);
       else evict_exclusive(v, u);
     }
+    return true;
   }
   void insert_exclusive(uint32_t b, TierId u) {
-    make_room(b, u, false);
+    if (!make_room(b, u, false)) {
+      if (u + 1u < n_tiers_) insert_exclusive(b, TierId(u + 1));
+      return;
+    }
     policies_[u]->on_insert(b, u);
     ++used_[u];
     table_.tier[b] = u;
@@ -124,7 +134,7 @@ class Hierarchy {
   }
   void insert_inclusive(uint32_t b, TierId u) {
     if (mask_[b] >> u & 1u) return;
-    make_room(b, u, true);
+    if (!make_room(b, u, true)) return;
     policies_[u]->on_insert(b, u);
     ++used_[u];
     mask_[b] |= uint8_t(1u << u);
@@ -162,7 +172,7 @@ class Hierarchy {
   std::vector<uint64_t> next_;
 
  public:
-  std::vector<uint64_t> hits_;
+  std::vector<uint64_t> hits_, bypassed_;
 };
 
 void check_config(const ReplayConfig& c) {
@@ -231,6 +241,7 @@ ReplayResult replay(const BlockStream& s, ReplayConfig& c, const NextReferences*
     tr.policy = c.tiers[t].policy;
     tr.capacity_blocks = c.tiers[t].capacity_blocks;
     tr.hits = hits[t];
+    tr.bypassed = h.bypassed_[t];
     res.tiers.push_back(tr);
   }
   res.misses = res.references - res.hits();
@@ -268,8 +279,8 @@ StackDistances lru_stack_distances(const BlockStream& s, ReplaySemantics sem, ui
       }
     }
     std::fill(fen.begin(), fen.end(), 0);
-    for (uint64_t j = 1; j <= k; ++j) {  // O(slots) build of all-ones at 0..k-1
-      fen[j] += 1;
+    for (uint64_t j = 1; j <= slots; ++j) {  // O(slots) build: ones at slots 0..k-1
+      if (j <= k) fen[j] += 1;
       uint64_t p = j + (j & (~j + 1));
       if (p <= slots) fen[p] += fen[j];
     }
@@ -318,6 +329,7 @@ json to_json(const ReplayResult& r, const ReplayConfig& c) {
                      {"capacity_blocks", t.capacity_blocks},
                      {"capacity_bytes", t.capacity_blocks * c.block_bytes},
                      {"hits", t.hits},
+                     {"bypassed", t.bypassed},
                      {"hit_ratio", r.references ? double(t.hits) / double(r.references) : 0.0},
                      {"bytes_served", t.hits * c.block_bytes},
                      {"prefill_tokens_saved", t.hits * uint64_t(c.block_tokens)}});

@@ -57,6 +57,9 @@ struct ReplayTierResult {
   json policy;
   uint64_t capacity_blocks = 0;
   uint64_t hits = 0;
+  // Insertions that skipped the tier because its policy named no victim
+  // (only policies that keep blocks for engine-side reasons do).
+  uint64_t bypassed = 0;
 };
 
 struct ReplayResult {
