@@ -118,6 +118,7 @@ int cmd_trace_gen(const std::string& config, const std::vector<std::string>& set
 
 int main(int argc, char** argv) {
   CLI::App app{"kvtier: trace-driven simulation of tiered KV-cache memory for LLM inference"};
+  app.name("kvtier");
   app.require_subcommand(1);
   app.set_version_flag("--version", KVTIER_VERSION);
 

@@ -122,3 +122,71 @@ TEST_CASE("overrides parse JSON values and keeps bare words as strings") {
   CHECK(cfg["a"]["d"]["x"][0] == 1);
   CHECK_THROWS_AS(apply_set(cfg, "novalue"), ConfigError);
 }
+
+TEST_CASE("a whole preset swapped with --set: a section by file name or {\"preset\": ...}, a policy by name or file") {
+  json a = load_config("configs/default.json", {"hardware=configs/hardware/a100_80gb_dram_nvme.json"});
+  json b = load_config("configs/default.json", {});
+  CHECK(a["hardware"] != b["hardware"]);
+  CHECK(a["hardware"] == load_config("configs/default.json", {"hardware={\"preset\": \"configs/hardware/a100_80gb_dram_nvme.json\"}"})["hardware"]);
+  // Overrides after the swap apply to the new preset.
+  json c = load_config("configs/default.json", {"hardware=configs/hardware/a100_80gb_dram_nvme.json",
+                                                "hardware.tiers=[\"gpu\", \"dram\"]"});
+  CHECK(c["hardware"]["tiers"] == json::array({"gpu", "dram"}));
+  const std::string pol = write_tmp("h2o_policy.json", R"({"name": "h2o"})");
+  CHECK(load_config("configs/default.json", {"policies.eviction=" + pol})["policies"]["eviction"]["name"] == "h2o");
+  CHECK(load_config("configs/default.json", {"policies.eviction=lfu"})["policies"]["eviction"] == json{{"name", "lfu"}});
+}
+
+TEST_CASE("a policy given by name is normalised before --set, so its parameters can be set") {
+  const std::string cfg = write_tmp("short_policy.json", R"({"hardware": "configs/hardware/rtx4090_dram_nvme.json",
+    "model": "configs/models/opt-6.7b.json", "policies": {"prefetch": "layer_ahead"}})");
+  json j = load_config(cfg, {"policies.prefetch.depth=2"});
+  CHECK(j["policies"]["prefetch"] == json{{"name", "layer_ahead"}, {"depth", 2}});
+  Simulation sim(j);  // and it validates
+  CHECK(j["policies"]["prefetch"]["depth"] == 2);
+}
+
+TEST_CASE("switching workload.trace.kind drops the old kind's keys") {
+  json j = load_config("configs/default.json", {"workload.trace.kind=none"});
+  CHECK(j["workload"]["trace"] == json{{"kind", "none"}});
+  // The same kind keeps its parameters.
+  json k = load_config("configs/default.json", {"workload.trace.kind=synthetic"});
+  CHECK(k["workload"]["trace"].contains("heavy_fraction"));
+}
+
+TEST_CASE("a section preset under a top-level preset replaces the base's section") {
+  const std::string cfg = write_tmp("preset_over_preset.json", R"({"preset": "configs/default.json",
+    "hardware": {"preset": "configs/hardware/a100_80gb_dram_nvme.json"}})");
+  json j = load_config(cfg, {});
+  json a100 = load_config("configs/default.json", {"hardware=configs/hardware/a100_80gb_dram_nvme.json"});
+  CHECK(j["hardware"] == a100["hardware"]);
+  const std::string by_name = write_tmp("preset_over_preset2.json", R"({"preset": "configs/default.json",
+    "hardware": "configs/hardware/a100_80gb_dram_nvme.json"})");
+  CHECK(load_config(by_name, {})["hardware"] == a100["hardware"]);
+}
+
+TEST_CASE("null deletes a key, under a preset and with --set") {
+  const std::string cfg = write_tmp("null_under_preset.json", R"({"preset": "configs/default.json",
+    "workload": {"trace": {"heavy_fraction": null}}})");
+  json j = load_config(cfg, {});
+  CHECK_FALSE(j["workload"]["trace"].contains("heavy_fraction"));
+  json k = load_config("configs/default.json", {"workload.trace.heavy_fraction=null"});
+  CHECK_FALSE(k["workload"]["trace"].contains("heavy_fraction"));
+  Simulation sim(k);  // the default comes back
+  CHECK(k["workload"]["trace"].contains("heavy_fraction"));
+}
+
+TEST_CASE("the config on the command line is found like a preset (from any folder)") {
+  const fs::path here = fs::current_path();
+  fs::current_path(fs::temp_directory_path());
+  std::string err = error_of([] { load_config("configs/default.json", {}); });
+  fs::current_path(here);
+  CHECK(err.empty());
+  CHECK(error_of([] { load_config("configs/nope.json", {}); }).find("configs/nope.json") != std::string::npos);
+}
+
+TEST_CASE("error messages print numbers plainly") {
+  CHECK(plain_numbers("after 13.400000 GB of weights") == "after 13.4 GB of weights");
+  CHECK(plain_numbers("x 2.000000 y") == "x 2 y");
+  CHECK(plain_numbers("keeps 1.5, 3 and 0.1234567") == "keeps 1.5, 3 and 0.1234567");
+}
