@@ -73,8 +73,9 @@ def check_trace_rules(doc):
 @pytest.mark.parametrize("config", PRESETS, ids=lambda p: p.stem)
 def test_timeline_follows_trace_event_rules(kvtier, tmp_path, config):
     tl = tmp_path / "tl.json"
+    # Three measured steps whatever warm-up a preset asks for.
     p = kvtier("run", config, "-q", "--out", tmp_path / "out", "--timeline", tl, "--set", "workload.decode_steps=3",
-               cwd=tmp_path)
+               "--set", "workload.warmup_steps=0", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     assert sorted(x.name for x in tmp_path.iterdir()) == ["out", "tl.json"]  # no temporary file left
     doc = json.loads(tl.read_text())
@@ -123,7 +124,7 @@ def test_back_to_back_slices_touch(kvtier, tmp_path):
     """GPU compute slices follow each other without a gap or an overlap of a nanosecond."""
     tl = tmp_path / "tl.json"
     p = kvtier("run", ROOT / "configs" / "systems" / "dram_offload.json", "-q", "--out", tmp_path / "out",
-               "--timeline", tl, "--set", "workload.decode_steps=3", cwd=tmp_path)
+               "--timeline", tl, "--set", "workload.decode_steps=3", "--set", "workload.warmup_steps=0", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     slices, _, names = check_trace_rules(json.loads(tl.read_text()))
     (gpu,) = [k for k, n in names.items() if k[0] == 1 and n.endswith(" compute")]
