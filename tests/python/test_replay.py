@@ -1,0 +1,142 @@
+"""kvtier replay, trace stats and trace export end to end, and the capacity plot."""
+
+import csv
+import json
+import struct
+
+import pytest
+
+from conftest import ROOT
+
+SLICE = ROOT / "tests" / "data" / "mooncake_conversation_head1500.jsonl"
+FULL = ROOT / ".." / "shared" / "traces" / "mooncake_conversation_trace.jsonl"
+AZURE = ROOT / ".." / "shared" / "traces" / "azure_llm_2023_code.csv"
+SYNTH = ROOT / "configs" / "replay" / "synthetic_chat_rag.json"
+
+
+def test_replay_json_and_csv(kvtier, tmp_path):
+    out, table = tmp_path / "r.json", tmp_path / "r.csv"
+    p = kvtier("replay", SLICE, "-p", "lru,belady", "-c", "256,2048", "-o", out, "--csv", table, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    r = json.loads(out.read_text())
+    assert r["references"] == 41702 and r["distinct_blocks"] == 30634
+    assert r["block_tokens"] == 512 and r["model"] == "llama-13b"
+    assert r["block_bytes"] == 512 * 819200  # LLaMA-13B: 800 KiB of KV per token
+    hits = {(x["tiers"][0]["policy"]["name"], x["tiers"][0]["capacity_blocks"]): x["hits"] for x in r["runs"]}
+    # The same counts as libCacheSim (tests/sim/replay_test.cpp).
+    assert hits == {("lru", 256): 1555, ("lru", 2048): 1916, ("belady", 256): 3909, ("belady", 2048): 9656}
+    t = r["runs"][0]["tiers"][0]
+    assert t["prefill_tokens_saved"] == t["hits"] * 512
+    assert t["bytes_served"] == t["hits"] * r["block_bytes"]
+    rows = list(csv.DictReader(table.open()))
+    assert len(rows) == 4
+    assert {(x["policy"], int(x["capacity_blocks"]), int(x["hits"])) for x in rows} == {
+        ("lru", 256, 1555), ("lru", 2048, 1916), ("belady", 256, 3909), ("belady", 2048, 9656)}
+
+
+def test_replay_is_deterministic_and_stack_distance_agrees(kvtier, tmp_path):
+    a = kvtier("replay", "--synthetic", SYNTH, "-c", "100,1000,5%", cwd=tmp_path)
+    b = kvtier("replay", "--synthetic", SYNTH, "-c", "100,1000,5%", cwd=tmp_path)
+    s = kvtier("replay", "--synthetic", SYNTH, "-c", "100,1000,5%", "--stack-distance", cwd=tmp_path)
+    assert a.returncode == 0 and s.returncode == 0, a.stderr + s.stderr
+    assert a.stdout == b.stdout
+    ra, rs = json.loads(a.stdout), json.loads(s.stdout)
+    assert [x["hits"] for x in ra["runs"]] == [x["hits"] for x in rs["runs"]]
+    assert ra["runs"][2]["tiers"][0]["capacity_blocks"] == int(0.05 * ra["distinct_blocks"])
+
+
+def test_replay_tiers_in_bytes(kvtier, tmp_path):
+    p = kvtier("replay", SLICE, "--tier", "gpu:4GiB:lru", "--tier", "dram:64GiB:s3fifo", "--semantics", "prefix",
+               cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    r = json.loads(p.stdout)
+    gpu, dram = r["runs"][0]["tiers"]
+    assert gpu["capacity_blocks"] == 4 * 2**30 // (512 * 819200)
+    assert dram["policy"]["name"] == "s3fifo" and dram["hits"] > 0
+    assert r["semantics"] == "prefix"
+
+
+def test_trace_stats_request_traces(kvtier, tmp_path):
+    p = kvtier("trace", "stats", FULL, "--json", tmp_path / "s.json", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    s = json.loads((tmp_path / "s.json").read_text())
+    assert s["requests"] == 12031 and s["block_refs"] == 288500 and s["distinct_blocks"] == 182790
+    assert s["unbounded_hits"] == 105710 and abs(s["unbounded_hit_ratio"] - 0.366) < 0.0005
+    assert "0.3664" in p.stdout
+    a = kvtier("trace", "stats", AZURE, cwd=tmp_path)
+    assert a.returncode == 0, a.stderr
+    assert "8819" in a.stdout and "none (lengths only)" in a.stdout
+
+
+def test_trace_export_oracle_general(kvtier, tmp_path):
+    out = tmp_path / "slice.oracleGeneral"
+    p = kvtier("trace", "export", SLICE, "--format", "oracleGeneral", "--out", out, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    data = out.read_bytes()
+    assert len(data) == 41702 * 24
+    ts, oid, size, nxt = struct.unpack_from("<IQIq", data, 0)
+    assert (ts, oid, size) == (0, 0, 1)  # first request, block id 0
+    ids = [struct.unpack_from("<Q", data, 24 * i + 4)[0] for i in range(41702)]
+    assert nxt > 0 and ids[nxt] == 0
+
+
+BAD = {
+    "truncated.jsonl": ('{"timestamp": 0, "input_length": 600, "output_length": 1, "hash_ids": [1, 2]}\n'
+                        '{"timestamp": 5, "input_len', ":2: expected one JSON object"),
+    "missing.jsonl": ('{"timestamp": 0, "input_length": 600, "hash_ids": [1]}\n', ':1: missing field "output_length"'),
+    "negative.jsonl": ('{"timestamp": 0, "input_length": -6, "output_length": 1, "hash_ids": []}\n',
+                       ":1: input_length: expected a non-negative integer"),
+    "backwards.jsonl": ('{"timestamp": 9, "input_length": 6, "output_length": 1, "hash_ids": [1]}\n'
+                        '{"timestamp": 3, "input_length": 6, "output_length": 1, "hash_ids": [1]}\n',
+                        ":2: timestamp 3 ms is before"),
+    "toolong.jsonl": ('{"timestamp": 0, "input_length": 6, "output_length": 1, "hash_ids": [1, 2]}\n',
+                      ":1: hash_ids: 2 blocks, but input_length 6 fills at most 1 blocks"),
+    "empty.jsonl": ("", ": empty file"),
+    "header.csv": ("time,ctx,gen\n2023-11-16 18:17:03.9,1,1\n", ":1: expected the Azure LLM inference CSV header"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD))
+@pytest.mark.parametrize("command", ["replay", "export"])
+def test_bad_traces_exit_2_with_one_line_and_write_nothing(kvtier, tmp_path, name, command):
+    text, expect = BAD[name]
+    f = tmp_path / name
+    f.write_text(text)
+    out = tmp_path / "out.bin"
+    if command == "replay":
+        p = kvtier("replay", f, "-c", "10", "-o", out, "--csv", tmp_path / "out.csv", cwd=tmp_path)
+    else:
+        p = kvtier("trace", "export", f, "--out", out, cwd=tmp_path)
+    assert p.returncode == 2, (p.returncode, p.stderr)
+    lines = p.stderr.splitlines()
+    assert len(lines) == 1, p.stderr
+    assert lines[0].startswith("kvtier: error: " + str(f)), lines[0]
+    assert expect in lines[0], lines[0]
+    assert sorted(x.name for x in tmp_path.iterdir()) == [name]
+
+
+def test_bad_replay_options(kvtier, tmp_path):
+    for args, expect in [(["-c", "10", "-p", "lruu"], "unknown eviction policy 'lruu'"),
+                         (["-c", "10kg"], "capacity '10kg'"),
+                         ([], "give --capacity"),
+                         (["-c", "10", "--semantics", "vllm"], "--semantics"),
+                         (["-c", "10", "-p", "fifo", "--stack-distance"], "--stack-distance: only for lru")]:
+        p = kvtier("replay", SLICE, *args, "-o", tmp_path / "o.json", cwd=tmp_path)
+        assert p.returncode == 2, (args, p.stderr)
+        assert len(p.stderr.splitlines()) == 1 and expect in p.stderr, (args, p.stderr)
+        assert not (tmp_path / "o.json").exists()
+    p = kvtier("replay", AZURE, "-c", "10", cwd=tmp_path)
+    assert p.returncode == 2 and "carry no block ids" in p.stderr
+
+
+def test_capacity_plot(kvtier, plot_script, tmp_path):
+    out = tmp_path / "r.json"
+    p = kvtier("replay", SLICE, "-p", "lru,s3fifo", "-c", "1%,10%,50%", "-o", out, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    q = plot_script("capacity.py", out, "-o", tmp_path / "cap.png", cwd=tmp_path)
+    assert q.returncode == 0, q.stderr
+    assert (tmp_path / "cap.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    q = plot_script("capacity.py", bad, "-o", tmp_path / "x.png", cwd=tmp_path)
+    assert q.returncode != 0 and "expected the JSON of `kvtier replay --out`" in q.stderr
