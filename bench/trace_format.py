@@ -31,7 +31,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SHAPE = ["--layers", "40", "--context-tokens", "32768", "--steps", "1000", "--block-tokens", "128"]
 REFERENCE = {"kind": "patterns", "sink_blocks": 1, "sink_mass": 0.1, "window_blocks": 2, "window_mass": 0.2,
-             "heavy_fraction": [0.3, 0.15], "zipf_s": 1.1, "span_blocks": 3, "drift": 0.05, "burst_rate": 0.01}
+             "heavy_fraction": [0.3, 0.15], "zipf_s": 1.1, "span_blocks": 3, "drift": 0.05, "burst_rate": 0.01,
+             "jitter": 0.3}
 
 
 def run(cmd):

@@ -116,6 +116,13 @@ int cmd_fit(const TraceCommands& c) {
   o.window_blocks = c.window_blocks;
   o.heavy_ratio = c.heavy_ratio;
   o.coverage = c.coverage;
+  // The captured trace's statistics first: the fit reproduces their reuse.
+  json cs;
+  {
+    auto captured = open_attention_file(c.in);
+    cs = attention_stats(*captured, stats_options(c));
+  }
+  o.match_reuse = cs["decode"]["reuse"].get<double>();
   json p;
   AttentionHeader h;
   {
@@ -126,8 +133,6 @@ int cmd_fit(const TraceCommands& c) {
   // The fitted generator at the captured trace's shape, its statistics beside the captured ones.
   json gp = p;
   PatternAttention gen(gp, c.in, h.layers, h.context_tokens, h.steps, h.block_tokens, h.sequences, c.seed);
-  auto captured = open_attention_file(c.in);
-  json cs = attention_stats(*captured, stats_options(c));
   json gs = attention_stats(gen, stats_options(c));
   write_file_atomic(c.out, p.dump(2) + "\n");
   std::cout << stats_table({{"captured", cs}, {"fitted", gs}});

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include "traces/attention_stats.h"
+#include "traces/synthetic_patterns.h"
+
 namespace kvtier {
 
 namespace {
@@ -13,7 +16,11 @@ struct LayerSums {
 double round6(double x) { return std::round(x * 1e6) / 1e6; }
 }  // namespace
 
-json fit_patterns(AttentionSource& src, const FitOptions& o, const std::string& name) {
+json fit_once(AttentionSource& src, const FitOptions& o, const std::string& name);
+
+// One pass: the parameters measured directly, and (as "measured_reuse") the
+// heavy set's reuse that drift was taken from.
+json fit_once(AttentionSource& src, const FitOptions& o, const std::string& name) {
   const AttentionHeader& h = src.header();
   const uint32_t S = std::max<uint32_t>(1, h.sequences), L = h.layers;
   const uint32_t ctx_blocks = (h.context_tokens + h.block_tokens - 1) / h.block_tokens;
@@ -154,12 +161,50 @@ json fit_patterns(AttentionSource& src, const FitOptions& o, const std::string& 
          {"span_blocks", round6(std::max(1.0, run_n > 0 ? run_len / run_n : 1.0))},
          {"drift", round6(std::clamp(reuse_n > 0 ? 1.0 - reuse / reuse_n : 0.0, 0.0, 1.0))},
          {"burst_rate", 0.0},
-         {"jitter", round6(jitter)}};
+         {"jitter", round6(jitter)},
+         {"measured_reuse", reuse_n > 0 ? reuse / reuse_n : 1.0}};
   std::string what = name.empty() ? std::string("a trace") : name;
   p["source"] = "kvtier trace fit of " + what + " (" + std::to_string(L) + " layers, " + std::to_string(h.steps) +
                 " steps, " + std::to_string(S) + " sequences, " + std::to_string(h.context_tokens) +
                 "-token context in " + std::to_string(h.block_tokens) + "-token blocks; coverage " +
                 json(o.coverage).dump() + ", heavy_ratio " + json(o.heavy_ratio).dump() + ")";
+  return p;
+}
+
+json fit_patterns(AttentionSource& src, const FitOptions& o, const std::string& name) {
+  const AttentionHeader h = src.header();
+  json p = fit_once(src, o, name);
+  const bool by_stats = o.match_reuse >= 0;
+  const double target = by_stats ? o.match_reuse : p["measured_reuse"].get<double>();
+  p.erase("measured_reuse");
+  if (p["jitter"].get<double>() > 0 && p["drift"].get<double>() > 0) {
+    // Jitter moves blocks across the heavy set's edge too, so one minus the
+    // reuse overstates drift. Drift is set by simulation instead: the value
+    // whose generated trace (same shape, up to 64 steps) has the measured
+    // reuse, found by bisection (reuse falls as drift grows).
+    auto reuse_at = [&](double d) {
+      json q = p;
+      q["drift"] = d;
+      PatternAttention gen(q, "fit", h.layers, h.context_tokens, std::min<uint32_t>(h.steps, 64), h.block_tokens,
+                           std::max<uint32_t>(1, h.sequences), 1);
+      if (!by_stats) return fit_once(gen, o, "")["measured_reuse"].get<double>();
+      StatsOptions so;
+      so.sink_blocks = o.sink_blocks;
+      so.window_blocks = o.window_blocks;
+      so.coverage = o.coverage;
+      return attention_stats(gen, so)["decode"]["reuse"].get<double>();
+    };
+    double lo = 0, hi = p["drift"].get<double>();
+    if (reuse_at(lo) <= target) {
+      hi = 0;  // jitter alone loses as much of the heavy set as measured
+    } else {
+      for (int i = 0; i < 12; ++i) {
+        const double mid = 0.5 * (lo + hi);
+        (reuse_at(mid) > target ? lo : hi) = mid;
+      }
+    }
+    p["drift"] = round6(hi);
+  }
   return p;
 }
 

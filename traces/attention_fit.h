@@ -7,8 +7,9 @@
 // than heavy_ratio times the median block's mass (a flat background is no
 // heavy hitter), heavy_fraction its size over the context's blocks, background_mass the mass outside it, and zipf_s the
 // least-squares slope of log mass over log rank within it. Over all layers:
-// span_blocks is the mean run of consecutive heavy blocks and drift is one
-// minus the share of a step's heavy set kept from the previous step, and
+// span_blocks is the mean run of consecutive heavy blocks; drift is one
+// minus the share of a step's heavy set kept from the previous step (with
+// jitter, the drift whose generated trace keeps that share, by bisection);
 // jitter the spread of a heavy block's log mass from one step to the next
 // (from the median absolute log-ratio, robust to spans that move). Bursts
 // are not told apart from drift: the fit sets burst_rate 0.
@@ -23,6 +24,10 @@ struct FitOptions {
   uint32_t window_blocks = 1;
   double coverage = 0.9;
   double heavy_ratio = 2.0;
+  // When >= 0: the reuse (attention_stats' decode.reuse, with these
+  // sink_blocks, window_blocks and coverage) that drift is set to reproduce;
+  // else the fit's own heavy-set reuse.
+  double match_reuse = -1;
 };
 
 // The "patterns" parameters (with "kind": "patterns") that reproduce `src`.
