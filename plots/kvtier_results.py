@@ -79,7 +79,7 @@ def load_results(path):
         obj = None
     if obj is not None:
         return [(path, check_result(_unwrap(obj), path))]
-    out = []
+    out, order = [], []
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
@@ -89,8 +89,12 @@ def load_results(path):
         except json.JSONDecodeError as e:
             raise ResultError("%s:%d: invalid JSON: %s" % (where, e.colno, e.msg))
         out.append((where, check_result(_unwrap(obj), where)))
+        order.append(obj.get("index") if isinstance(obj, dict) else None)
     if not out:
         raise ResultError("%s: empty file" % path)
+    # A sweep's lines come in completion order; its points in index order.
+    if all(isinstance(i, int) for i in order):
+        out = [x for _, x in sorted(zip(order, out), key=lambda p: p[0])]
     return out
 
 

@@ -275,3 +275,14 @@ def test_kind_bad_input_is_one_line_exit_2(plot_script, tmp_path):
     assert p.returncode == 2 and len(p.stderr.splitlines()) == 1 and "nope" in p.stderr, p.stderr
     p = plot_script("kvtier_plot.py", "capacity", tmp_path / "missing.csv", cwd=tmp_path)
     assert p.returncode == 2 and "missing.csv" in p.stderr
+
+
+def test_sweep_lines_are_read_in_index_order(tmp_path):
+    """A sweep's JSON lines come in completion order; plots list its points by index."""
+    _sys.path.insert(0, str(PLOTS))
+    import kvtier_results as kr
+    f = tmp_path / "s.jsonl"
+    f.write_text("".join(json.dumps({"index": i, "key": str(i), "overrides": {},
+                                     "result": {"config": {"name": "p%d" % i}, "metrics": {}}}) + "\n"
+                         for i in (2, 0, 1)))
+    assert [r["config"]["name"] for _, r in kr.load_results(str(f))] == ["p0", "p1", "p2"]
