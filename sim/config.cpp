@@ -44,8 +44,8 @@ std::string find_data_file(const std::string& path, const std::string& including
   }
   for (const auto& t : tries)
     if (fs::is_regular_file(t)) return t.string();
-  throw ConfigError(where + ": file '" + path + "' not found (looked in the current directory, next to " +
-                    (including_file.empty() ? std::string("the config") : including_file) + " and in " +
+  throw ConfigError(where + ": file '" + path + "' not found (looked in the current directory" +
+                    (including_file.empty() ? std::string(" and") : ", next to " + including_file + " and") + " in " +
                     KVTIER_SOURCE_DIR + ")");
 }
 
@@ -233,7 +233,15 @@ ParamList sim_params() {
 
 json load_config(const std::string& given, const std::vector<std::string>& sets) {
   // The config named on the command line is found the way presets are.
-  const std::string path = find_data_file(given, "", "config " + given);
+  std::string path;
+  try {
+    path = find_data_file(given, "", given);
+  } catch (const ConfigError&) {
+    throw ConfigError(given + ": no such config file" +
+                      (fs::path(given).is_relative()
+                           ? std::string(" (looked in the current directory and in ") + KVTIER_SOURCE_DIR + ")"
+                           : std::string()));
+  }
   json cfg = expand(path, 0);
   for (const auto& s : sets) apply_set(cfg, s);
   const std::vector<std::string> sections{"name", "hardware", "model", "workload", "policies", "sim"};
