@@ -8,7 +8,10 @@ masses), and reports each file's size and how long reading every record
 takes (`kvtier trace check`, the reader the simulator replays through; median
 of --runs runs, peak memory from the operating system). Two patterns:
 
-  reference  about 20% of the blocks per record (ARCHITECTURE.md's workload)
+  reference  about 20% of the blocks per record (ARCHITECTURE.md's workload),
+             masses jittered from step to step as in captured traces (a
+             pattern without jitter repeats the same floats and compresses
+             far better than real attention does)
   dense      the pattern fitted to the stories260K capture, which gives every
              block some mass, so every block of every record is listed
 
