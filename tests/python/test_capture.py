@@ -105,10 +105,13 @@ def test_committed_trace_is_what_capture_writes(tmp_path, kvtier):
                          "--block-tokens", str(s["block_tokens"]), "-o", str(out)]) == 0
     h2, prompt2, recs2 = read_jsonl(out)
     assert h2["origin"]["prompts"] == h["origin"]["prompts"]
-    assert [np.float32(x) for p in prompt2 for x in p["mass"]] == [np.float32(x) for p in prompt for x in p["mass"]]
+    # The same numbers up to float32 rounding (BLAS kernels differ between processors).
+    np.testing.assert_allclose([x for p in prompt2 for x in p["mass"]], [x for p in prompt for x in p["mass"]],
+                               rtol=1e-4, atol=1e-7)
+    assert len(recs2) == 3 * 5 * 4
     for a, b in zip(recs2, recs[:len(recs2)]):
-        assert a["blocks"] == b["blocks"]
-        assert [np.float32(x) for x in a["mass"]] == [np.float32(x) for x in b["mass"]]
+        assert (a["step"], a["layer"], a["seq"], a["blocks"]) == (b["step"], b["layer"], b["seq"], b["blocks"])
+        np.testing.assert_allclose(a["mass"], b["mass"], rtol=1e-4, atol=1e-7)
 
 
 @needs_model

@@ -84,8 +84,11 @@ def open_model(name, device):
     import transformers
 
     tok = transformers.AutoTokenizer.from_pretrained(name)
-    model = transformers.AutoModelForCausalLM.from_pretrained(name, attn_implementation="eager",
-                                                              torch_dtype="auto")
+    try:
+        model = transformers.AutoModelForCausalLM.from_pretrained(name, attn_implementation="eager",
+                                                                  torch_dtype="auto")
+    except TypeError:  # versions before attn_implementation: eager is their only kernel with probabilities
+        model = transformers.AutoModelForCausalLM.from_pretrained(name, torch_dtype="auto")
     session_for, info = session_factory(model, device)
 
     def encode(text):
