@@ -254,7 +254,9 @@ def plot_lines(rows, x, metric, by=None, title=None):
     series = {}
     for variant in _sorted_unique(bys):
         pts = sorted((a, v * scale) for a, v, b in zip(xs, vs, bys) if b == variant and isinstance(v, (int, float)))
-        name = "%s=%s" % (by.split(".")[-1], variant) if by else label
+        shown = os.path.splitext(os.path.basename(variant))[0] if isinstance(variant, str) and \
+            variant.endswith(".json") else variant  # a preset swapped in: its file's stem
+        name = "%s=%s" % (by.split(".")[-1], shown) if by else label
         ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=3, label=name)
         series[name] = pts
     ax.set_xlabel(axis_label(x))
