@@ -116,13 +116,13 @@ int cmd_fit(const TraceCommands& c) {
   o.window_blocks = c.window_blocks;
   o.heavy_ratio = c.heavy_ratio;
   o.coverage = c.coverage;
-  // The captured trace's statistics first: the fit reproduces their reuse.
+  // The captured trace's statistics first: the fit reproduces their spans and reuse.
   json cs;
   {
     auto captured = open_attention_file(c.in);
     cs = attention_stats(*captured, stats_options(c));
   }
-  o.match_reuse = cs["decode"]["reuse"].get<double>();
+  o.match_stats = &cs;
   json p;
   AttentionHeader h;
   {

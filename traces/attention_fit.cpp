@@ -174,36 +174,49 @@ json fit_once(AttentionSource& src, const FitOptions& o, const std::string& name
 json fit_patterns(AttentionSource& src, const FitOptions& o, const std::string& name) {
   const AttentionHeader h = src.header();
   json p = fit_once(src, o, name);
-  const bool by_stats = o.match_reuse >= 0;
-  const double target = by_stats ? o.match_reuse : p["measured_reuse"].get<double>();
+  const double own_reuse = p["measured_reuse"].get<double>();
   p.erase("measured_reuse");
+  const bool by_stats = o.match_stats && o.match_stats->contains("decode");
+  // One statistic of a generated trace (same shape, up to 64 steps) with
+  // parameter `key` set to x: the fit's own reuse, or a figure of attention_stats.
+  auto measure = [&](const char* key, double x, const char* figure) {
+    json q = p;
+    q[key] = x;
+    PatternAttention gen(q, "fit", h.layers, h.context_tokens, std::min<uint32_t>(h.steps, 64), h.block_tokens,
+                         std::max<uint32_t>(1, h.sequences), 1);
+    if (!by_stats) return fit_once(gen, o, "")["measured_reuse"].get<double>();
+    StatsOptions so;
+    so.sink_blocks = o.sink_blocks;
+    so.window_blocks = o.window_blocks;
+    so.coverage = o.coverage;
+    return attention_stats(gen, so)["decode"][figure].get<double>();
+  };
+  // Bisection for the x in [lo, hi] whose generated figure equals target,
+  // the figure growing with x when `rising`.
+  auto solve = [&](const char* key, double lo, double hi, const char* figure, double target, bool rising) {
+    auto above = [&](double x) { return (measure(key, x, figure) > target) == rising; };
+    if (above(lo)) return lo;
+    if (!above(hi)) return hi;
+    for (int i = 0; i < 12; ++i) {
+      const double mid = 0.5 * (lo + hi);
+      (above(mid) ? hi : lo) = mid;
+    }
+    return 0.5 * (lo + hi);
+  };
+  if (by_stats && p["span_blocks"].get<double>() > 1) {
+    // Spans are cut to the heavy set's size and broken by the coverage edge
+    // and jitter, so the generated runs are shorter than span_blocks: set it
+    // so that the generated trace has the measured mean run.
+    const double target = (*o.match_stats)["decode"]["mean_span_blocks"].get<double>();
+    p["span_blocks"] = round6(solve("span_blocks", 1.0, 4 * p["span_blocks"].get<double>(), "mean_span_blocks",
+                                    target, true));
+  }
   if (p["jitter"].get<double>() > 0 && p["drift"].get<double>() > 0) {
     // Jitter moves blocks across the heavy set's edge too, so one minus the
-    // reuse overstates drift. Drift is set by simulation instead: the value
-    // whose generated trace (same shape, up to 64 steps) has the measured
-    // reuse, found by bisection (reuse falls as drift grows).
-    auto reuse_at = [&](double d) {
-      json q = p;
-      q["drift"] = d;
-      PatternAttention gen(q, "fit", h.layers, h.context_tokens, std::min<uint32_t>(h.steps, 64), h.block_tokens,
-                           std::max<uint32_t>(1, h.sequences), 1);
-      if (!by_stats) return fit_once(gen, o, "")["measured_reuse"].get<double>();
-      StatsOptions so;
-      so.sink_blocks = o.sink_blocks;
-      so.window_blocks = o.window_blocks;
-      so.coverage = o.coverage;
-      return attention_stats(gen, so)["decode"]["reuse"].get<double>();
-    };
-    double lo = 0, hi = p["drift"].get<double>();
-    if (reuse_at(lo) <= target) {
-      hi = 0;  // jitter alone loses as much of the heavy set as measured
-    } else {
-      for (int i = 0; i < 12; ++i) {
-        const double mid = 0.5 * (lo + hi);
-        (reuse_at(mid) > target ? lo : hi) = mid;
-      }
-    }
-    p["drift"] = round6(hi);
+    // reuse overstates drift: set drift so that the generated trace keeps the
+    // measured reuse (reuse falls as drift grows).
+    const double target = by_stats ? (*o.match_stats)["decode"]["reuse"].get<double>() : own_reuse;
+    p["drift"] = round6(solve("drift", 0.0, p["drift"].get<double>(), "reuse", target, false));
   }
   return p;
 }

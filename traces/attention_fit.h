@@ -9,7 +9,8 @@
 // least-squares slope of log mass over log rank within it. Over all layers:
 // span_blocks is the mean run of consecutive heavy blocks; drift is one
 // minus the share of a step's heavy set kept from the previous step (with
-// jitter, the drift whose generated trace keeps that share, by bisection);
+// jitter, the drift whose generated trace keeps that share, by bisection;
+// with match_stats, span_blocks and drift both reproduce those statistics);
 // jitter the spread of a heavy block's log mass from one step to the next
 // (from the median absolute log-ratio, robust to spans that move). Bursts
 // are not told apart from drift: the fit sets burst_rate 0.
@@ -24,10 +25,10 @@ struct FitOptions {
   uint32_t window_blocks = 1;
   double coverage = 0.9;
   double heavy_ratio = 2.0;
-  // When >= 0: the reuse (attention_stats' decode.reuse, with these
-  // sink_blocks, window_blocks and coverage) that drift is set to reproduce;
-  // else the fit's own heavy-set reuse.
-  double match_reuse = -1;
+  // When given: attention_stats() of the same trace with these sink_blocks,
+  // window_blocks and coverage; span_blocks and drift are then set by
+  // simulation to reproduce its mean_span_blocks and reuse.
+  const json* match_stats = nullptr;
 };
 
 // The "patterns" parameters (with "kind": "patterns") that reproduce `src`.
