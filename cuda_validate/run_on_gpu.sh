@@ -7,15 +7,20 @@
 #
 # Writes into $OUT (default out/calibration): measurement.json (raw samples),
 # calibration.json (fitted, for "calibration" in a hardware description),
-# build.log, calibrate.log, fit.log, env.txt. Meant to finish in well under
-# 5 minutes: a build of two targets (-j16) and probes capped at
-# $KVTIER_PROBE_LIMIT_S seconds (default 150).
+# gpu_kernels.json (paged decode attention, INT8/INT4 scoring with top-k,
+# copy/kernel interference), validate_copies/ and validate_kernels/ (held-out
+# sizes: `kvtier validate --paths-only`), build.log, calibrate.log, fit.log,
+# gpu_probe.log, validate.log, env.txt. One run does everything in under 8
+# minutes: a build of four targets (-j16, about 3 minutes) and probes capped at
+# $KVTIER_PROBE_LIMIT_S (default 100) and $KVTIER_KERNEL_LIMIT_S (default 90)
+# seconds.
 #
 # Exit: 0 measured and fitted, or no GPU here (a clear "skipped" line);
 #       1 anything that went wrong where a GPU is present.
 # Environment: OUT, KVTIER_GPU_BUILD (build-gpu), KVTIER_HW (hardware description
 # the fit is checked against; default configs/hardware/h200_cxl_nvme.json),
-# KVTIER_GPU_NAME (gpu), KVTIER_LINK (pcie_gpu), KVTIER_PROBE_LIMIT_S (150).
+# KVTIER_GPU_NAME (gpu), KVTIER_LINK (pcie_gpu), KVTIER_PROBE_LIMIT_S (100),
+# KVTIER_KERNEL_LIMIT_S (90).
 set -u
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -24,7 +29,8 @@ BUILD=${KVTIER_GPU_BUILD:-$ROOT/build-gpu}
 HW=${KVTIER_HW:-configs/hardware/h200_cxl_nvme.json}
 GPU_NAME=${KVTIER_GPU_NAME:-gpu}
 LINK=${KVTIER_LINK:-pcie_gpu}
-LIMIT=${KVTIER_PROBE_LIMIT_S:-150}
+LIMIT=${KVTIER_PROBE_LIMIT_S:-100}
+KLIMIT=${KVTIER_KERNEL_LIMIT_S:-90}
 PREBUILT=0
 [ "${1:-}" = "--prebuilt" ] && PREBUILT=1
 mkdir -p "$OUT"
@@ -63,6 +69,8 @@ sed 's/^/run_on_gpu: /' "$OUT/env.txt"
 
 CAL=$BUILD/cuda_validate/kvtier_calibrate
 FIT=$BUILD/cuda_validate/kvtier_fit_calibration
+GPUPROBE=$BUILD/cuda_validate/kvtier_gpu_probe
+KVTIER=$BUILD/kvtier
 
 # 1. Build only the two tools.
 if [ "$PREBUILT" = 0 ]; then
@@ -81,7 +89,7 @@ if [ "$PREBUILT" = 0 ]; then
   if grep -q "cuda_validate: nvcc not found" "$OUT/build.log"; then
     log "nvcc not found: building the fit tool only"
   else
-    targets="kvtier_calibrate kvtier_fit_calibration"
+    targets="kvtier_calibrate kvtier_fit_calibration kvtier_gpu_probe"
   fi
   # shellcheck disable=SC2086
   if ! timeout 240 cmake --build "$BUILD" --target $targets -j16 >> "$OUT/build.log" 2>&1; then
@@ -89,6 +97,10 @@ if [ "$PREBUILT" = 0 ]; then
     fail_or_skip "build failed"
   fi
   log "built in $(elapsed)"
+  # kvtier itself, for the held-out check; measuring does not depend on it.
+  timeout 240 cmake --build "$BUILD" --target kvtier -j16 >> "$OUT/build.log" 2>&1 \
+    || log "kvtier did not build (held-out check skipped; see $OUT/build.log)"
+  log "kvtier built in $(elapsed)"
 fi
 [ -x "$CAL" ] || fail_or_skip "kvtier_calibrate is not built (nvcc not found when configuring $BUILD)"
 
@@ -112,7 +124,30 @@ log "fitting (--gpu $GPU_NAME --link $LINK --hardware $HW)"
 frc=$?
 sed 's/^/run_on_gpu: /' "$OUT/fit.log"
 
-# 4. Summary: median time and rate per size.
+# 4. Decode-side kernels: paged attention, scoring + top-k, copy/kernel interference.
+grc=0
+if [ -x "$GPUPROBE" ]; then
+  log "measuring decode kernels (stop starting new sizes after ${KLIMIT} s; log: $OUT/gpu_probe.log)"
+  timeout $((KLIMIT + 60)) "$GPUPROBE" --out "$OUT/gpu_kernels.json" --time-limit-s "$KLIMIT" > "$OUT/gpu_probe.log" 2>&1
+  grc=$?
+  sed 's/^/run_on_gpu: /' "$OUT/gpu_probe.log"
+  [ "$grc" = 0 ] || log "kvtier_gpu_probe exited with $grc"
+else
+  log "kvtier_gpu_probe not built: decode kernels not measured"
+fi
+
+# 5. Held-out sizes on the GPU, as on the host: fit on alternate sizes, predict the others.
+if [ -x "$KVTIER" ]; then
+  for pair in "copies:$OUT/measurement.json" "kernels:$OUT/gpu_kernels.json"; do
+    name=${pair%%:*}; file=${pair#*:}
+    [ -s "$file" ] || continue
+    "$KVTIER" validate --paths-only --measurement "$file" --out "$OUT/validate_$name" >> "$OUT/validate.log" 2>&1 \
+      || log "kvtier validate --paths-only $file failed (see $OUT/validate.log)"
+    grep -E '^\| |^Over all' "$OUT/validate_$name/report.md" 2>/dev/null | sed 's/^/run_on_gpu: /'
+  done
+fi
+
+# 6. Summary: median time and rate per size.
 if command -v python3 >/dev/null 2>&1; then
   python3 - "$OUT/measurement.json" <<'EOF' | sed 's/^/run_on_gpu: /'
 import json, sys
@@ -130,10 +165,22 @@ for name, p in m["probes"].items():
             rows.append("%s %.3g us %.3g GB/s" % (s["bytes"], t, s["bytes"] / t * 1e-3))
     print("%-14s %s%s" % (name, "; ".join(rows), " [error: %s]" % p["error"] if "error" in p else ""))
 EOF
+  [ -s "$OUT/gpu_kernels.json" ] && python3 - "$OUT/gpu_kernels.json" <<'EOF' | sed 's/^/run_on_gpu: /'
+import json, sys
+m = json.load(open(sys.argv[1]))
+for name, p in m["probes"].items():
+    rows = []
+    for s in p.get("samples", []):
+        t = s["median_us"]
+        extra = " | copy %.4g us" % s["median_b_us"] if "median_b_us" in s else ""
+        rows.append("%s%s %.4g us %.4g GB/s%s" % (s.get("case", "") + " " if "case" in s else "", s["bytes"], t,
+                                                 s["bytes"] / t * 1e-3, extra))
+    print("%-26s %s%s" % (name, "; ".join(rows), " [error: %s]" % p["error"] if "error" in p else ""))
+EOF
 fi
 log "done in $(elapsed); files in $OUT: $(cd "$OUT" && echo *)"
-if [ "$rc" != 0 ] || [ "$frc" != 0 ]; then
-  log "FAILED: calibrate exit $rc, fit exit $frc"
+if [ "$rc" != 0 ] || [ "$frc" != 0 ] || { [ "$grc" != 0 ] && [ "$grc" != 77 ]; }; then
+  log "FAILED: calibrate exit $rc, fit exit $frc, gpu probe exit $grc"
   exit 1
 fi
 log "OK: point a hardware description at the result with \"calibration\": \"<path to calibration.json>\""

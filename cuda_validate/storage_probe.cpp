@@ -61,6 +61,19 @@ struct Ring {
   }
 };
 
+// Share of the file's pages resident in memory (mincore), 0 when unknown.
+double resident_fraction(int fd, size_t bytes) {
+  const long page = sysconf(_SC_PAGESIZE);
+  void* m = mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, 0);
+  if (m == MAP_FAILED) return 0;
+  std::vector<unsigned char> vec((bytes + page - 1) / page);
+  size_t resident = 0;
+  if (mincore(m, bytes, vec.data()) == 0)
+    for (unsigned char c : vec) resident += c & 1;
+  munmap(m, bytes);
+  return vec.empty() ? 0 : double(resident) / double(vec.size());
+}
+
 struct AlignedBuf {
   unsigned char* p = nullptr;
   explicit AlignedBuf(size_t n) {
@@ -118,6 +131,17 @@ json probe_storage(const std::string& dir_in, const Settings& s, json* probes) {
       ring.batch(true, fd, buf.p, chunk, offs);
     }
     if (fdatasync(fd) != 0) throw std::runtime_error(std::string("fdatasync: ") + std::strerror(errno));
+    // Some file systems take O_DIRECT and still keep the file in memory
+    // (tmpfs since Linux 6.6): that is DRAM, not storage.
+    const double resident = resident_fraction(fd, file_bytes);
+    if (resident > 0.01) {
+      ::close(fd);
+      return finish(json{{"o_direct", true},
+                         {"skipped", "the file system under " + dir + " (" + info.value("file_system", std::string("?")) +
+                                         ") accepts O_DIRECT but keeps " + std::to_string(int(resident * 100)) +
+                                         "% of the file's pages in memory: storage not measured; name a directory on "
+                                         "a disk with --dir"}});
+    }
     uint64_t rng = 0x6b767469657221ull;
     const std::vector<int> depths = s.quick ? std::vector<int>{1, 8, 32} : std::vector<int>{1, 4, 16, 64};
     const auto sizes = geometric(4096, s.quick ? (size_t(4) << 20) : (size_t(64) << 20), s.quick ? 4 : 2);

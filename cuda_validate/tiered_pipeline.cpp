@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <list>
 #include <random>
@@ -25,15 +26,17 @@ std::runtime_error sys_error(const std::string& what, int err) {
   return std::runtime_error(what + ": " + std::strerror(err));
 }
 
-// The attention trace, record by record (step-major, layer-minor).
+// The attention trace, read whole before the timed loop (parsing JSON is no
+// part of a decode step): the blocks of every (step, layer), step-major.
 class TraceReader {
  public:
-  TraceReader(const std::string& path, const PipelineConfig& c) : path_(path), f_(path) {
-    if (!f_) throw ConfigError(path + ": cannot open the attention trace");
+  TraceReader(const std::string& path, const PipelineConfig& c) : path_(path) {
+    std::ifstream f(path);
+    if (!f) throw ConfigError(path + ": cannot open the attention trace");
     std::string line;
-    if (!std::getline(f_, line)) throw ConfigError(path + ":1: empty file, expected the trace header");
-    ++line_no_;
-    json h = parse(line);
+    if (!std::getline(f, line)) throw ConfigError(path + ":1: empty file, expected the trace header");
+    size_t line_no = 1;
+    json h = parse(line, line_no);
     if (h.value("format", "") != "kvtier-attention-trace")
       throw ConfigError(path + ":1: format: expected \"kvtier-attention-trace\"");
     auto expect = [&](const char* key, int v) {
@@ -46,40 +49,41 @@ class TraceReader {
     expect("context_tokens", c.context_tokens);
     if (!h.contains("steps") || !h["steps"].is_number_integer() || h["steps"].get<int>() < c.decode_steps)
       throw ConfigError(path + ":1: steps: expected at least " + std::to_string(c.decode_steps) + " decode steps");
-  }
-  // The blocks of (step, layer); records of other sequences (seq > 0) are skipped.
-  void next(int step, int layer, std::vector<uint32_t>* blocks) {
-    std::string line;
-    while (std::getline(f_, line)) {
-      ++line_no_;
+    const size_t want = size_t(c.decode_steps) * c.layers;
+    while (records_.size() < want && std::getline(f, line)) {
+      ++line_no;
       if (line.empty()) continue;
-      json r = parse(line);
+      json r = parse(line, line_no);
       if (r.contains("seq") && r["seq"].is_number_integer() && r["seq"].get<int>() != 0) continue;
-      const std::string w = path_ + ":" + std::to_string(line_no_) + ": ";
+      const std::string w = path + ":" + std::to_string(line_no) + ": ";
+      const int step = static_cast<int>(records_.size() / c.layers), layer = static_cast<int>(records_.size() % c.layers);
       if (r.value("step", -1) != step || r.value("layer", -1) != layer)
         throw ConfigError(w + "expected the record of step " + std::to_string(step) + " layer " + std::to_string(layer));
       if (!r.contains("blocks") || !r["blocks"].is_array()) throw ConfigError(w + "blocks: expected an array");
-      blocks->clear();
-      for (const auto& b : r["blocks"]) {
-        if (!b.is_number_unsigned()) throw ConfigError(w + "blocks: expected block indices");
-        blocks->push_back(b.get<uint32_t>());
+      std::vector<uint32_t> b;
+      for (const auto& x : r["blocks"]) {
+        if (!x.is_number_unsigned()) throw ConfigError(w + "blocks: expected block indices");
+        b.push_back(x.get<uint32_t>());
       }
-      return;
+      records_.push_back(std::move(b));
     }
-    throw ConfigError(path_ + ": ends before step " + std::to_string(step) + " layer " + std::to_string(layer));
+    if (records_.size() < want)
+      throw ConfigError(path + ": ends after " + std::to_string(records_.size()) + " records, expected " +
+                        std::to_string(want));
   }
+  // The blocks of (step, layer) = record k.
+  const std::vector<uint32_t>& at(uint64_t k) const { return records_[k]; }
 
  private:
-  json parse(const std::string& line) {
+  json parse(const std::string& line, size_t line_no) {
     try {
       return json::parse(line);
     } catch (const json::parse_error& e) {
-      throw ConfigError(path_ + ":" + std::to_string(line_no_) + ": not valid JSON: " + e.what());
+      throw ConfigError(path_ + ":" + std::to_string(line_no) + ": not valid JSON: " + e.what());
     }
   }
   std::string path_;
-  std::ifstream f_;
-  size_t line_no_ = 0;
+  std::vector<std::vector<uint32_t>> records_;
 };
 
 struct Block {
@@ -88,6 +92,12 @@ struct Block {
   uint64_t last_use = 0;
   std::list<uint32_t>::iterator lru;
 };
+
+double thread_cpu_s() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
 
 class Pipeline {
  public:
@@ -125,8 +135,8 @@ class Pipeline {
   }
 
   PipelineResult run() {
-    prefill();
     TraceReader trace(c_.trace, c_);
+    prefill();
     const uint64_t N = uint64_t(c_.decode_steps) * c_.layers;
     const uint32_t depth = static_cast<uint32_t>(std::max(0, c_.prefetch_depth));
     std::vector<std::vector<uint32_t>> ring(depth + 1);
@@ -143,9 +153,10 @@ class Pipeline {
       const double w0 = now_s();
       for (uint32_t b : sel)
         while (blocks_[b].reading) reap(true);
-      const double w1 = now_s();
+      const double w1 = now_s(), c1 = thread_cpu_s();
       compute(k, sel);
       const double w2 = now_s();
+      r_.compute_cpu_s += thread_cpu_s() - c1;
       r_.wait_s += w1 - w0;
       r_.compute_s += w2 - w1;
       append(k);
@@ -198,6 +209,7 @@ class Pipeline {
     return e;
   }
   void submit() {
+    last_write_ = nullptr;
     const int rc = io_uring_submit(&ring_);
     if (rc < 0) throw sys_error("io_uring_submit", -rc);
   }
@@ -257,6 +269,11 @@ class Pipeline {
       if (res < 0) throw sys_error("writing the KV file", -res);
     }
     if (fdatasync(fd_) != 0) throw sys_error("fdatasync", errno);
+    page_cache_check();
+    if (!r_.storage["page_cache_check"].value("bypassed", true))
+      throw std::runtime_error("the KV file's pages stay in memory (file system " +
+                               r_.storage.value("file_system", std::string("?")) +
+                               " accepts O_DIRECT but keeps files in memory): not storage; name a directory on a disk");
     slot_writing_.assign(c_.cache_blocks, false);
     for (uint32_t l = 0; l < uint32_t(c_.layers); ++l)
       for (uint32_t i = 0; i < ctx_blocks_; ++i) {
@@ -297,10 +314,14 @@ class Pipeline {
       if (v.last_use >= pin_stamp_ || v.reading) continue;
       const uint32_t s = v.slot;
       if (v.dirty) {
+        // Room for a linked read after it in the same submission.
+        if (io_uring_sq_space_left(&ring_) < 2) submit();
         io_uring_sqe* e = sqe();
         io_uring_prep_write(e, fd_, slot_ptr(s), static_cast<unsigned>(bb_), offset(*it));
         tag(e, kWrite, *it, s);
         slot_writing_[s] = true;
+        last_write_ = e;
+        last_write_slot_ = s;
       }
       v.slot = kNone;
       v.dirty = false;
@@ -328,9 +349,8 @@ class Pipeline {
       blocks_[nb].dirty = true;
       blocks_[nb].last_use = clock_;
     }
-    trace.next(static_cast<int>(step), static_cast<int>(layer), &idx_);
     sel->clear();
-    for (uint32_t i : idx_) {
+    for (uint32_t i : trace.at(k)) {
       if (i >= n) throw ConfigError(c_.trace + ": step " + std::to_string(step) + " layer " + std::to_string(layer) +
                                     ": block " + std::to_string(i) + " does not exist yet (" + std::to_string(n) + ")");
       const uint32_t b = id(layer, i);
@@ -350,13 +370,17 @@ class Pipeline {
       make_room();
       insert(b);
       const uint32_t s = x.slot;
-      io_uring_sqe* e = nullptr;
-      if (slot_writing_[s]) {
-        // The slot's previous block is being written back: the read follows it.
+      if (slot_writing_[s] && last_write_ && last_write_slot_ == s) {
+        // The slot's previous block is written back first: the kernel starts
+        // the read when that write completes (a linked pair), while other
+        // requests proceed.
+        io_uring_sqe_set_flags(last_write_, IOSQE_IO_LINK);
+      } else if (slot_writing_[s]) {
         submit();
         wait_slot(s);
       }
-      e = sqe();
+      last_write_ = nullptr;
+      io_uring_sqe* e = sqe();
       io_uring_prep_read(e, fd_, slot_ptr(s), static_cast<unsigned>(bb_), offset(b));
       tag(e, kRead, b, s);
       x.reading = true;
@@ -424,6 +448,8 @@ class Pipeline {
   std::vector<bool> slot_writing_;
   uint64_t clock_ = 0, pin_stamp_ = 0;
   unsigned inflight_ = 0;
+  io_uring_sqe* last_write_ = nullptr;  // the write-back prepared last, not yet submitted
+  uint32_t last_write_slot_ = kNone;
   io_uring ring_{};
   bool ring_ok_ = false;
   int fd_ = -1;
@@ -432,7 +458,6 @@ class Pipeline {
   unsigned char* fill_ = nullptr;
   unsigned char* token_buf_ = nullptr;
   std::vector<float> q_, out_;
-  std::vector<uint32_t> idx_;
   std::vector<const uint16_t*> ptrs_;
   std::vector<int> toks_;
   PipelineResult r_;

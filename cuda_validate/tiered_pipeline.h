@@ -39,7 +39,8 @@ struct PipelineConfig {
 struct PipelineResult {
   std::vector<double> step_s;  // wall time of each decode step
   double total_s = 0;
-  double compute_s = 0;        // attention kernels
+  double compute_s = 0;        // attention kernels, wall time
+  double compute_cpu_s = 0;    // the same, CPU time of the thread: below compute_s when others took the core
   double wait_s = 0;           // waiting for reads before a layer could compute
   uint64_t accesses = 0, hits = 0, reads = 0, writes = 0;
   double bytes_read = 0, bytes_written = 0;

@@ -45,8 +45,14 @@ std::string slug(const std::string& s) {
 std::vector<std::string> host_paths(const json& m) {
   std::vector<std::string> out;
   const json& p = probes_of(m);
-  for (auto it = p.begin(); it != p.end(); ++it)
-    if (has_samples(it.value())) out.push_back(it.key());
+  for (auto it = p.begin(); it != p.end(); ++it) {
+    const json& v = it.value();
+    // A path is a time against bytes: not two operations at once, not GEMM orders.
+    if (!has_samples(v) || v.value("kind", "") == "concurrent") continue;
+    bool bytes = true;
+    for (const auto& smp : v["samples"]) bytes = bytes && smp.is_object() && smp.contains("bytes");
+    if (bytes) out.push_back(it.key());
+  }
   std::sort(out.begin(), out.end());
   return out;
 }

@@ -27,7 +27,9 @@
 
 namespace kvtier {
 
-// Names of the host probes in a measurement that have samples, sorted.
+// Names of the probes in a measurement that are a time against bytes (every
+// sample has "bytes"; not the two-at-once "concurrent" kind), sorted. Works
+// for GPU measurements too.
 std::vector<std::string> host_paths(const json& measurement);
 
 // One storage run: Q requests of S bytes together took t microseconds.

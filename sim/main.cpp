@@ -8,6 +8,7 @@
 #include "sim/cli_trace.h"
 #include "sim/cli_replay.h"
 #include "sim/cli_report.h"
+#include "sim/cli_validate.h"
 #include "sim/config.h"
 #include "sim/engine.h"
 #include "sim/result.h"
@@ -167,6 +168,8 @@ int main(int argc, char** argv) {
 
   auto report_cmd = add_report_command(app);
 
+  auto validate_cmd = add_validate_command(app);
+
   auto* show = app.add_subcommand("config", "print the fully resolved configuration");
   show->add_option("config", config, "configuration JSON")->required();
   show->add_option("--set", sets, "override a config value: PATH=VALUE (repeatable)");
@@ -207,6 +210,7 @@ int main(int argc, char** argv) {
   }
 
   try {
+    if (int rc = validate_cmd(); rc >= 0) return rc;
     if (*run) return cmd_run(config, sets, out, timeline, seed, quiet);
     if (*gen) return cmd_trace_gen(gen_config, gen_sets, gen_out);
     if (int rc = request_cmds(); rc >= 0) return rc;
