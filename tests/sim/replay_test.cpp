@@ -148,7 +148,7 @@ TEST_CASE("replay: LRU stack distances give every capacity's hits in one pass") 
   CHECK(r.tiers[1].hits == sd.hits_within(1500) - sd.hits_within(300));
 }
 
-TEST_CASE("replay: the unbounded hit ratio of the conversation trace is 105,710 of 288,500") {
+TEST_CASE("replay: the unbounded hit ratio of the conversation trace is 105710 of 288500 references") {
   auto src = open_request_trace("../shared/traces/mooncake_conversation_trace.jsonl");
   BlockStream s = load_block_stream(*src);
   ReplayConfig c = one_tier("lru", s.blocks());
