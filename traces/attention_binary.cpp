@@ -79,7 +79,7 @@ BinaryTraceReader::BinaryTraceReader(const std::string& path) : AttentionFileSou
   json h;
   try {
     h = json::parse(raw_.begin(), raw_.end());
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
     fail(std::string("header is not valid JSON: ") + e.what());
   }
   std::string err = parse_header(h);

@@ -26,7 +26,7 @@ JsonlAttentionReader::JsonlAttentionReader(const std::string& path) : path_(path
   json h;
   try {
     h = json::parse(line_);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
     fail(std::string("header is not valid JSON: ") + e.what());
   }
   if (!h.is_object() || h.value("format", "") != kFormat)
@@ -56,7 +56,7 @@ bool JsonlAttentionReader::next(AttentionRecord& rec) {
   json r;
   try {
     r = json::parse(line_);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
     fail(std::string("not valid JSON: ") + e.what());
   }
   if (!r.is_object()) fail("expected a record object");
@@ -279,7 +279,7 @@ namespace {
 json parse_line(const std::string& line, const std::function<void(const std::string&)>& fail) {
   try {
     return json::parse(line);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
     fail(std::string("not valid JSON: ") + e.what());
   }
   return json();
