@@ -177,8 +177,12 @@ def main(argv=None):
                                "head_groups": a.head_groups, "temperature": a.temperature, "seed": a.seed,
                                "min_mass": a.min_mass, "prefill_chunk": a.prefill_chunk,
                                "mass": "softmax probability summed over the block's tokens, mean over query heads"}}
-        with trace_v2.TraceWriter(a.out, layers, a.steps, a.block_tokens, a.context_tokens, len(prompts),
-                                  a.head_groups, True, model_info, origin) as w:
+        try:
+            writer = trace_v2.TraceWriter(a.out, layers, a.steps, a.block_tokens, a.context_tokens, len(prompts),
+                                          a.head_groups, True, model_info, origin)
+        except OSError as e:
+            raise InputError("%s: cannot write: %s" % (a.out, e.strerror or e))
+        with writer as w:
             gen = capture(session_for(len(prompts)), ids, a.steps, a.block_tokens, a.head_groups, w,
                           a.temperature, a.seed, a.min_mass, a.prefill_chunk)
         for s, row in enumerate(gen):
