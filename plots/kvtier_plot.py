@@ -4,7 +4,7 @@
   kvtier_plot.py heatmap   SWEEP --x PATH --y PATH [--metric M]      a metric over two axes, best point marked
   kvtier_plot.py lines     SWEEP --x PATH [--by PATH] [--metric M]   a metric against one axis, a line per variant
   kvtier_plot.py bars      RESULT... --baseline NAME [--metric M]    speedup of each system over a baseline
-  kvtier_plot.py capacity  CSV                                       hit rate against cache capacity, a line per policy
+  kvtier_plot.py capacity  REPLAY.json|CSV                           hit rate against cache capacity, a line per policy
   kvtier_plot.py timeline  TIMELINE.json [--start MS --end MS]       device and link lanes: compute and transfer overlap
   kvtier_plot.py breakdown TIMELINE.json STEPS.csv                   stacked time per decode step
 
@@ -303,7 +303,26 @@ def plot_bars(results, baseline, metric, title=None):
 
 
 def load_capacity(path):
-    """policy,capacity,hit_ratio rows (a replay's CSV); capacity may be in any unit the header names."""
+    """Hit ratio against capacity per policy, from `kvtier replay`'s JSON (-o)
+    or CSV (--csv: one row per run and tier; the top tier's rows are used, its
+    capacity being the one that varies), or any CSV with columns
+    policy,capacity,hit_ratio. Returns ({policy: [(capacity, hit_ratio)]},
+    capacity column name)."""
+    if path.endswith(".json"):
+        obj = kr._load_json(path)
+        runs = obj.get("runs") if isinstance(obj, dict) else None
+        if not isinstance(runs, list) or not runs:
+            raise kr.ResultError("%s: not a kvtier replay result (no \"runs\")" % path)
+        out = {}
+        for i, r in enumerate(runs):
+            try:
+                top = r["tiers"][0]
+                pol = top["policy"]["name"] if isinstance(top["policy"], dict) else str(top["policy"])
+                out.setdefault(pol, []).append((float(top["capacity_blocks"]), float(r["hit_ratio"])))
+            except (KeyError, IndexError, TypeError, ValueError):
+                raise kr.ResultError("%s: runs[%d]: expected tiers[0].policy, tiers[0].capacity_blocks and hit_ratio"
+                                     % (path, i))
+        return out, "capacity_blocks"
     try:
         with open(path, newline="", encoding="utf-8") as f:
             rows = list(csv.DictReader(f))
@@ -312,10 +331,14 @@ def load_capacity(path):
     if not rows:
         raise kr.ResultError("%s: no rows" % path)
     cols = rows[0].keys()
-    cap = next((c for c in cols if c.startswith("capacity")), None)
+    cap = next((c for c in ("capacity", "capacity_blocks", "capacity_bytes") if c in cols), None) or \
+        next((c for c in cols if c.startswith("capacity")), None)
     hit = next((c for c in ("hit_ratio", "hit_rate") if c in cols), None)
     if "policy" not in cols or not cap or not hit:
         raise kr.ResultError("%s: expected columns policy,capacity,hit_ratio; found %s" % (path, ",".join(cols)))
+    if "tier" in cols:
+        top = rows[0]["tier"]
+        rows = [r for r in rows if r["tier"] == top]
     out = {}
     for n, r in enumerate(rows, 2):
         try:
@@ -508,7 +531,7 @@ def main(argv=None):
     p.add_argument("--metric", default="decode_tokens_per_s")
     common(p)
     p = sub.add_parser("capacity", help="hit ratio against cache capacity, a line per policy")
-    p.add_argument("input", help="CSV with columns policy,capacity,hit_ratio")
+    p.add_argument("input", help="kvtier replay's JSON (-o) or CSV (--csv), or a CSV with columns policy,capacity,hit_ratio")
     common(p)
     p = sub.add_parser("timeline", help="per device and link lanes from a --timeline file")
     p.add_argument("input")

@@ -286,3 +286,23 @@ def test_sweep_lines_are_read_in_index_order(tmp_path):
                                      "result": {"config": {"name": "p%d" % i}, "metrics": {}}}) + "\n"
                          for i in (2, 0, 1)))
     assert [r["config"]["name"] for _, r in kr.load_results(str(f))] == ["p0", "p1", "p2"]
+
+
+def test_kind_capacity_from_kvtier_replay(kvtier, plot_script, tmp_path):
+    """The replay's own JSON and CSV plot the same points (the top tier's capacity)."""
+    from conftest import ROOT
+    p = kvtier("replay", "--synthetic", ROOT / "configs" / "replay" / "synthetic_chat_rag.json", "-p", "lru,s3fifo",
+               "-c", "100,1000", "-o", tmp_path / "r.json", "--csv", tmp_path / "r.csv", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    kp = _plot_module()
+    from_json, cap = kp.load_capacity(str(tmp_path / "r.json"))
+    from_csv, _ = kp.load_capacity(str(tmp_path / "r.csv"))
+    assert cap == "capacity_blocks" and sorted(from_json) == ["lru", "s3fifo"]
+    runs = json.loads((tmp_path / "r.json").read_text())["runs"]
+    assert sorted(v for pts in from_json.values() for _, v in pts) == sorted(r["hit_ratio"] for r in runs)
+    for pol in from_json:
+        assert [c for c, _ in from_json[pol]] == [c for c, _ in from_csv[pol]] == [100, 1000]
+        assert [v for _, v in from_csv[pol]] == pytest.approx([v for _, v in from_json[pol]], rel=1e-9)
+    q = plot_script("kvtier_plot.py", "capacity", tmp_path / "r.json", "-o", tmp_path / "cap", cwd=tmp_path)
+    assert q.returncode == 0, q.stderr
+    assert_png_and_pdf(tmp_path / "cap")
