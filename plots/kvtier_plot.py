@@ -238,7 +238,8 @@ def plot_heatmap(rows, x, y, metric, title=None, best=None):
             shade = (v - lo) / (hi - lo) if hi > lo else 0.5
             ax.text(j, i, "%.3g" % v, ha="center", va="center", fontsize=6,
                     color="black" if shade > 0.6 else "white")
-        bv, bi, bj = (max if better == "max" else min)(finite)
+        # The first best cell in row order, so ties name the same point as a table sorted by index would.
+        bv, bi, bj = (max if better == "max" else min)(finite, key=lambda c: c[0])
         ax.add_patch(plt.Rectangle((bj - 0.5, bi - 0.5), 1, 1, fill=False, edgecolor="red", linewidth=1.5))
         ax.set_title("%s\nbest (%s): %.4g at %s=%s, %s=%s" % (
             title or label, better, bv, x.split(".")[-1], ux[bj], y.split(".")[-1], uy[bi]))
@@ -284,7 +285,9 @@ def plot_bars(results, baseline, metric, title=None):
     vals = [kr.metric(r, metric) for r in results]
     b = vals[base]
     speedup = [(v / b if better == "max" else b / v) if b and v else float("nan") for v in vals]
-    fig, ax = plt.subplots(figsize=(COLUMN_IN, max(1.2, 0.28 * len(results) + 0.6)))
+    # Long run labels get a wider figure rather than a squeezed plot.
+    width = max(COLUMN_IN, 2.0 + 0.055 * max(len(l) for l in labels))
+    fig, ax = plt.subplots(figsize=(width, max(1.2, 0.28 * len(results) + 0.6)))
     order = list(range(len(results)))
     bars = ax.barh(range(len(order)), [speedup[i] for i in order],
                    color=["0.6" if i == base else "C0" for i in order])
@@ -295,7 +298,7 @@ def plot_bars(results, baseline, metric, title=None):
     for rect, i in zip(bars, order):
         ax.text(rect.get_width(), rect.get_y() + rect.get_height() / 2, " %.2f×" % speedup[i], va="center",
                 fontsize=7)
-    ax.set_xlabel("speedup over %s (%s)" % (labels[base], label))
+    ax.set_xlabel("speedup over %s\n(%s)" % (labels[base], label))
     ax.set_xlim(0, max(s for s in speedup if not math.isnan(s)) * 1.25)
     ax.set_title(title or "speedup in %s" % label)
     fig.tight_layout()
