@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <unordered_map>
 
 #include "models/llm.h"
 #include "policies/policy.h"
@@ -25,7 +26,7 @@ struct ReplayCli {
   std::string trace, synthetic, model = "llama-13b", out, csv, semantics = "block", admission = "always";
   std::vector<std::string> policies, capacities, tiers, policy_params;
   uint32_t block_tokens = 0, repeat = 1;
-  bool inclusive = false, no_promote = false, stack = false, timing = false, quiet = false;
+  bool inclusive = false, no_promote = false, stack = false, timing = false, quiet = false, stream = false;
 };
 
 struct ExportCli {
@@ -127,8 +128,32 @@ int run_replay(ReplayCli& o) {
     if (a.find('.') == std::string::npos || a.find('=') == std::string::npos)
       throw ConfigError("--policy-param '" + a + "': expected POLICY.KEY=VALUE, e.g. lfu.keep_history=false");
 
+  if (o.stream && o.stack) throw ConfigError("--stream: not with --stack-distance");
   auto src = open_input(o.trace, o.synthetic);
-  BlockStream s = load_block_stream(*src);
+  // --stream: a first pass numbers the blocks (memory: the distinct blocks),
+  // the replay then reads the source again; otherwise the dense stream is
+  // kept in memory (4 bytes per reference) and replayed from there.
+  BlockStream s;
+  std::unordered_map<uint64_t, uint32_t> dense;
+  uint64_t n_refs = 0;
+  if (o.stream) {
+    if (!src->has_blocks()) load_block_stream(*src);  // throws: no block ids
+    s.name = src->name();
+    s.block_tokens = src->block_tokens();
+    Request r;
+    while (src->next(r)) {
+      for (uint64_t b : r.blocks)
+        if (dense.try_emplace(b, uint32_t(s.ids.size())).second) {
+          if (s.ids.size() >= 0xFFFFFFFEull) throw ConfigError(s.name + ": more than 2^32 - 2 distinct blocks");
+          s.ids.push_back(b);
+        }
+      n_refs += r.blocks.size();
+      ++s.requests;
+    }
+  } else {
+    s = load_block_stream(*src);
+    n_refs = s.refs.size();
+  }
   double load_s = seconds_since(t0);
   ReplayConfig base;
   base.block_tokens = o.block_tokens ? o.block_tokens : s.block_tokens;
@@ -198,6 +223,40 @@ int run_replay(ReplayCli& o) {
       runs.push_back(j);
       csv += csv_rows(r, c);
     }
+  } else if (o.stream) {
+    std::vector<std::unique_ptr<ReplayConfig>> configs;
+    std::vector<std::unique_ptr<ReplaySession>> sessions;
+    for (const auto& p : policies)
+      for (uint64_t c0 : cap_blocks) {
+        auto c = std::make_unique<ReplayConfig>(base);
+        c->tiers[0].capacity_blocks = c0;
+        if (!p.empty())
+          for (auto& t : c->tiers) t.policy = policy_json(p, o.policy_params);
+        sessions.push_back(std::make_unique<ReplaySession>(*c, s.blocks()));
+        configs.push_back(std::move(c));
+      }
+    std::vector<uint32_t> buf;
+    Request r;
+    for (uint32_t rep = 0; rep < base.repeat; ++rep) {
+      auto again = open_input(o.trace, o.synthetic);
+      while (again->next(r)) {
+        buf.clear();
+        for (uint64_t b : r.blocks) {
+          auto it = dense.find(b);
+          if (it == dense.end()) throw ConfigError(s.name + ": changed while it was read (a block id not seen before)");
+          buf.push_back(it->second);
+        }
+        for (auto& ss : sessions) ss->request(buf.data(), buf.size());
+      }
+    }
+    for (size_t k = 0; k < sessions.size(); ++k) {
+      ReplayResult r2 = sessions[k]->result();
+      replayed += r2.references;
+      json j = to_json(r2, *configs[k]);
+      j["method"] = "simulation";
+      runs.push_back(j);
+      csv += csv_rows(r2, *configs[k]);
+    }
   } else {
     std::unique_ptr<NextReferences> next;
     for (const auto& p : policies)
@@ -221,7 +280,7 @@ int run_replay(ReplayCli& o) {
            {"command", "replay"},
            {"trace", s.name},
            {"requests", s.requests * base.repeat},
-           {"references", uint64_t(s.refs.size()) * base.repeat},
+           {"references", n_refs * base.repeat},
            {"distinct_blocks", s.blocks()},
            {"repeat", base.repeat},
            {"model", model.name},
@@ -322,6 +381,9 @@ std::function<int()> add_request_trace_commands(CLI::App& app, CLI::App& trace) 
   rp->add_flag("--no-promote", ro->no_promote, "a hit below the top tier stays where it is");
   rp->add_flag("--stack-distance", ro->stack, "LRU only: every capacity from one pass of stack distances");
   rp->add_option("--repeat", ro->repeat, "play the stream this many times back to back (same block ids)");
+  rp->add_flag("--stream", ro->stream,
+               "memory bounded by the distinct blocks: read the trace twice instead of keeping its references "
+               "(not with belady or --stack-distance)");
   rp->add_option("--out,-o", ro->out, "write the JSON result here (default: print it)");
   rp->add_option("--csv", ro->csv, "write one CSV row per run and tier here");
   rp->add_flag("--timing", ro->timing, "print load and replay times and references per second on stderr");

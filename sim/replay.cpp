@@ -8,15 +8,15 @@
 
 namespace kvtier {
 namespace {
-
 constexpr TierId kNone = kNotCreated;
+}  // namespace
 
 // The tiers' state and the moves between them. Per reference: a few flat
 // array accesses and one policy call (on_access for a hit); misses add the
 // insert and the evictions it needs. Nothing allocates after construction.
-class Hierarchy {
+class ReplayHierarchy {
  public:
-  Hierarchy(ReplayConfig& c, uint32_t blocks, bool want_next) : c_(c), n_tiers_(uint32_t(c.tiers.size())) {
+  ReplayHierarchy(ReplayConfig& c, uint32_t blocks, bool want_next) : c_(c), n_tiers_(uint32_t(c.tiers.size())) {
     BlockTable& t = table_;
     t.batch = 1;
     t.layers = 1;
@@ -175,6 +175,8 @@ class Hierarchy {
   std::vector<uint64_t> hits_, bypassed_;
 };
 
+namespace {
+
 void check_config(const ReplayConfig& c) {
   if (c.tiers.empty()) throw ConfigError("replay: no tiers (give --capacity or --tier)");
   if (c.tiers.size() > 8) throw ConfigError("replay: at most 8 tiers");
@@ -200,7 +202,7 @@ ReplayResult replay(const BlockStream& s, ReplayConfig& c, const NextReferences*
   bool want_next = replay_needs_next(c);
   if (want_next && (!next || next->n != s.refs.size() || next->repeat != c.repeat))
     throw ConfigError("replay: next-reference times of the stream are needed (Belady)");
-  Hierarchy h(c, uint32_t(s.blocks()), want_next);
+  ReplayHierarchy h(c, uint32_t(s.blocks()), want_next);
   const uint32_t T = h.tiers();
   ReplayResult res;
   res.requests = s.requests * c.repeat;
@@ -242,6 +244,46 @@ ReplayResult replay(const BlockStream& s, ReplayConfig& c, const NextReferences*
     tr.capacity_blocks = c.tiers[t].capacity_blocks;
     tr.hits = hits[t];
     tr.bypassed = h.bypassed_[t];
+    res.tiers.push_back(tr);
+  }
+  res.misses = res.references - res.hits();
+  return res;
+}
+
+ReplaySession::ReplaySession(ReplayConfig& c, uint64_t blocks) : c_(c) {
+  check_config(c);
+  if (replay_needs_next(c))
+    throw ConfigError("replay: a policy that needs the future (belady) needs the whole stream in memory, not --stream");
+  if (blocks >= 0xFFFFFFFFull) throw ConfigError("replay: more than 2^32 - 2 distinct blocks");
+  h_ = std::make_unique<ReplayHierarchy>(c, uint32_t(blocks), false);
+}
+
+ReplaySession::~ReplaySession() = default;
+
+void ReplaySession::request(const uint32_t* refs, size_t n) {
+  const uint32_t T = h_->tiers();
+  bool prefix = c_.semantics == ReplaySemantics::Prefix;
+  bool ok = true;
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t w = h_->reference(refs[i], kNeverAgain);
+    if (w >= T) ok = false;
+    else if (!prefix || ok) ++h_->hits_[w];
+  }
+  refs_ += n;
+  ++requests_;
+}
+
+ReplayResult ReplaySession::result() const {
+  ReplayResult res;
+  res.requests = requests_;
+  res.references = refs_;
+  for (uint32_t t = 0; t < h_->tiers(); ++t) {
+    ReplayTierResult tr;
+    tr.name = c_.tiers[t].name;
+    tr.policy = c_.tiers[t].policy;
+    tr.capacity_blocks = c_.tiers[t].capacity_blocks;
+    tr.hits = h_->hits_[t];
+    tr.bypassed = h_->bypassed_[t];
     res.tiers.push_back(tr);
   }
   res.misses = res.references - res.hits();

@@ -24,6 +24,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -76,6 +77,27 @@ struct ReplayResult {
 // c.repeat)) is required when a policy needs next-reference times (Belady)
 // and ignored otherwise. Throws ConfigError for an invalid configuration.
 ReplayResult replay(const BlockStream& s, ReplayConfig& c, const NextReferences* next);
+
+// Replay fed one request at a time, for streams read from disk twice (once
+// to number the blocks, once to replay): memory is bounded by the number of
+// distinct blocks, not by the stream's length. Policies that need the future
+// (Belady) cannot run this way.
+class ReplayHierarchy;
+class ReplaySession {
+ public:
+  ReplaySession(ReplayConfig& c, uint64_t blocks);
+  ~ReplaySession();
+  ReplaySession(const ReplaySession&) = delete;
+  ReplaySession& operator=(const ReplaySession&) = delete;
+  // One request's blocks, as dense indices < blocks.
+  void request(const uint32_t* refs, size_t n);
+  ReplayResult result() const;
+
+ private:
+  ReplayConfig& c_;
+  std::unique_ptr<ReplayHierarchy> h_;
+  uint64_t refs_ = 0, requests_ = 0;
+};
 
 // Whether any tier's policy needs next-reference times.
 bool replay_needs_next(const ReplayConfig& c);

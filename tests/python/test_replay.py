@@ -45,6 +45,16 @@ def test_replay_is_deterministic_and_stack_distance_agrees(kvtier, tmp_path):
     assert ra["runs"][2]["tiers"][0]["capacity_blocks"] == int(0.05 * ra["distinct_blocks"])
 
 
+def test_replay_stream_gives_the_same_result(kvtier, tmp_path):
+    args = ["-p", "lru,arc,s3fifo,twoq", "-c", "300,3000", "--semantics", "prefix", "--repeat", "2"]
+    a = kvtier("replay", SLICE, *args, cwd=tmp_path)
+    b = kvtier("replay", SLICE, *args, "--stream", cwd=tmp_path)
+    assert a.returncode == 0 and b.returncode == 0, a.stderr + b.stderr
+    assert a.stdout == b.stdout
+    c = kvtier("replay", SLICE, "-p", "belady", "-c", "300", "--stream", cwd=tmp_path)
+    assert c.returncode == 2 and "needs the whole stream" in c.stderr
+
+
 def test_replay_tiers_in_bytes(kvtier, tmp_path):
     p = kvtier("replay", SLICE, "--tier", "gpu:4GiB:lru", "--tier", "dram:64GiB:s3fifo", "--semantics", "prefix",
                cwd=tmp_path)
