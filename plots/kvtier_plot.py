@@ -422,8 +422,7 @@ def plot_timeline(names, slices, start_ms=None, end_ms=None, title=None):
     ax.set_xlabel("simulated time (ms)")
     handles, labels = ax.get_legend_handles_labels()
     uniq = dict(zip(labels, handles))
-    ax.legend(uniq.values(), uniq.keys(), frameon=False, ncol=min(4, len(uniq)), loc="upper center",
-              bbox_to_anchor=(0.5, -0.25 if len(tracks) < 8 else -0.1))
+    ax.legend(uniq.values(), uniq.keys(), frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.set_title(title or "timeline: compute and transfers per device and link")
     fig.tight_layout()
     return fig, shown

@@ -128,10 +128,16 @@ def run_page(result, run_dir, timeline):
     steps = os.path.join(run_dir, "steps.csv") if run_dir else None
     if timeline and os.path.isfile(timeline):
         names, _, slices = kp.load_timeline(timeline)
-        fig, _ = kp.plot_timeline(names, slices)
-        figs.append(figure_html("fig-timeline", fig, "Timeline: compute and transfers per device and link"))
-        if steps and os.path.isfile(steps):
-            fig = kp.plot_breakdown(kp.step_breakdown(names, slices, kp.read_steps(steps)))
+        step_times = kp.read_steps(steps) if steps and os.path.isfile(steps) else None
+        if step_times:  # the decode steps, where compute and transfers overlap
+            fig, _ = kp.plot_timeline(names, slices, step_times[0][0] * 1e3, step_times[-1][1] * 1e3)
+            caption = "Timeline of the decode steps: compute and transfers per device and link"
+        else:
+            fig, _ = kp.plot_timeline(names, slices)
+            caption = "Timeline: compute and transfers per device and link"
+        figs.append(figure_html("fig-timeline", fig, caption))
+        if step_times:
+            fig = kp.plot_breakdown(kp.step_breakdown(names, slices, step_times))
             figs.append(figure_html("fig-breakdown", fig, "Time per decode step: compute, transfer, scoring, stall"))
     parts.append('<h2>Figures</h2><div id="figures">%s</div>' % "\n".join(figs))
     parts.append("<h2>Resolved configuration</h2><details open><summary>config</summary><pre id=\"config\">%s</pre>"
