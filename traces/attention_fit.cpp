@@ -38,6 +38,16 @@ json fit_once(AttentionSource& src, const FitOptions& o, const std::string& name
   constexpr double kBin = 1e-3;
   std::vector<uint64_t> lr_hist(20000, 0);
   uint64_t lr_n = 0;
+  // Bursts: a run of 2+ heavy blocks, none of them or their neighbours heavy
+  // at the previous step, whose blocks each hold more than the mean
+  // persisting heavy block (a distant passage suddenly attended to). Their
+  // first block is followed until it leaves the heavy set.
+  struct Burst {
+    uint32_t block, start;
+  };
+  std::vector<std::vector<Burst>> active(prev.size());
+  double bursts = 0, burst_len = 0, burst_share = 0, lane_steps = 0, burst_steps = 0, burst_ended = 0;
+  double prev_heavy_share = 0;  // summed per lane-step: share of the middle blocks heavy at the step before
   AttentionRecord rec;
   while (src.next(rec)) {
     const uint32_t n = h.blocks_at(rec.step);
@@ -120,6 +130,43 @@ json fit_once(AttentionSource& src, const FitOptions& o, const std::string& name
       }
       reuse += kept / heavy.size();
       reuse_n += 1;
+      double persist = 0, persist_n = 0;
+      for (uint32_t b : heavy)
+        if (mark[b]) {
+          persist += dense[b] / total;
+          persist_n += 1;
+        }
+      const double typical = persist_n > 0 ? persist / persist_n : 0.0;
+      lane_steps += 1;
+      prev_heavy_share += wstart > sinks ? static_cast<double>(prev_list[lane].size()) / (wstart - sinks) : 0.0;
+      for (size_t i = 0; i < heavy.size();) {
+        size_t j = i + 1;
+        while (j < heavy.size() && heavy[j] == heavy[j - 1] + 1) ++j;
+        bool fresh = j - i >= 2 && persist_n > 0;
+        const uint32_t first = heavy[i], last = heavy[j - 1];
+        for (uint32_t b = first > 0 ? first - 1 : 0; fresh && b <= last + 1 && b < max_blocks; ++b) fresh = !mark[b];
+        double share = 0;
+        for (size_t k = i; k < j; ++k) share += dense[heavy[k]] / total;
+        if (fresh && share / (j - i) > typical) {
+          bursts += 1;
+          burst_len += j - i;
+          burst_share += share;
+          active[lane].push_back({first, rec.step});
+        }
+        i = j;
+      }
+    }
+    // A burst lasts while its first block stays heavy.
+    auto& act = active[lane];
+    for (size_t k = 0; k < act.size();) {
+      if (!std::binary_search(heavy.begin(), heavy.end(), act[k].block)) {
+        burst_steps += rec.step - act[k].start;
+        burst_ended += 1;
+        act[k] = act.back();
+        act.pop_back();
+      } else {
+        ++k;
+      }
     }
     for (uint32_t b : prev_list[lane]) mark[b] = 0;
     for (uint32_t b : heavy) pm[b] = static_cast<float>(dense[b] / total);
@@ -150,6 +197,16 @@ json fit_once(AttentionSource& src, const FitOptions& o, const std::string& name
       break;
     }
   }
+  // The generator starts a burst only where none is under way, so the rate is
+  // per step without one; a burst that lands on or next to a heavy block is
+  // not seen, which happens with probability 1 - (1 - h)^(blocks + 2) for a
+  // heavy share h of the blocks.
+  double burst_rate = 0;
+  if (bursts > 0 && lane_steps > burst_steps) {
+    const double h = prev_heavy_share / lane_steps, len = burst_len / bursts;
+    const double seen = std::pow(std::max(1e-3, 1.0 - h), len + 2);
+    burst_rate = std::min(1.0, bursts / (lane_steps - burst_steps) / seen);
+  }
   json p{{"kind", "patterns"},
          {"sink_blocks", o.sink_blocks},
          {"sink_mass", sink},
@@ -160,9 +217,17 @@ json fit_once(AttentionSource& src, const FitOptions& o, const std::string& name
          {"background_mass", background},
          {"span_blocks", round6(std::max(1.0, run_n > 0 ? run_len / run_n : 1.0))},
          {"drift", round6(std::clamp(reuse_n > 0 ? 1.0 - reuse / reuse_n : 0.0, 0.0, 1.0))},
-         {"burst_rate", 0.0},
+         {"burst_rate", round6(burst_rate)},
+         {"burst_blocks", bursts > 0 ? std::max(1L, std::lround(burst_len / bursts)) : 4},
+         {"burst_steps", burst_ended > 0 ? std::max(1L, std::lround(burst_steps / burst_ended)) : 8},
+         {"burst_mass", round6(bursts > 0 ? burst_share / bursts : 0.0)},
          {"jitter", round6(jitter)},
          {"measured_reuse", reuse_n > 0 ? reuse / reuse_n : 1.0}};
+  // The generator needs sink + window + background + burst shares <= 1 in every layer.
+  double room = 1.0;
+  for (uint32_t l = 0; l < L; ++l)
+    room = std::min(room, 1.0 - sink[l].get<double>() - window[l].get<double>() - background[l].get<double>());
+  if (p["burst_mass"].get<double>() > room) p["burst_mass"] = round6(std::max(0.0, room - 1e-6));
   std::string what = name.empty() ? std::string("a trace") : name;
   p["source"] = "kvtier trace fit of " + what + " (" + std::to_string(L) + " layers, " + std::to_string(h.steps) +
                 " steps, " + std::to_string(S) + " sequences, " + std::to_string(h.context_tokens) +

@@ -12,8 +12,12 @@
 // jitter, the drift whose generated trace keeps that share, by bisection;
 // with match_stats, span_blocks and drift both reproduce those statistics);
 // jitter the spread of a heavy block's log mass from one step to the next
-// (from the median absolute log-ratio, robust to spans that move). Bursts
-// are not told apart from drift: the fit sets burst_rate 0.
+// (from the median absolute log-ratio, robust to spans that move). A burst
+// is a run of 2+ heavy blocks, none of them or their neighbours heavy at the
+// previous step, whose blocks each hold more than the mean persisting heavy
+// block: burst_rate is their number per (step, layer, sequence) without a burst under way,
+// burst_blocks their mean length, burst_mass their mean share and
+// burst_steps how long their first block stays heavy.
 #pragma once
 
 #include "traces/attention_trace.h"

@@ -99,6 +99,23 @@ TEST_CASE("fit: recovers the generating parameters") {
   CHECK(fit_patterns(gj, o)["jitter"].get<double>() == Approx(0.25).margin(0.03));
 }
 
+TEST_CASE("fit: recovers bursts") {
+  json p = {{"sink_mass", 0.1}, {"window_blocks", 1}, {"window_mass", 0.2}, {"heavy_fraction", 0.05},
+            {"zipf_s", 0.5}, {"drift", 0.0}, {"burst_rate", 0.05}, {"burst_blocks", 4}, {"burst_steps", 8},
+            {"burst_mass", 0.3}};
+  PatternAttention g(p, "t", 4, 4096, 300, 16, 2, 13);
+  FitOptions o;
+  o.coverage = 0.999;
+  json f = fit_patterns(g, o);
+  CHECK(f["burst_rate"].get<double>() == Approx(0.05).margin(0.015));
+  CHECK(f["burst_blocks"] == 4);
+  CHECK(f["burst_steps"] == 8);
+  CHECK(f["burst_mass"].get<double>() == Approx(0.3).margin(0.03));
+  json none = {{"burst_rate", 0.0}, {"drift", 0.0}, {"jitter", 0.0}};
+  PatternAttention q(none, "t", 2, 4096, 100, 16, 1, 13);
+  CHECK(fit_patterns(q)["burst_rate"].get<double>() == 0.0);
+}
+
 TEST_CASE("fit: a trace generated from the fit has the statistics of the trace fitted") {
   json p = {{"sink_mass", 0.05}, {"window_blocks", 1}, {"window_mass", json::array({0.5, 0.2})}, {"heavy_fraction", json::array({0.3, 0.1})},
             {"zipf_s", 1.3}, {"background_mass", 0.1}, {"span_blocks", 3.0}, {"drift", 0.2}};
