@@ -59,7 +59,7 @@ int main(int argc, char** argv) {
     for (int r = 0; r < reps; ++r) {
       const PipelineResult p = run_pipeline(c);
       res["storage"] = p.storage;
-      res["runs"].push_back({{"step_s", p.step_s}, {"total_s", p.total_s}, {"compute_s", p.compute_s}, {"compute_cpu_s", p.compute_cpu_s},
+      res["runs"].push_back({{"step_s", p.step_s}, {"total_s", p.total_s}, {"compute_s", p.compute_s}, {"compute_cpu_s", p.compute_cpu_s}, {"others_cpu_share", p.others_cpu_share},
                              {"wait_s", p.wait_s}, {"accesses", p.accesses}, {"hits", p.hits}, {"reads", p.reads},
                              {"writes", p.writes}, {"bytes_read", p.bytes_read}, {"bytes_written", p.bytes_written}});
       std::cerr << "kvtier_host_pipeline: run " << r << ": " << p.total_s * 1e3 << " ms for " << p.step_s.size()

@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <cstring>
 #include <ctime>
+#include <sstream>
+#include <thread>
 #include <fstream>
 #include <list>
 #include <random>
@@ -93,6 +95,25 @@ struct Block {
   std::list<uint32_t>::iterator lru;
 };
 
+// Busy CPU time of the whole machine (user + nice + system, in clock ticks)
+// and of this process (utime + stime).
+void busy_ticks(double* machine, double* self) {
+  *machine = *self = 0;
+  std::ifstream st("/proc/stat");
+  std::string cpu;
+  double user = 0, nice = 0, sys = 0;
+  if (st >> cpu >> user >> nice >> sys) *machine = user + nice + sys;
+  std::ifstream ps("/proc/self/stat");
+  std::string line;
+  std::getline(ps, line);
+  const size_t rp = line.rfind(')');
+  if (rp == std::string::npos) return;
+  std::istringstream rest(line.substr(rp + 2));
+  std::string f;
+  for (int i = 3; i <= 15 && rest >> f; ++i)
+    if (i == 14 || i == 15) *self += std::stod(f);  // utime, stime
+}
+
 double thread_cpu_s() {
   timespec ts{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
@@ -141,6 +162,8 @@ class Pipeline {
     const uint32_t depth = static_cast<uint32_t>(std::max(0, c_.prefetch_depth));
     std::vector<std::vector<uint32_t>> ring(depth + 1);
     uint64_t next = 0;
+    double m0, s0;
+    busy_ticks(&m0, &s0);
     const double t0 = now_s();
     double last = t0;
     for (uint64_t k = 0; k < N; ++k) {
@@ -167,6 +190,11 @@ class Pipeline {
       }
     }
     r_.total_s = last - t0;
+    double m1, s1;
+    busy_ticks(&m1, &s1);
+    const double hz = static_cast<double>(sysconf(_SC_CLK_TCK));
+    const double cpus = std::max(1u, std::thread::hardware_concurrency());
+    if (r_.total_s > 0) r_.others_cpu_share = std::max(0.0, ((m1 - m0) - (s1 - s0)) / hz / (cpus * r_.total_s));
     drain();
     page_cache_check();
     return r_;

@@ -41,6 +41,10 @@ struct PipelineResult {
   double total_s = 0;
   double compute_s = 0;        // attention kernels, wall time
   double compute_cpu_s = 0;    // the same, CPU time of the thread: below compute_s when others took the core
+  // CPU time that other processes used during the run, as a share of every
+  // CPU's wall time (/proc/stat user + nice + system less this process's
+  // own): how much of the machine other tenants took.
+  double others_cpu_share = 0;
   double wait_s = 0;           // waiting for reads before a layer could compute
   uint64_t accesses = 0, hits = 0, reads = 0, writes = 0;
   double bytes_read = 0, bytes_written = 0;
