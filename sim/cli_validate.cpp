@@ -482,7 +482,10 @@ int validate(const Options& o, const std::string& command) {
     if (int rc = run_tool({self, "run", cfg_file, "--quiet"}, log); rc != 0)
       throw std::runtime_error("kvtier run failed (exit " + std::to_string(rc) + "): " + tail_of(log));
     json pj = read_json_file(pres);
-    if (runs.empty()) runs = pj["runs"];  // every run contended: kept, and said so
+    const bool all_contended = runs.empty();
+    if (all_contended) runs = pj["runs"];  // every run contended: kept, and said so
+    double others = 0;
+    for (const auto& r : runs) others = std::max(others, r.value("others_cpu_share", 0.0));
     pj["runs"] = runs;
     const std::vector<double> meas = median_per_step(runs);
     const std::vector<double> sim = read_steps_csv((fs::path(sd) / "kvtier" / "steps.csv").string());
@@ -519,6 +522,8 @@ int validate(const Options& o, const std::string& command) {
               {"pipeline", pres},
               {"runs_used", runs.size()},
               {"runs_contended", contended},
+              {"contended", all_contended},
+              {"others_cpu_share", others},
               {"config", cfg_file}};
     std::cerr << "kvtier validate: " << s.name << ": measured " << fmt(mt * 1e3, 4) << " ms, kvtier " << fmt(st * 1e3, 4)
               << " ms, per-step median error " << pct(es.p50) << ", hit rate " << fmt(acc > 0 ? hits / acc : 0.0) << " / "
@@ -552,7 +557,13 @@ int validate(const Options& o, const std::string& command) {
   }
   if (o.e2e_tolerance >= 0)
     for (const auto& e : rep["end_to_end"])
-      if (e["step_error"]["p50"].get<double>() > o.e2e_tolerance) {
+      if (e["step_error"]["p50"].get<double>() > o.e2e_tolerance && e["contended"].get<bool>()) {
+        // Other tenants' work is not the pipeline's: reported, not failed.
+        std::cerr << "kvtier validate: " << e["scenario"].get<std::string>() << ": median per-step error "
+                  << pct(e["step_error"]["p50"].get<double>()) << " above --e2e-tolerance " << pct(o.e2e_tolerance)
+                  << ", not held to it: every run was contended (other processes kept "
+                  << pct(e["others_cpu_share"].get<double>()) << " of the CPUs busy)\n";
+      } else if (e["step_error"]["p50"].get<double>() > o.e2e_tolerance) {
         std::cerr << "kvtier validate: " << e["scenario"].get<std::string>() << ": median per-step error "
                   << pct(e["step_error"]["p50"].get<double>()) << " exceeds --e2e-tolerance " << pct(o.e2e_tolerance) << "\n";
         rc = 1;
@@ -582,7 +593,8 @@ std::function<int()> add_validate_command(CLI::App& app) {
                 "exit 1 when the median held-out error over all paths exceeds this fraction")
       ->check(CLI::Range(0.0, 100.0));
   v->add_option("--e2e-tolerance", o->e2e_tolerance,
-                "exit 1 when a scenario's median per-step error exceeds this fraction")
+                "exit 1 when a scenario's median per-step error exceeds this fraction (scenarios whose every run "
+                "was contended by other processes are reported, not failed)")
       ->check(CLI::Range(0.0, 100.0));
   return [v, o]() -> int {
     if (!*v) return -1;

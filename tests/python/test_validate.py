@@ -6,6 +6,9 @@ shared, noisy machine holds, not the targets (5% per path, 10% end to end):
 other tenants' I/O moves this VM's disk throughput by up to 2x within
 minutes, the all-thread probes compete with whatever else runs on the two
 cores, and a quick probe has only two or three training sizes per path. A
+scenario whose every run had other processes keeping more than a quarter of
+the CPUs busy (the attention thread then gets as little as a fifth of a
+core) is reported but not held to the tolerance. A
 tolerance of 50% still fails a broken model (a calibration not applied, a
 pipeline or engine that ignores the cache, a storage model off by the
 queue depth are all off by 2x or more); the cache behaviour is checked
@@ -42,6 +45,11 @@ def test_quick_validation_runs_and_holds_its_tolerance(quick):
     p, rep, _ = quick
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     assert "## This machine, without a GPU" in p.stdout
+    assert rep["summary"]["paths_p50"] <= PATH_TOLERANCE
+    for e in rep["end_to_end"]:
+        # A scenario is held to the tolerance unless other processes took the
+        # CPUs during every run (then the report says how much).
+        assert e["step_error"]["p50"] <= E2E_TOLERANCE or (e["contended"] and e["others_cpu_share"] > 0.25), e
 
 
 def test_every_path_is_checked_on_sizes_it_was_not_fitted_to(quick):
@@ -84,12 +92,13 @@ def test_doc_section_is_replaced_not_appended(kvtier, quick, tmp_path):
     doc = tmp_path / "validation.md"
     doc.write_text("# Simulated against measured\n\nH200 section kept.\n")
     for _ in range(2):
-        p = kvtier("validate", "--measurement", rep["measurement"], "--out", tmp_path / "o", "--dir", d, "--reps", "1",
+        p = kvtier("validate", "--paths-only", "--measurement", rep["measurement"], "--out", tmp_path / "o",
                    "--doc", doc, cwd=tmp_path, timeout=300)
         assert p.returncode == 0, p.stderr[-2000:]
     text = doc.read_text()
     assert text.startswith("# Simulated against measured\n\nH200 section kept.\n")
-    assert text.count("## This machine, without a GPU") == 1
+    assert text.count("<!-- kvtier validate: begin -->") == 1
+    assert text.count("### Held-out transfer sizes") == 1
 
 
 def test_memory_file_system_is_not_measured_as_storage(kvtier, tmp_path):
