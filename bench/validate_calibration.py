@@ -183,15 +183,16 @@ def main():
     print(text)
     if a.doc:
         out = os.path.join(ROOT, a.doc)
-        # `kvtier validate --doc` keeps this machine's section between its
-        # markers; regenerating the H200 part leaves it as it is.
-        begin, end = "<!-- kvtier validate: begin -->", "<!-- kvtier validate: end -->"
+        # `kvtier validate --doc` keeps this machine's section from its begin
+        # marker on (the generated part and the notes after it);
+        # regenerating the H200 part leaves it as it is.
+        begin = "<!-- kvtier validate: begin -->"
         if os.path.exists(out):
             with open(out) as f:
                 old = f.read()
-            i, j = old.find(begin), old.find(end)
-            if i >= 0 and j > i:
-                text = text.rstrip("\n") + "\n\n" + old[i:j + len(end)] + "\n"
+            i = old.find(begin)
+            if i >= 0:
+                text = text.rstrip("\n") + "\n\n" + old[i:]
         with open(out + ".tmp", "w") as f:
             f.write(text)
         os.replace(out + ".tmp", out)
