@@ -14,6 +14,8 @@
 
 namespace kvtier {
 
+class PlacementPolicy;
+
 // Which block leaves a full tier, and whether it is demoted one tier down or
 // dropped. Callbacks keep the policy's own order (lists, counters) current.
 class EvictionPolicy {
@@ -38,6 +40,10 @@ class EvictionPolicy {
   // block whose copy is still below moves no bytes. True: exclusive tiers
   // instead (a block lives in one tier only; every demotion writes it down).
   virtual bool exclusive() const { return false; }
+  // The run's placement policy, bound once before setup(): its holds() says
+  // which blocks must stay where they are (HKM's time pinning), so that one
+  // parameter drives placement and eviction alike.
+  virtual void bind_placement(const PlacementPolicy* placement) { (void)placement; }
   // Budget policies (H2O, StreamingLLM) limit the blocks a (seq, layer) keeps
   // whatever the tiers' capacity. After the engine creates a block of
   // (seq, layer) (prefill or decode) it calls this until it returns kNoBlock;
@@ -181,25 +187,40 @@ class PrefetchPolicy {
 };
 KVTIER_REGISTRY_FAMILY(PrefetchPolicy, "prefetch policy")
 
-// Where importance scoring runs and how the bytes of keys to score are split
-// between the host CPU and a near-data scorer (SmartSSD FPGA), after
-// HillInfer's APP. Exposed by EvaluationPolicy::scoring().
+// Where importance scoring runs, after HillInfer's APP. Keys are scored
+// where they live: the host CPU scores the keys held in host memory, the
+// SmartSSD's FPGA those on its NAND, the GPU those in its hot pool. The split
+// beta = M_c / (M_c + M_s) is a capacity allocation: a split that wants
+// another beta than residence gives moves keys between the two sides, and the
+// engine simulates those moves. Exposed by EvaluationPolicy::scoring().
+struct ScoringRates {
+  double f_c = 0;  // CPU scoring throughput, bytes of keys (at the scoring precision) per second
+  double f_s = 0;  // FPGA scoring throughput (compute; its NAND read is simulated as a transfer)
+  double b_c = 0;  // bandwidth of the host path to the GPU (selected KV from DRAM)
+  double b_s = 0;  // bandwidth of the SmartSSD's path to the GPU
+};
 struct ScoringPlan {
-  double bytes_cpu = 0;   // M_c: key bytes scored on the CPU
-  double bytes_fpga = 0;  // M_s: key bytes scored on the FPGA (near the SSD)
-  double t_cpu = 0;       // modelled M_c/f_c + alpha*M_c/B_c, seconds
-  double t_fpga = 0;      // modelled M_s/f_s + alpha*M_s/B_s, seconds
-  double beta = 0;        // M_c / M actually used (after the M_c <= M_0 cap)
+  double bytes_cpu = 0;      // M_c: key bytes scored on the CPU (resident + moved in)
+  double bytes_fpga = 0;     // M_s: key bytes scored on the FPGA
+  double moved_to_cpu = 0;   // key bytes read from the SmartSSD into host memory first
+  double moved_to_fpga = 0;  // key bytes sent from host memory to the FPGA first
+  double beta = 0;           // M_c / (M_c + M_s) of this plan
 };
 class ScoringSplit {
  public:
   virtual ~ScoringSplit() = default;
-  // The split for this step's M = bytes_to_score bytes of cold keys.
-  virtual ScoringPlan plan(double bytes_to_score) = 0;
-  // Measured busy times of the two sides for the last plan() (seconds); a
-  // rebalancing split updates beta from them, the others ignore it.
+  // Called once, after setup(), with the device-derived rates.
+  virtual void configure(const ScoringRates& r) = 0;
+  // This layer's plan for the key bytes resident on each side.
+  virtual ScoringPlan plan(double cpu_resident_bytes, double fpga_resident_bytes) = 0;
+  // Measured durations of the two sides for the last plan() (seconds); a
+  // rebalancing split updates its beta from them, the others ignore it.
   virtual void report(double t_cpu_measured, double t_fpga_measured) = 0;
-  virtual double beta() const = 0;  // the current split target M_c/M
+  virtual double beta() const = 0;  // the split's current target M_c/M
+  virtual int bits() const = 0;     // precision keys are scored in (stored as such beside the FP16 KV)
+  // Whether keys are scored at decode step `step` (between scorings the
+  // last selection is reused).
+  virtual bool scores_at(uint32_t step) const = 0;
 };
 
 // Importance evaluation: which blocks a step actually loads. Writes block
@@ -212,10 +233,11 @@ class EvaluationPolicy {
 
   // --- Additions (issue 4).
   // Non-null when scoring is split between CPU and a near-data FPGA (APP):
-  // the engine calls scoring()->plan(M) once per step with the bytes of keys
-  // to score in the cold tiers, runs the two parts on the CPU and FPGA
-  // actors, then calls scoring()->report(t_cpu, t_fpga) with their measured
-  // times. Null (default): scoring is free or on the GPU.
+  // on a scoring step the engine calls scoring()->plan() per layer with the
+  // key bytes resident on each side, simulates the moves, the CPU's work,
+  // the FPGA's NAND read and work, and the GPU's scoring of its own keys;
+  // the layer's fetches wait for all of it; then it reports the measured
+  // times. Null (default): scoring is free (or folded into the selection).
   virtual ScoringSplit* scoring() { return nullptr; }
 };
 KVTIER_REGISTRY_FAMILY(EvaluationPolicy, "evaluation policy")

@@ -164,6 +164,27 @@ Simulation::Simulation(json& cfg) : cfg_(cfg) {
                         "kind ku15p");
     if (const ThermalParams* tp = fpga_thermal(*hw_.devices[static_cast<size_t>(fpga_dev_)].model))
       thermal_ = std::make_unique<ThermalModel>(*tp);
+    // Keys are scored where they live: each tier below the GPU must be host
+    // memory (the CPU scores it) or the SmartSSD next to the FPGA.
+    for (size_t t = 0; t < tier_dev_.size(); ++t) {
+      const size_t d = tier_dev_[t];
+      if (d == gpu_dev_) continue;
+      const DeviceModel& dm = *hw_.devices[d].model;
+      if (hw_.devices[d].kind == "smartssd" && ssd_dev_ < 0) ssd_dev_ = static_cast<int>(d);
+      else if (dm.role() == DeviceRole::Memory && host_mem_dev_ < 0) host_mem_dev_ = static_cast<int>(d);
+      else
+        throw ConfigError("policies.evaluation: '" + pol["evaluation"]["name"].get<std::string>() +
+                          "' scores keys where they live, host memory on the CPU and a SmartSSD on its FPGA; tier '" +
+                          hw_.tiers[t] + "' (kind " + hw_.devices[d].kind + ") has no scorer");
+    }
+    const int bits = eval_->scoring()->bits();
+    rates_.f_c = hw_.devices[static_cast<size_t>(cpu_dev_)].model->scoring_Bps(bits);
+    if (host_mem_dev_ >= 0)  // q.K is one multiply per key byte: the CPU is capped by its memory
+      rates_.f_c = std::min(rates_.f_c, hw_.devices[static_cast<size_t>(host_mem_dev_)].model->read_Bps());
+    rates_.f_s = hw_.devices[static_cast<size_t>(fpga_dev_)].model->scoring_Bps(bits);
+    if (rates_.f_c <= 0 || rates_.f_s <= 0)
+      throw ConfigError("hardware.devices: the cpu and ku15p devices must score keys (scoring rate 0 at " +
+                        std::to_string(bits) + " bits)");
   }
   for (const auto& c : codec_)
     if (!c.on_gpu && c.compress_Bps + c.decompress_Bps > 0 && cpu_dev_ < 0)
@@ -177,6 +198,7 @@ Simulation::Simulation(json& cfg) : cfg_(cfg) {
   t_.created.assign(total_blocks, 0);
   t_.dirty.assign(total_blocks, 0);
   t_.copies.assign(total_blocks, 0);
+  evict_->bind_placement(place_.get());
   evict_->setup(t_);
   promote_->setup(t_);
   place_->setup(t_);
@@ -277,15 +299,18 @@ JobId Simulation::add_to_batch(size_t from_ep, size_t to_ep, BlockId b, double r
   return bt.id;
 }
 
-// b leaves tier `from` for the tier below: with a valid copy there it just
-// becomes b's own copy again (no bytes move); otherwise b is written down.
+// b leaves tier `from`: where a lower tier still holds a valid copy, the
+// highest such copy becomes b's own again (no bytes move); otherwise b is
+// written to the tier below.
 // The caller has made room below unless free_demotion(b, from).
 void Simulation::demote(BlockId v, TierId from) {
   const TierId to = static_cast<TierId>(from + 1);
   ++demoted_blocks_;
   if (free_demotion(v, from)) {
-    drop_copy(v, to);
-    move(v, from, to);
+    TierId c = static_cast<TierId>(from + 1);
+    while (!t_.has_copy(v, c)) ++c;
+    drop_copy(v, c);
+    move(v, from, c);
     return;
   }
   JobId j = add_to_batch(from, to, v, static_cast<double>(t_.block_bytes), true);
@@ -395,7 +420,7 @@ void Simulation::allocate(BlockId b, uint32_t final_blocks, TierId* tier_out) {
   t_.dirty[b] = 1;
   if (++t_.tiers[t].used_blocks > peak_blocks_[t]) peak_blocks_[t] = t_.tiers[t].used_blocks;
   evict_->on_insert(b, t);
-  enforce_budget(t_.seq_of(b), t_.layer_of(b));
+  if (!defer_budget_) enforce_budget(t_.seq_of(b), t_.layer_of(b));
   *tier_out = t_.tier[b];
 }
 
@@ -431,11 +456,31 @@ void Simulation::prefill() {
       double bytes = model_.weight_bytes_per_layer() + T * batch_ * model_.kv_bytes_per_token_layer();
       compute(kernel_s(flops, bytes));
     }
+    // The prompt's own attention is what its blocks have been used for so
+    // far: H2O's accumulated mass, top-k's history, HKM's ranking start from it.
+    if (trace_)
+      for (uint32_t s = 0; s < batch_; ++s)
+        if (const std::vector<float>* pm = trace_->prompt(s % trace_->header().sequences, l))
+          for (uint32_t i = 0; i < ctx_blocks && i < pm->size(); ++i) {
+            const BlockId b = t_.id(s, l, i);
+            t_.mass[b] = (*pm)[i];
+            t_.last_mass[b] = (*pm)[i];
+            t_.access_count[b] = 1;
+          }
+    // The whole prompt arrives at once: budgets (H2O) apply to the whole of
+    // it, once its masses are known, not block by block as it is allocated.
+    defer_budget_ = true;
+    for (uint32_t s = 0; s < batch_; ++s)
+      for (uint32_t i = 0; i < ctx_blocks; ++i) {
+        TierId t;
+        allocate(t_.id(s, l, i), ctx_blocks, &t);
+      }
+    defer_budget_ = false;
+    for (uint32_t s = 0; s < batch_; ++s) enforce_budget(s, l);
     for (uint32_t s = 0; s < batch_; ++s)
       for (uint32_t i = 0; i < ctx_blocks; ++i) {
         BlockId b = t_.id(s, l, i);
-        TierId t;
-        allocate(b, ctx_blocks, &t);  // the whole prompt arrives at once
+        const TierId t = t_.tier[b];
         if (t == kDropped || (!prefill_compute_ && !prefill_load_)) continue;
         if (prefill_load_) {
           if (t != src) pending_[b] = add_to_batch(src, t, b, static_cast<double>(t_.block_bytes), false);
@@ -468,22 +513,45 @@ void Simulation::prefill() {
   }
 }
 
-// APP: this layer's cold keys are scored on the CPU and on the FPGA in
-// parallel, split by the policy; the layer's fetches wait for both.
-void Simulation::score(Slot& slot, uint32_t layer, uint32_t n) {
+// APP: this layer's keys are scored where they live: the CPU scores those
+// in host memory, the FPGA those on its SmartSSD (its NAND read is a
+// transfer, so it contends with the SmartSSD's other traffic), the GPU those
+// in its hot pool (a memory-bound pass added to the layer's kernel). Keys a
+// split wants scored on the other side are moved there first. The layer's
+// fetches wait for all of it.
+void Simulation::score(Slot& slot, uint32_t step, uint32_t layer, uint32_t n) {
   ScoringSplit* sc = eval_->scoring();
-  uint64_t cold = 0;
+  if (!sc->scores_at(step)) return;
+  const double kb = static_cast<double>(t_.block_bytes) / 2.0 * sc->bits() / 16.0;  // key bytes scored per block
+  double cpu_b = 0, fpga_b = 0, gpu_b = 0;
   for (uint32_t s = 0; s < batch_; ++s)
     for (uint32_t i = 0; i < n; ++i) {
       const TierId t = t_.tier[t_.id(s, layer, i)];
-      if (t != kDropped && !(gpu_tier_ && t == 0)) ++cold;
+      if (t >= t_.tiers.size()) continue;
+      if (gpu_tier_ && t == 0) gpu_b += kb;
+      else if (static_cast<int>(tier_dev_[t]) == ssd_dev_) fpga_b += kb;
+      else cpu_b += kb;
     }
-  if (cold == 0) return;
-  const ScoringPlan p = sc->plan(static_cast<double>(cold) * static_cast<double>(t_.block_bytes) / 2.0);
-  double fpga_s = p.t_fpga;
-  if (thermal_) {
+  if (cpu_b + fpga_b + gpu_b == 0) return;
+  const ScoringPlan p = sc->plan(cpu_b, fpga_b);
+  slot.extra_gpu_s += gpu_b / gpu_mem_Bps_;
+  const size_t c = static_cast<size_t>(cpu_dev_), f = static_cast<size_t>(fpga_dev_);
+  const size_t ssd = static_cast<size_t>(ssd_dev_), host = static_cast<size_t>(host_mem_dev_);
+  JobId to_cpu = kNoJob, to_fpga = kNoJob;
+  if (p.moved_to_cpu > 0) {
+    to_cpu = board_->create();
+    stream(ssd, host).submit(TransferJob{to_cpu, ssd, host, p.moved_to_cpu, {}, -1, 0, "key move"});
+    slot.waits.push_back(to_cpu);
+  }
+  if (p.moved_to_fpga > 0) {
+    to_fpga = board_->create();
+    stream(host, f).submit(TransferJob{to_fpga, host, f, p.moved_to_fpga, {}, -1, 0, "key move"});
+    slot.waits.push_back(to_fpga);
+  }
+  double fpga_s = p.bytes_fpga / rates_.f_s;
+  if (thermal_ && fpga_s > 0) {
     const double now = sg4::Engine::get_clock();
-    const double dt = now - thermal_t_;
+    const double dt = std::max(0.0, now - thermal_t_);
     const bool was = thermal_->throttled();
     thermal_->advance(dt, 0.0);  // idle since the last scoring burst
     if (was) throttled_s_ += dt;
@@ -495,11 +563,25 @@ void Simulation::score(Slot& slot, uint32_t layer, uint32_t n) {
   }
   slot.score_cpu = board_->create();
   slot.score_fpga = board_->create();
-  const size_t c = static_cast<size_t>(cpu_dev_), f = static_cast<size_t>(fpga_dev_);
-  stream(c, c).submit(TransferJob{slot.score_cpu, 0, 0, 0, {}, cpu_dev_, p.t_cpu, "score"});
-  stream(f, f).submit(TransferJob{slot.score_fpga, 0, 0, 0, {}, fpga_dev_, fpga_s, "score"});
+  std::vector<JobId> cdeps, fdeps;
+  add_dep(cdeps, to_cpu);
+  add_dep(fdeps, to_fpga);
+  stream(c, c).submit(TransferJob{slot.score_cpu, 0, 0, 0, std::move(cdeps), cpu_dev_, p.bytes_cpu / rates_.f_c, "score"});
+  // The FPGA streams keys from its NAND while it computes: read and compute overlap.
+  stream(f, f).submit(TransferJob{slot.score_fpga, 0, 0, 0, std::move(fdeps), fpga_dev_, fpga_s, "score"});
+  const double nand = p.bytes_fpga - p.moved_to_fpga;
+  if (nand > 0) {
+    slot.score_read = board_->create();
+    stream(ssd, f).submit(TransferJob{slot.score_read, ssd, f, nand, {}, -1, 0, "key read"});
+    slot.waits.push_back(slot.score_read);
+  }
+  slot.score_move_cpu = to_cpu;
   beta_sum_ += p.beta;
   ++scored_layers_;
+  key_bytes_scored_cpu_ += p.bytes_cpu;
+  key_bytes_scored_fpga_ += p.bytes_fpga;
+  key_bytes_scored_gpu_ += gpu_b;
+  key_bytes_moved_ += p.moved_to_cpu + p.moved_to_fpga;
   slot.waits.push_back(slot.score_cpu);
   slot.waits.push_back(slot.score_fpga);
 }
@@ -516,19 +598,16 @@ void Simulation::select(uint64_t k) {
   slot.waits.clear();  // keeps its capacity: no allocation per layer
   slot.kv_blocks = 0;
   slot.extra_gpu_s = 0;
-  slot.score_cpu = slot.score_fpga = kNoJob;
-  const std::vector<uint32_t>* tb = nullptr;
-  const std::vector<float>* tm = nullptr;
-  double rec_mass = 0;
-  if (trace_) {
-    if (!trace_->next(rec_)) throw ConfigError(trace_name_ + ": ends before step " + std::to_string(step));
-    tb = &rec_.blocks;
-    tm = &rec_.mass;
-    for (size_t i = 0; i < rec_.blocks.size(); ++i) {
-      mass_of_[rec_.blocks[i]] = rec_.mass[i];
-      rec_mass += rec_.mass[i];
+  slot.score_cpu = slot.score_fpga = slot.score_read = slot.score_move_cpu = kNoJob;
+  // The trace's records of this (step, layer): one for every sequence, or
+  // one per trace sequence (batch sequence s follows trace sequence s % S).
+  if (trace_)
+    for (AttentionRecord& r : recs_) {
+      if (!trace_->next(r)) throw ConfigError(trace_name_ + ": ends before step " + std::to_string(step));
+      if (r.step != step || r.layer != layer)
+        throw ConfigError(trace_name_ + ": expected the record of step " + std::to_string(step) + ", layer " +
+                          std::to_string(layer) + ", got step " + std::to_string(r.step) + ", layer " + std::to_string(r.layer));
     }
-  }
   const uint32_t n = blocks_at(step);
   // The block that receives this step's token exists from the moment the
   // step is selected: attention reads the new token too.
@@ -544,9 +623,14 @@ void Simulation::select(uint64_t k) {
   // while pass 2 makes room.
   for (uint32_t s = 0; s < batch_; ++s) {
     idx_.clear();
-    SelectInput in{step, layer, s, n, tb, tm};
+    const AttentionRecord* rec = trace_ ? &recs_[s % recs_.size()] : nullptr;
+    if (rec)
+      for (size_t i = 0; i < rec->blocks.size(); ++i) {
+        mass_of_[rec->blocks[i]] = rec->mass[i];
+        total_mass_ += rec->mass[i];
+      }
+    SelectInput in{step, layer, s, n, rec ? &rec->blocks : nullptr, rec ? &rec->mass : nullptr};
     eval_->select(in, t_, idx_);
-    total_mass_ += rec_mass;
     obs_mass_.clear();
     for (uint32_t i : idx_) {
       if (i >= n) throw std::logic_error("evaluation policy selected block " + std::to_string(i) + " of " + std::to_string(n));
@@ -568,11 +652,11 @@ void Simulation::select(uint64_t k) {
       sel_.push_back(b);
     }
     prefetch_->observe(SelectInput{step, layer, s, n, &idx_, trace_ ? &obs_mass_ : nullptr}, t_);
+    if (rec)
+      for (uint32_t b : rec->blocks) mass_of_[b] = 0.f;
   }
-  if (trace_)
-    for (uint32_t b : rec_.blocks) mass_of_[b] = 0.f;
 
-  if (eval_->scoring()) score(slot, layer, n);
+  if (eval_->scoring()) score(slot, step, layer, n);
 
   // Pass 2: fetch what is below the GPU, one transfer per source tier;
   // promote what the promotion policy says.
@@ -610,11 +694,18 @@ void Simulation::select(uint64_t k) {
           move(b, t, 0);
           pending_[b] = fj;
         } else {
-          // Up to an intermediate tier, and attention reads it from there.
+          // Up to an intermediate tier; then on into the GPU where it fits
+          // (its copy stays in the intermediate tier), else attention reads
+          // it from there.
           JobId pj = add_to_batch(t, dest, b, bb, true);
           move(b, t, dest);
           pending_[b] = pj;
-          add_to_batch(dest, gpu_ep, b, bb, true);
+          if (make_room(0)) {
+            pending_[b] = add_to_batch(dest, 0, b, bb, true);
+            move(b, dest, 0);
+          } else {
+            add_to_batch(dest, gpu_ep, b, bb, true);
+          }
         }
         pending_src_[b] = kNoSource;
         ++promoted_blocks_;
@@ -630,6 +721,7 @@ void Simulation::select(uint64_t k) {
       if (bt.id == kNoJob) continue;
       add_dep(bt.deps, slot.score_cpu);
       add_dep(bt.deps, slot.score_fpga);
+      add_dep(bt.deps, slot.score_read);
     }
   // Predictions for the next step of this layer ride behind the demand fetches.
   if (gpu_tier_ && step + 1 < steps_) {
@@ -771,7 +863,10 @@ void Simulation::drive() {
     Slot& slot = ring_[k % ring_.size()];
     for (JobId j : slot.waits) board_->wait(j);
     if (slot.score_cpu != kNoJob) {
-      const double tc = board_->duration(slot.score_cpu), tf = board_->duration(slot.score_fpga);
+      const double tc = board_->duration(slot.score_cpu) +
+                        (slot.score_move_cpu != kNoJob ? board_->duration(slot.score_move_cpu) : 0.0);
+      const double tf = std::max(board_->duration(slot.score_fpga),
+                                 slot.score_read != kNoJob ? board_->duration(slot.score_read) : 0.0);
       eval_->scoring()->report(tc, tf);
       cpu_score_s_ += tc;
       fpga_score_s_ += tf;
@@ -836,6 +931,21 @@ json Simulation::run(const std::string& timeline_path) {
       if (a != b) want(a, b);
   if (cpu_dev_ >= 0) want(static_cast<size_t>(cpu_dev_), static_cast<size_t>(cpu_dev_));
   if (fpga_dev_ >= 0) want(static_cast<size_t>(fpga_dev_), static_cast<size_t>(fpga_dev_));
+  if (ScoringSplit* sc = eval_->scoring()) {
+    // B_c, B_s of the closed form: the paths the selected KV takes to the GPU.
+    if (host_mem_dev_ >= 0) {
+      want(static_cast<size_t>(host_mem_dev_), static_cast<size_t>(fpga_dev_));
+      rates_.b_c = platform_->route(static_cast<size_t>(host_mem_dev_), gpu_dev_).bottleneck_Bps;
+    }
+    if (ssd_dev_ >= 0) {
+      want(static_cast<size_t>(ssd_dev_), static_cast<size_t>(fpga_dev_));
+      if (host_mem_dev_ >= 0) want(static_cast<size_t>(ssd_dev_), static_cast<size_t>(host_mem_dev_));
+      rates_.b_s = platform_->route(static_cast<size_t>(ssd_dev_), gpu_dev_).bottleneck_Bps;
+    }
+    if (rates_.b_c <= 0) rates_.b_c = rates_.b_s > 0 ? rates_.b_s : 1.0;
+    if (rates_.b_s <= 0) rates_.b_s = rates_.b_c;
+    sc->configure(rates_);
+  }
   for (auto& s : owned_streams_) s->start();
   pending_.assign(t_.size(), kNoJob);
   pending_src_.assign(t_.size(), kNoSource);
@@ -844,6 +954,7 @@ json Simulation::run(const std::string& timeline_path) {
   prefetched_.assign(t_.size(), 0);
   prefetch_src_.assign(t_.size(), 0);
   mass_of_.assign(t_.blocks_per_seq_layer, 0.f);
+  recs_.assign(trace_ ? trace_->header().sequences : 0, AttentionRecord{});
   batches_.assign((nt + 1) * (nt + 1), Batch{});
   prefetch_batches_.assign(nt, Batch{});
   hits_.assign(nt + 1, 0);
@@ -919,6 +1030,13 @@ json Simulation::run(const std::string& timeline_path) {
   if (eval_->scoring()) {
     json a;
     a["beta_mean"] = scored_layers_ ? beta_sum_ / double(scored_layers_) : 0.0;
+    a["f_c_GBps"] = rates_.f_c / 1e9;
+    a["f_s_GBps"] = rates_.f_s / 1e9;
+    a["key_bytes_scored_cpu"] = key_bytes_scored_cpu_;
+    a["key_bytes_scored_fpga"] = key_bytes_scored_fpga_;
+    a["key_bytes_scored_gpu"] = key_bytes_scored_gpu_;
+    a["key_bytes_moved"] = key_bytes_moved_;
+    a["scored_layers"] = scored_layers_;
     a["beta_final"] = eval_->scoring()->beta();
     a["cpu_busy_s"] = cpu_score_s_;
     a["fpga_busy_s"] = fpga_score_s_;

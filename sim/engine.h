@@ -44,6 +44,7 @@ class Simulation {
     uint64_t kv_blocks = 0;
     double extra_gpu_s = 0;            // decompression on the GPU before attention
     JobId score_cpu = kNoJob, score_fpga = kNoJob;  // APP scoring of this layer
+    JobId score_read = kNoJob, score_move_cpu = kNoJob;  // the FPGA's NAND read; keys moved to the host
   };
   // Transfers between two endpoints (tiers 0..n-1, and the GPU as endpoint
   // n) batched per selected layer: one SimGrid transfer per pair.
@@ -70,13 +71,16 @@ class Simulation {
   void add_copy(BlockId b, TierId t);
   void drop_copy(BlockId b, TierId t);
   void invalidate_copies(BlockId b);
+  // b has a valid copy below `from`: demoting it moves no bytes (it goes to
+  // the highest tier holding a copy).
   bool free_demotion(BlockId b, TierId from) const {
-    return !evict_->exclusive() && from + 1u < t_.tiers.size() && t_.has_copy(b, TierId(from + 1));
+    (void)from;
+    return !evict_->exclusive() && t_.copies[b] != 0;
   }
   JobId add_to_batch(size_t from_ep, size_t to_ep, BlockId b, double raw_bytes, bool wait_for_block);
   void flush(Slot* slot);
   void background_demotion();
-  void score(Slot& slot, uint32_t layer, uint32_t n);
+  void score(Slot& slot, uint32_t step, uint32_t layer, uint32_t n);
   void compute(double seconds);
   double fraction(size_t tier, uint32_t layer) const;
   double kernel_s(double flops, double bytes) const;
@@ -90,6 +94,7 @@ class Simulation {
   LlmSpec model_;
   uint32_t batch_, ctx_, steps_, bt_;
   uint32_t warmup_ = 0;  // decode steps left out of TPOT and tokens/s
+  bool defer_budget_ = false;  // prefill: budgets apply once the whole prompt is allocated
   bool prefill_compute_, prefill_load_;
   uint32_t query_tokens_ = 0;
   bool overlap_next_load_ = false;
@@ -112,6 +117,8 @@ class Simulation {
   double gpu_flops_ = 0, gpu_mem_Bps_ = 0, gpu_launch_s_ = 0;
   const DeviceModel* gpu_model_ = nullptr;
   int cpu_dev_ = -1, fpga_dev_ = -1;  // scoring and codec devices, if the hardware has them
+  int ssd_dev_ = -1, host_mem_dev_ = -1;  // APP: the SmartSSD tier next to the FPGA; host memory
+  ScoringRates rates_;
   uint32_t depth_ = 0;
 
   // Run state.
@@ -130,7 +137,7 @@ class Simulation {
   std::vector<uint8_t> pending_src_;
   std::vector<RecencyLists> copy_lists_;  // per tier
   std::vector<Slot> ring_;
-  AttentionRecord rec_;
+  std::vector<AttentionRecord> recs_;  // this (step, layer)'s records, one per trace sequence
   std::vector<float> mass_of_;  // per block index: the current record's mass
   std::vector<BlockId> sel_;
   std::vector<uint32_t> idx_;
@@ -156,6 +163,7 @@ class Simulation {
   double ssd_bytes_written_ = 0, fetched_bytes_ = 0;
   double beta_sum_ = 0, cpu_score_s_ = 0, fpga_score_s_ = 0, cpu_idle_s_ = 0, fpga_idle_s_ = 0;
   uint64_t scored_layers_ = 0;
+  double key_bytes_scored_cpu_ = 0, key_bytes_scored_fpga_ = 0, key_bytes_scored_gpu_ = 0, key_bytes_moved_ = 0;
 };
 
 }  // namespace kvtier

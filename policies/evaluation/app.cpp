@@ -1,112 +1,184 @@
 // HillInfer's APP, adaptive prefetch pipeline (arXiv 2602.18750; seed 000).
-// Selection: the same history top-k as "topk" (budget, sinks, window).
-// Scoring split: the keys of the cold blocks are scored partly on the host
-// CPU (M_c bytes) and partly on the SmartSSD's FPGA (M_s = M - M_c), so that
-// both finish together:
-//   T_cpu = M_c/f_c + alpha*M_c/B_c  ~=  M_s/f_s + alpha*M_s/B_s = T_fpga,
-//   subject to M_c <= M_0 (host memory budget for keys),
-// with f_c, f_s the scoring throughputs, B_c, B_s the bandwidths of the paths
-// the kept fraction alpha travels (PCIe to the host; the SmartSSD's link).
-// Writing a_c = 1/f_c + alpha/B_c and a_s = 1/f_s + alpha/B_s, the closed
-// form is beta = M_c/M = a_s / (a_c + a_s), then M_c = min(beta*M, M_0).
-// Modes: closed_form (that), fixed (beta from config, still capped by M_0),
-// rebalance (start from the closed form, then after each step move beta a
-// `gain` fraction towards the value that would have equalised the measured
-// per-byte costs t_cpu/M_c and t_fpga/M_s that the engine reports).
 //
-// Units: the formula is in bytes of keys as scored (INT8/INT4 in HillInfer);
-// alpha*M is the kept share on the same byte basis. If the engine transfers
-// FP16 K+V for the kept tokens, fold the byte ratio into alpha.
+// Selection: scoring chooses. The blocks loaded for a (step, layer, seq) are
+// the top `budget` of the scores just computed (plus sinks and the recent
+// window). A block's score is its true importance for this step (its
+// attention mass in the trace) degraded by the scoring precision: keys are
+// quantized to `score_bits` (symmetric, clipped at +-key_range_sigmas
+// standard deviations), so each key element carries a uniform error of step
+// D = 2 r / (2^bits - 1), and a q.k/sqrt(d) logit an error of standard
+// deviation about D / sqrt(12) (unit-variance q and k). The score is
+// mass x exp(sigma z), z a seeded standard normal per (block, step): the
+// logit error taken as fully correlated over the block's tokens, which is
+// the pessimistic end. INT8: sigma 0.009; INT4: 0.154. Without softmax (the
+// FPGA's raw inner products) the ranking of single tokens is unchanged
+// (exp is monotone); the block-level difference is not modelled. Recall thus
+// comes from score quality, not from where blocks happen to live. The score
+// uses this step's query even when the layer is selected ahead (layer-ahead
+// prefetch), which is optimistic.
+//
+// Scoring split: keys are scored where they live (the engine: CPU for host
+// memory, FPGA for the SmartSSD, GPU for its hot pool). beta = M_c/M is a
+// capacity allocation (the seed's capacity split ratio, M_c <= M_0):
+//   residence    score where the keys are; beta is whatever placement made it
+//   closed_form  beta from T_cpu = M_c/f_c + a M_c/B_c = M_s/f_s + a M_s/B_s = T_ssd
+//                with a the kept fraction (= the budget fraction); the keys
+//                beyond residence move, and the engine simulates the move
+//   fixed        beta from the config, keys moved likewise
+//   rebalance    the closed form, then each step beta moves a `gain` share
+//                towards the value that equalises the measured per-byte times
+// f_c, f_s, B_c, B_s come from the device models (the engine), not from
+// here. The a.M/B terms are in the closed form only: the selected KV is
+// moved once, by the engine's fetch.
+//
+// Per step: HillInfer does not say how often it scores; scoring every key of
+// every layer at every step is the literal reading (score_interval 1).
+// With score_interval N the keys are scored every N-th step and the last
+// selection (with the window and blocks new since) is reused in between.
 #include <algorithm>
+#include <cmath>
 
-#include "policies/evaluation/topk.h"
+#include "policies/common.h"
 #include "policies/policy.h"
 
 namespace kvtier {
 
 class AppSplit : public ScoringSplit {
  public:
-  enum class Mode { ClosedForm, Fixed, Rebalance };
-  // `bits`: the precision keys are scored in. plan() takes the keys' FP16
-  // bytes (what the engine stores); scoring reads bits/16 of them, and the
-  // kept alpha fraction travels on as FP16 K and V, 32/bits times the bytes
-  // scored. bits = 16 is the plain formula of the paper.
-  AppSplit(Mode mode, double beta, double alpha, double f_c, double f_s, double b_c, double b_s, double m0, double gain,
-           double bits = 16)
-      : mode_(mode), alpha_(alpha), f_c_(f_c), f_s_(f_s), b_c_(b_c), b_s_(b_s), m0_(m0), gain_(gain), scale_(bits / 16.0) {
-    const double kv_per_scored = bits < 16 ? 32.0 / bits : 1.0;
-    a_c_ = 1.0 / f_c_ + alpha_ * kv_per_scored / b_c_;
-    a_s_ = 1.0 / f_s_ + alpha_ * kv_per_scored / b_s_;
-    beta_ = mode_ == Mode::Fixed ? beta : a_s_ / (a_c_ + a_s_);
+  enum class Mode { Residence, ClosedForm, Fixed, Rebalance };
+  AppSplit(Mode mode, double beta, double m0, double gain, int bits, uint32_t interval)
+      : mode_(mode), fixed_beta_(beta), m0_(m0), gain_(gain), bits_(bits), interval_(interval) {}
+
+  void set_kept_fraction(double kept) { kept_ = kept; }
+  void configure(const ScoringRates& r) override {
+    const double kept = kept_;
+    // Per key byte scored: scoring, plus the closed form's share of the kept
+    // KV that travels on as FP16 K and V (32/bits bytes per key byte scored).
+    const double kv_per_scored = 32.0 / bits_;
+    a_c_ = 1.0 / r.f_c + kept * kv_per_scored / r.b_c;
+    a_s_ = 1.0 / r.f_s + kept * kv_per_scored / r.b_s;
+    beta_ = mode_ == Mode::Fixed ? fixed_beta_ : a_s_ / (a_c_ + a_s_);
   }
-  ScoringPlan plan(double fp16_key_bytes) override {
-    const double bytes = fp16_key_bytes * scale_;
+  ScoringPlan plan(double cpu_res, double fpga_res) override {
     ScoringPlan p;
-    double mc = beta_ * bytes;
-    if (m0_ > 0 && mc > m0_) mc = m0_;
+    const double m = cpu_res + fpga_res;
+    double mc = mode_ == Mode::Residence ? cpu_res : beta_ * m;
+    if (m0_ > 0 && mc > m0_) mc = std::max(std::min(cpu_res, m0_), m0_);
+    if (mc > m) mc = m;
     p.bytes_cpu = mc;
-    p.bytes_fpga = bytes - mc;
-    p.t_cpu = p.bytes_cpu * a_c_;
-    p.t_fpga = p.bytes_fpga * a_s_;
-    p.beta = bytes > 0 ? mc / bytes : beta_;
+    p.bytes_fpga = m - mc;
+    p.moved_to_cpu = std::max(0.0, mc - cpu_res);
+    p.moved_to_fpga = std::max(0.0, cpu_res - mc);
+    p.beta = m > 0 ? mc / m : beta_;
     last_ = p;
     return p;
   }
   void report(double t_cpu, double t_fpga) override {
     if (mode_ != Mode::Rebalance) return;
-    double ac = last_.bytes_cpu > 0 && t_cpu > 0 ? t_cpu / last_.bytes_cpu : a_c_;
-    double as = last_.bytes_fpga > 0 && t_fpga > 0 ? t_fpga / last_.bytes_fpga : a_s_;
-    double target = as / (ac + as);
+    const double ac = last_.bytes_cpu > 0 && t_cpu > 0 ? t_cpu / last_.bytes_cpu : a_c_;
+    const double as = last_.bytes_fpga > 0 && t_fpga > 0 ? t_fpga / last_.bytes_fpga : a_s_;
+    const double target = as / (ac + as);
     beta_ = std::min(1.0, std::max(0.0, beta_ + gain_ * (target - beta_)));
   }
   double beta() const override { return beta_; }
+  int bits() const override { return bits_; }
+  bool scores_at(uint32_t step) const override { return step % interval_ == 0; }
 
  private:
   Mode mode_;
-  double alpha_, f_c_, f_s_, b_c_, b_s_, m0_, gain_;
-  double scale_ = 1.0;
-  double a_c_ = 0, a_s_ = 0, beta_ = 0.5;
+  double fixed_beta_, m0_, gain_;
+  int bits_;
+  uint32_t interval_;
+  double kept_ = 0.2, a_c_ = 1, a_s_ = 1, beta_ = 0.5;
   ScoringPlan last_;
 };
 
-class AppEvaluation : public TopkEvaluation {
+class AppEvaluation : public EvaluationPolicy {
  public:
   static ParamList params() {
-    ParamList p = TopkEvaluation::params();
-    p.push_back(str("split", "closed_form",
-                    "how beta = M_c/M is chosen: closed_form (equal modelled times), fixed (the beta parameter), "
-                    "rebalance (closed form, then adjusted each step from measured times)",
-                    {"closed_form", "fixed", "rebalance"}));
+    ParamList p = Budget::params(0.2, "blocks loaded per (step, layer, seq), sinks and window included; also APP's kept fraction alpha");
+    p.push_back(integer("sinks", 1, "first blocks always loaded (attention sinks)", 0));
+    p.push_back(integer("recent", 2, "newest blocks always loaded", 0));
+    p.push_back(str("split", "residence",
+                    "how beta = M_c/M is chosen: residence (keys scored where they live), closed_form (equal modelled "
+                    "times, keys moved to match), fixed (the beta parameter), rebalance (closed form, then adjusted "
+                    "each step from measured times)",
+                    {"residence", "closed_form", "fixed", "rebalance"}));
     p.push_back(num("beta", 0.5, "split fixed: fraction of the key bytes scored on the CPU", 0.0, 1.0));
-    p.push_back(num("alpha", 0.2, "fraction of scored tokens kept and sent on (APP's alpha; seed: usually 20%)", 0.0, 1.0));
-    p.push_back(positive("cpu_score_GBps", 20.0, "f_c: CPU scoring throughput over key bytes, GB/s (profile offline)"));
-    p.push_back(positive("fpga_score_GBps", 2.0,
-                         "f_s: SmartSSD FPGA scoring throughput over key bytes, GB/s (bounded by its 2.36 GB/s "
-                         "internal SSD read)"));
-    p.push_back(positive("cpu_path_GBps", 25.0, "B_c: effective bandwidth of the host path (PCIe Gen4 x16), GB/s"));
-    p.push_back(positive("fpga_path_GBps", 3.5, "B_s: effective bandwidth of the SmartSSD's link (PCIe Gen3 x4), GB/s"));
-    p.push_back(num("host_budget_GB", 0.0, "M_0: most key bytes scored on the host per step, GB; 0 = no limit", 0.0));
+    p.push_back(num("host_budget_GB", 0.0, "M_0: most key bytes scored on the host per layer, GB; 0 = no limit", 0.0));
     p.push_back(integer("score_bits", 8, "precision keys are scored in (HillInfer: INT8/INT4); 16 = FP16", 4, 16));
+    p.push_back(positive("key_range_sigmas", 4.0, "quantization clip range of the keys, in standard deviations"));
+    p.push_back(integer("score_interval", 1, "decode steps between scorings (1: every step)", 1));
     p.push_back(num("gain", 0.5, "split rebalance: fraction of the way beta moves towards the measured optimum per step", 0.0, 1.0));
     return p;
   }
   explicit AppEvaluation(const json& p)
-      : TopkEvaluation(p),
-        split_(mode(p.at("split").get<std::string>()), get_num(p, "beta"), get_num(p, "alpha"),
-               get_num(p, "cpu_score_GBps") * 1e9, get_num(p, "fpga_score_GBps") * 1e9, get_num(p, "cpu_path_GBps") * 1e9,
-               get_num(p, "fpga_path_GBps") * 1e9, get_num(p, "host_budget_GB") * 1e9, get_num(p, "gain"),
-               double(get_int(p, "score_bits"))) {}
+      : budget_(Budget::from(p)),
+        sinks_(uint32_t(get_int(p, "sinks"))),
+        recent_(uint32_t(get_int(p, "recent"))),
+        split_(mode(p.at("split").get<std::string>()), get_num(p, "beta"), get_num(p, "host_budget_GB") * 1e9,
+               get_num(p, "gain"), int(get_int(p, "score_bits")), uint32_t(get_int(p, "score_interval"))) {
+    const double bits = double(get_int(p, "score_bits"));
+    const double step = 2.0 * get_num(p, "key_range_sigmas") / (std::pow(2.0, bits) - 1.0);
+    sigma_ = bits >= 16 ? 0.0 : step / std::sqrt(12.0);
+  }
+  void setup(const BlockTable& table) override {
+    score_.assign(table.blocks_per_seq_layer, 0.f);
+    scratch_.assign(table.blocks_per_seq_layer, 0);
+    mass_.assign(table.blocks_per_seq_layer, 0.f);
+    chosen_.assign(table.size(), 0);
+    // APP's alpha, the kept share of the scored tokens, is the budget.
+    split_.set_kept_fraction(budget_.fraction ? budget_.value
+                                              : std::min(1.0, budget_.value / std::max(1u, table.blocks_per_seq_layer)));
+  }
+  void select(const SelectInput& in, const BlockTable& table, std::vector<uint32_t>& out) override {
+    const BlockId first = table.id(in.seq, in.layer, 0);
+    const uint32_t k = budget_.blocks(in.n_blocks);
+    if (!split_.scores_at(in.step)) {
+      // Reuse the last scoring's choice, plus the sinks, the window and the
+      // blocks that did not exist then (they are the newest: in the window).
+      for (uint32_t i = 0; i < in.n_blocks; ++i) score_[i] = chosen_[first + i] ? 1.f : 0.f;
+      select_top_k(score_.data(), in.n_blocks, k, sinks_, recent_, scratch_, out);
+      return;
+    }
+    if (in.trace_blocks)
+      for (size_t j = 0; j < in.trace_blocks->size(); ++j) mass_[(*in.trace_blocks)[j]] = (*in.trace_mass)[j];
+    for (uint32_t i = 0; i < in.n_blocks; ++i) {
+      float s = mass_[i];
+      if (s > 0 && sigma_ > 0) {
+        // Box-Muller from two seeded uniforms of (block, step).
+        const uint64_t key = (uint64_t(first + i) << 24) ^ in.step;
+        const double u1 = hash_unit(key * 2 + 1), u2 = hash_unit(key * 2 + 2);
+        const double z = std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+        s = float(s * std::exp(sigma_ * z));
+      }
+      score_[i] = s;
+    }
+    if (in.trace_blocks)
+      for (uint32_t b : *in.trace_blocks) mass_[b] = 0.f;
+    const size_t before = out.size();
+    select_top_k(score_.data(), in.n_blocks, k, sinks_, recent_, scratch_, out);
+    for (uint32_t i = 0; i < in.n_blocks; ++i) chosen_[first + i] = 0;
+    for (size_t j = before; j < out.size(); ++j) chosen_[first + out[j]] = 1;
+  }
   ScoringSplit* scoring() override { return &split_; }
 
  private:
   static AppSplit::Mode mode(const std::string& s) {
     if (s == "fixed") return AppSplit::Mode::Fixed;
     if (s == "rebalance") return AppSplit::Mode::Rebalance;
-    return AppSplit::Mode::ClosedForm;
+    if (s == "closed_form") return AppSplit::Mode::ClosedForm;
+    return AppSplit::Mode::Residence;
   }
+  Budget budget_;
+  uint32_t sinks_, recent_;
+  double sigma_ = 0;
   AppSplit split_;
+  std::vector<float> score_, mass_;
+  std::vector<uint32_t> scratch_;
+  std::vector<uint8_t> chosen_;  // per block: chosen by the last scoring of its (seq, layer)
 };
 KVTIER_REGISTER(EvaluationPolicy, AppEvaluation, "app",
-                "HillInfer APP: history top-k, with key scoring split between CPU and SmartSSD FPGA (beta)");
+                "HillInfer APP: load the top of INT8/INT4 key scores; keys scored where they live (CPU, SmartSSD FPGA, GPU)");
 
 }  // namespace kvtier

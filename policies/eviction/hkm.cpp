@@ -2,9 +2,13 @@
 // warm pool keeps the newest tokens (time pinning) and the blocks with a high
 // hit rate; when it is full, or above its watermark (asynchronous demotion
 // keeps DRAM use bounded), the least useful block by hit rate moves down to
-// the SmartSSD cold pool. Time-pinned blocks never leave the warm tier and
+// the SmartSSD cold pool. Blocks the placement policy holds (HKM time
+// pinning: its alpha is the one parameter) never leave their tier, and
 // pinned blocks (in use by a layer in flight) never leave any tier. In the
-// other tiers (the GPU hot pool) the same rule applies without time pinning.
+// GPU hot pool the same rule applies: the least useful block goes first, to
+// the highest tier below that still holds a copy (no bytes move for a clean
+// one). The watermark applies to the tiers between the top and the bottom
+// (the DRAM warm pool on HillInfer's testbed).
 //
 // Hit rate: HitRateTable (policies/hkm.h), hits in the last `window` steps,
 // updated from on_access. Finding the least useful block exactly would need a
@@ -21,19 +25,18 @@ namespace kvtier {
 class HkmEviction : public EvictionPolicy {
  public:
   static ParamList params() {
-    ParamList p = TimePin::params();
+    ParamList p;
     p.push_back(integer("window", 16, "hit-rate window in decode steps (the table keeps 16 steps of history)", 1, 16));
     p.push_back(integer("candidates", 16,
                         "eligible least-recently-used blocks compared by hit rate when choosing a victim", 1));
     p.push_back(num("watermark", 0.9,
-                    "warm tier: demote in the background above this fraction of its capacity (bounded DRAM use); 1 = "
-                    "only on demand",
+                    "middle tiers (the warm pool): demote in the background above this fraction of capacity "
+                    "(bounded DRAM use); 1 = only on demand",
                     0.0, 1.0));
     return p;
   }
   explicit HkmEviction(const json& p)
-      : pin_(TimePin::from(p)),
-        window_(uint32_t(get_int(p, "window"))),
+      : window_(uint32_t(get_int(p, "window"))),
         candidates_(uint32_t(get_int(p, "candidates"))),
         watermark_(get_num(p, "watermark")) {}
 
@@ -75,23 +78,20 @@ class HkmEviction : public EvictionPolicy {
     return best;
   }
 
-  double watermark(TierId t) const override { return t == pin_.warm ? watermark_ : 1.0; }
-
-  // For the engine's metrics and tests.
-  bool time_pinned(BlockId b) const {
-    uint32_t g = group_of(*table_, b);
-    return pin_.pinned(b, counts_.created[g], *table_);
+  double watermark(TierId t) const override {
+    return t > 0 && t + 1u < table_->tiers.size() ? watermark_ : 1.0;
   }
+  void bind_placement(const PlacementPolicy* p) override { placement_ = p; }
   double hit_rate(BlockId b) const { return hits_.rate(b, table_->step); }
   uint64_t table_bytes() const { return HitRateTable::table_bytes(*table_); }
 
  private:
   bool eligible(BlockId b, TierId t) const {
     if (table_->pinned(b)) return false;
-    return t != pin_.warm || !time_pinned(b);
+    return !placement_ || !placement_->holds(b, t, *table_);
   }
 
-  TimePin pin_;
+  const PlacementPolicy* placement_ = nullptr;
   uint32_t window_, candidates_;
   double watermark_;
   const BlockTable* table_ = nullptr;
@@ -100,6 +100,6 @@ class HkmEviction : public EvictionPolicy {
   RecencyLists lists_;
 };
 KVTIER_REGISTER(EvictionPolicy, HkmEviction, "hkm",
-                "HillInfer HKM: demote the lowest-hit-rate block, never a time-pinned newest block of the warm tier");
+                "HillInfer HKM: demote the lowest-hit-rate block, never one the placement holds (time pinning)");
 
 }  // namespace kvtier

@@ -1,9 +1,9 @@
-// HillInfer's HKM promotion (seed 000: "when a cold token's access frequency
-// jumps, it moves to host DRAM at once"): a block read from a tier below the
-// warm tier moves up to the warm tier (not the GPU) when its hit rate over
-// the last `window` steps reaches `threshold`; otherwise it is read through
-// (scored near the data and only the selected KV is sent up). Blocks already
-// in the warm tier stay there: the GPU hot pool is a per-step staging area.
+// HillInfer's HKM promotion. The GPU is the hot pool: every block attention
+// reads from below moves up to the GPU (as far as it fits; its copy stays
+// below, so demoting it again is free). A cold block whose hit rate over the
+// last `window` steps reaches `threshold` ("when a cold token's access
+// frequency jumps, it moves to host DRAM at once", seed 000) goes up to the
+// warm tier first, and from there on to the GPU.
 //
 // The hit-rate table (policies/hkm.h) is recorded from on_access, which the
 // engine calls for every use, and from promote() itself (a hit is idempotent
@@ -27,9 +27,11 @@ class HkmPromotion : public PromotionPolicy {
   void on_access(BlockId b, TierId, const BlockTable& table) override { hits_.hit(b, table.step); }
   bool promote(BlockId b, TierId from, const BlockTable& table) override {
     hits_.hit(b, table.step);
-    return from > warm_ && hits_.rate(b, table.step) >= threshold_ - 1e-12;
+    return from > 0;
   }
-  TierId promote_to(BlockId, TierId, const BlockTable&) const override { return warm_; }
+  TierId promote_to(BlockId b, TierId from, const BlockTable& table) const override {
+    return from > warm_ && hits_.rate(b, table.step) >= threshold_ - 1e-12 ? warm_ : 0;
+  }
 
   double hit_rate(BlockId b, uint32_t step) const { return hits_.rate(b, step); }
 
@@ -40,6 +42,6 @@ class HkmPromotion : public PromotionPolicy {
   HitRateTable hits_;
 };
 KVTIER_REGISTER(PromotionPolicy, HkmPromotion, "hkm",
-                "HillInfer HKM: a cold block whose hit rate over a window reaches a threshold moves up to the warm tier");
+                "HillInfer HKM: blocks read move up to the GPU hot pool; a cold block with a hit-rate jump goes by the warm tier");
 
 }  // namespace kvtier

@@ -189,10 +189,15 @@ TEST_CASE("streaming_llm: victim of a full tier prefers blocks outside sinks and
   CHECK(e->victim(0) == 2);  // now in the window, but the oldest unpinned non-sink
 }
 
-TEST_CASE("hkm eviction: the lowest hit rate leaves, never a time-pinned newest block") {
+TEST_CASE("hkm eviction: the lowest hit rate leaves, never a block the placement time-pins") {
   Table T(1, 1, 10, {4, 10, 1000});
-  auto e = make<EvictionPolicy>(json{{"name", "hkm"}, {"alpha", 0.2}, {"window", 8}});
+  // One alpha: the placement's. The eviction has none of its own.
+  auto e = make<EvictionPolicy>(json{{"name", "hkm"}, {"window", 8}});
+  auto pl = make<PlacementPolicy>(json{{"name", "hkm"}, {"alpha", 0.2}});
+  CHECK_THROWS_AS(make<EvictionPolicy>(json{{"name", "hkm"}, {"alpha", 0.2}}), ConfigError);
+  e->bind_placement(pl.get());
   e->setup(T.t);
+  pl->setup(T.t);
   for (BlockId b = 0; b < 10; ++b) T.create(e.get(), b, 1);  // 8 and 9 are the newest 20%
   // Hits per block over the last 8 steps: block b is used in b%4+1 steps,
   // except 3 which is used in none.

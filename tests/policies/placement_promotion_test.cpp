@@ -69,27 +69,31 @@ TEST_CASE("promotion threshold: moves up once the use count reaches min_accesses
   CHECK(p->promote_to(2, 1, T.t) == 0);
 }
 
-TEST_CASE("promotion hkm: a cold block whose hit rate jumps moves to the warm tier") {
+TEST_CASE("promotion hkm: blocks read go to the GPU hot pool; a cold block whose hit rate jumps goes by the warm tier") {
   Table T(1, 1, 8, {8, 100, 1000});
   auto p = make<PromotionPolicy>(json{{"name", "hkm"}, {"window", 8}, {"threshold", 0.5}});
   p->setup(T.t);
   BlockId b = 5;
   T.t.tier[b] = 2;
-  // Rarely used: once in the first 16 steps.
+  // Rarely used: once in the first 16 steps: straight to the hot pool.
   T.t.step = 2;
-  CHECK_FALSE(p->promote(b, 2, T.t));
+  CHECK(p->promote(b, 2, T.t));
+  CHECK(p->promote_to(b, 2, T.t) == 0);
   for (uint32_t s = 20; s < 23; ++s) {
     T.t.step = s;
-    CHECK_FALSE(p->promote(b, 2, T.t));  // 1, 2, 3 hits of 8
+    CHECK(p->promote(b, 2, T.t));
+    CHECK(p->promote_to(b, 2, T.t) == 0);  // 1, 2, 3 hits of 8
   }
   T.t.step = 23;
   p->on_access(b, 2, T.t);
   CHECK(p->promote(b, 2, T.t));  // 4 of 8: jumped to 0.5 (same-step hits count once)
   CHECK(p->promote_to(b, 2, T.t) == 1);
-  CHECK_FALSE(p->promote(b, 1, T.t));  // in the warm tier it stays
+  CHECK(p->promote_to(b, 1, T.t) == 0);  // from the warm tier: on to the GPU
+  CHECK_FALSE(p->promote(b, 0, T.t));    // on the GPU already
   // The window slides: 10 steps later only this step's hit is left (1 of 8).
   T.t.step = 33;
-  CHECK_FALSE(p->promote(b, 2, T.t));
+  p->promote(b, 2, T.t);
+  CHECK(p->promote_to(b, 2, T.t) == 0);
 }
 
 TEST_CASE("promotion baselines: none and on_access") {
