@@ -181,7 +181,12 @@ Simulation::Simulation(json& cfg) : cfg_(cfg) {
     rates_.f_c = hw_.devices[static_cast<size_t>(cpu_dev_)].model->scoring_Bps(bits);
     if (host_mem_dev_ >= 0)  // q.K is one multiply per key byte: the CPU is capped by its memory
       rates_.f_c = std::min(rates_.f_c, hw_.devices[static_cast<size_t>(host_mem_dev_)].model->read_Bps());
-    rates_.f_s = hw_.devices[static_cast<size_t>(fpga_dev_)].model->scoring_Bps(bits);
+    fpga_compute_Bps_ = hw_.devices[static_cast<size_t>(fpga_dev_)].model->scoring_Bps(bits);
+    rates_.f_s = fpga_compute_Bps_;
+    if (ssd_dev_ >= 0) {  // the FPGA streams keys off its NAND: capped by that path at block-sized requests
+      const DeviceModel& ssd = *hw_.devices[static_cast<size_t>(ssd_dev_)].model;
+      rates_.f_s = std::min(rates_.f_s, ssd.read_Bps() * ssd.read_efficiency(static_cast<double>(t_.block_bytes), 1));
+    }
     if (rates_.f_c <= 0 || rates_.f_s <= 0)
       throw ConfigError("hardware.devices: the cpu and ku15p devices must score keys (scoring rate 0 at " +
                         std::to_string(bits) + " bits)");
@@ -472,15 +477,9 @@ void Simulation::prefill() {
     defer_budget_ = true;
     for (uint32_t s = 0; s < batch_; ++s)
       for (uint32_t i = 0; i < ctx_blocks; ++i) {
-        TierId t;
-        allocate(t_.id(s, l, i), ctx_blocks, &t);
-      }
-    defer_budget_ = false;
-    for (uint32_t s = 0; s < batch_; ++s) enforce_budget(s, l);
-    for (uint32_t s = 0; s < batch_; ++s)
-      for (uint32_t i = 0; i < ctx_blocks; ++i) {
         BlockId b = t_.id(s, l, i);
-        const TierId t = t_.tier[b];
+        TierId t;
+        allocate(b, ctx_blocks, &t);
         if (t == kDropped || (!prefill_compute_ && !prefill_load_)) continue;
         if (prefill_load_) {
           if (t != src) pending_[b] = add_to_batch(src, t, b, static_cast<double>(t_.block_bytes), false);
@@ -488,9 +487,11 @@ void Simulation::prefill() {
         }
         if (!(gpu_tier_ && t == 0)) {
           pending_[b] = add_to_batch(n, t, b, static_cast<double>(t_.block_bytes), false);
-          pending_src_[b] = static_cast<uint8_t>(n);  // computed on the GPU, readable there until written
+          pending_src_[b] = kNoSource;
         }
       }
+    defer_budget_ = false;
+    for (uint32_t s = 0; s < batch_; ++s) enforce_budget(s, l);
     if (prefill_compute_ || prefill_load_) {
       for (const auto& bt : batches_)
         if (bt.id != kNoJob) loads[l].push_back(bt.id);
@@ -548,7 +549,7 @@ void Simulation::score(Slot& slot, uint32_t step, uint32_t layer, uint32_t n) {
     stream(host, f).submit(TransferJob{to_fpga, host, f, p.moved_to_fpga, {}, -1, 0, "key move"});
     slot.waits.push_back(to_fpga);
   }
-  double fpga_s = p.bytes_fpga / rates_.f_s;
+  double fpga_s = p.bytes_fpga / fpga_compute_Bps_;
   if (thermal_ && fpga_s > 0) {
     const double now = sg4::Engine::get_clock();
     const double dt = std::max(0.0, now - thermal_t_);
@@ -679,10 +680,13 @@ void Simulation::select(uint64_t k) {
       if (!board_->done(pending_[b])) slot.waits.push_back(pending_[b]);
       continue;
     }
-    // Still being written down: the data is read from where it is written from.
+    // Still being written down from a tier: the data is read from there
+    // (the source keeps it until the write completes). Prefill output
+    // written from the GPU's staging buffer is not kept: that buffer is
+    // reused layer after layer, so a read waits for the write.
     if (pending_src_[b] != kNoSource && !board_->done(pending_[b])) {
       const size_t src = pending_src_[b];
-      if (src == nt || (gpu_tier_ && src == 0)) continue;  // still on the GPU
+      if (gpu_tier_ && src == 0) continue;  // still on the GPU
       add_to_batch(src, gpu_ep, b, bb, false);
       continue;
     }
@@ -1032,6 +1036,7 @@ json Simulation::run(const std::string& timeline_path) {
     a["beta_mean"] = scored_layers_ ? beta_sum_ / double(scored_layers_) : 0.0;
     a["f_c_GBps"] = rates_.f_c / 1e9;
     a["f_s_GBps"] = rates_.f_s / 1e9;
+    a["fpga_compute_GBps"] = fpga_compute_Bps_ / 1e9;
     a["key_bytes_scored_cpu"] = key_bytes_scored_cpu_;
     a["key_bytes_scored_fpga"] = key_bytes_scored_fpga_;
     a["key_bytes_scored_gpu"] = key_bytes_scored_gpu_;

@@ -119,6 +119,7 @@ class Simulation {
   int cpu_dev_ = -1, fpga_dev_ = -1;  // scoring and codec devices, if the hardware has them
   int ssd_dev_ = -1, host_mem_dev_ = -1;  // APP: the SmartSSD tier next to the FPGA; host memory
   ScoringRates rates_;
+  double fpga_compute_Bps_ = 0;  // the FPGA's kernel alone (its NAND read is a transfer)
   uint32_t depth_ = 0;
 
   // Run state.
