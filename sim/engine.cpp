@@ -292,7 +292,13 @@ JobId Simulation::add_to_batch(size_t from_ep, size_t to_ep, BlockId b, double r
   const size_t high = (from_ep == n || to_ep == n) ? n : std::min(from_ep, to_ep);
   const CompressionSpec& c = codec_[low * model_.layers + layer];
   const double f = c.stored_fraction();
-  bt.bytes += raw_bytes * f;
+  // A host (CPU) codec runs in host memory: between a compressed tier and
+  // the GPU the uncompressed bytes cross PCIe, decompressed before the copy
+  // or compressed after it. A GPU codec (quantization kernels) moves the
+  // compressed bytes and runs on the GPU.
+  const bool host_codec_at_gpu = f < 1.0 && !c.on_gpu && (high == n || (gpu_tier_ && high == 0));
+  bt.bytes += raw_bytes * (host_codec_at_gpu ? 1.0 : f);
+  bt.codec_before_write = host_codec_at_gpu;
   const bool high_plain = high == n || fraction(high, layer) >= 1.0;
   if (f < 1.0 && high_plain) {
     const bool decompress = from_ep == low;
@@ -365,22 +371,25 @@ void Simulation::flush(Slot* slot) {
       }
       if (b == n || (gpu_tier_ && b == 0)) fetched_bytes_ += bt.bytes;
       // Codec work: on the GPU it joins the next attention kernel; on the
-      // CPU it is its own job, before a compressing write or after a
-      // decompressing read.
+      // CPU it is its own job where the compressed data is: before a
+      // compressing write to a lower tier and after a decompressing read
+      // from one, but before a read into the GPU and after a write from it
+      // (codec_before_write: the copy carries the uncompressed bytes).
       const bool on_gpu = codec_[std::max(a == n ? b : a, b == n ? a : b) * model_.layers].on_gpu;
       JobId transfer_id = bt.id;
-      if (bt.codec_s > 0 && !on_gpu && !bt.decompress) {
+      const bool codec_first = bt.codec_before_write ? bt.decompress : !bt.decompress;
+      if (bt.codec_s > 0 && !on_gpu && codec_first) {
         JobId cj = board_->create();
         stream(static_cast<size_t>(cpu_dev_), static_cast<size_t>(cpu_dev_))
-            .submit(TransferJob{cj, 0, 0, 0, std::move(bt.deps), cpu_dev_, bt.codec_s, "compress"});
+            .submit(TransferJob{cj, 0, 0, 0, std::move(bt.deps), cpu_dev_, bt.codec_s, bt.decompress ? "decompress" : "compress"});
         bt.deps = {cj};
       }
       stream(from, to).submit(TransferJob{transfer_id, from, to, bt.bytes, std::move(bt.deps), -1, 0, "transfer"});
       JobId ready = transfer_id;
-      if (bt.codec_s > 0 && !on_gpu && bt.decompress) {
+      if (bt.codec_s > 0 && !on_gpu && !codec_first) {
         ready = board_->create();
         stream(static_cast<size_t>(cpu_dev_), static_cast<size_t>(cpu_dev_))
-            .submit(TransferJob{ready, 0, 0, 0, {transfer_id}, cpu_dev_, bt.codec_s, "decompress"});
+            .submit(TransferJob{ready, 0, 0, 0, {transfer_id}, cpu_dev_, bt.codec_s, bt.decompress ? "decompress" : "compress"});
       }
       if (bt.codec_s > 0 && on_gpu) {
         if (critical && slot) slot->extra_gpu_s += bt.codec_s;

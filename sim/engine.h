@@ -53,6 +53,7 @@ class Simulation {
     double bytes = 0;      // on the wire (compressed where the tier stores compressed)
     double codec_s = 0;    // (de)compression work for these bytes
     bool decompress = false;
+    bool codec_before_write = false;  // a host codec at the GPU's side: the copy moves uncompressed bytes
     std::vector<JobId> deps;
   };
 

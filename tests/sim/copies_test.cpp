@@ -161,3 +161,23 @@ TEST_CASE("link utilization is bytes over bandwidth x time, beside occupancy") {
   CHECK(l["busy_fraction"].get<double>() > 0.99);
   CHECK(l["utilization"].get<double>() < l["busy_fraction"].get<double>());
 }
+
+TEST_CASE("a host codec decompresses in host memory before the copy: the uncompressed bytes cross PCIe") {
+  json hw = gpu_dram_ssd(1000, 6);
+  hw["devices"]["cpu"] = {{"kind", "cpu"}, {"cores", 4}};
+  hw["links"]["cpu_port"] = {{"ends", {"rc", "cpu"}}, {"bandwidth_GBps", 1e6}, {"latency_us", 0}, {"duplex", "fatpipe"}};
+  hw["tiers"] = {"dram"};
+  json cfg{{"hardware", hw},
+           {"model", tiny_model(1)},
+           {"workload", {{"context_tokens", 12800}, {"decode_steps", 1}, {"prefill", "none"}, {"trace", {{"kind", "none"}}}}},
+           {"policies", {{"evaluation", "exact"}, {"promotion", "none"}, {"compression", {{"name", "zstd"}, {"from_tier", 0}}}}}};
+  json z = simulate(cfg);
+  cfg["policies"]["compression"] = "none";
+  json plain = simulate(cfg);
+  REQUIRE(z.contains("links"));
+  REQUIRE(plain.contains("links"));
+  // Same bytes over PCIe: the codec ran in DRAM, before the copy.
+  CHECK(z["links"]["pcie:rc->gpu"]["bytes"].get<double>() == plain["links"]["pcie:rc->gpu"]["bytes"].get<double>());
+  // And the decompression is on the critical path, before the copy starts.
+  CHECK(z["mean_step_latency_s"].get<double>() > plain["mean_step_latency_s"].get<double>() * 1.01);
+}
