@@ -135,7 +135,12 @@ def main(argv=None):
         prompts = load_prompts(a.prompts)
         if a.hf:
             import hf_capture
-            session_for, encode, decode, model_info, origin_model = hf_capture.open_model(a.hf, a.device)
+            try:
+                session_for, encode, decode, model_info, origin_model = hf_capture.open_model(a.hf, a.device)
+            except ImportError as e:
+                raise InputError("--hf needs torch and transformers, which this Python cannot import (%s)" % e)
+            except (OSError, ValueError) as e:
+                raise InputError("--hf %s: cannot load the model: %s" % (a.hf, str(e).splitlines()[0] if str(e) else e))
             a.prefill_chunk = a.prefill_chunk or 256
         else:
             import llama2c
