@@ -6,7 +6,7 @@
 
 #include "models/fpga_ku15p.h"
 #include "sim/config.h"
-#include "traces/synthetic.h"
+#include "traces/attention_source.h"
 
 namespace kvtier {
 
@@ -65,32 +65,11 @@ Simulation::Simulation(json& cfg) : cfg_(cfg) {
   // The trace.
   const uint64_t seed = cfg_["sim"]["seed"].get<uint64_t>();
   json& tr = cfg_["workload"]["trace"];
-  const std::string kind = tr.value("kind", "");
-  if (kind == "synthetic") {
-    trace_ = std::make_unique<SyntheticAttention>(tr, "workload.trace", model_.layers, ctx_, steps_, bt_, seed);
-    trace_name_ = "synthetic trace";
-  } else if (kind == "file") {
-    resolve_params(tr, {str("path", nullptr, "attention trace file (format v1, docs/formats.md)")}, "workload.trace",
-                   {"kind"});
-    std::string path = find_data_file(tr["path"].get<std::string>(), "", "workload.trace.path");
-    trace_ = std::make_unique<JsonlAttentionReader>(path);
-    trace_name_ = path;
-    const auto& h = trace_->header();
-    auto check = [&](const char* what, uint64_t in_trace, uint64_t in_cfg, const char* key, bool at_least) {
-      if (at_least ? in_trace < in_cfg : in_trace != in_cfg)
-        throw ConfigError(path + ": the trace has " + what + " " + std::to_string(in_trace) + " but " + key + " is " +
-                          std::to_string(in_cfg));
-    };
-    check("layers", h.layers, model_.layers, "model.layers", false);
-    check("block_tokens", h.block_tokens, bt_, "workload.block_tokens", false);
-    check("context_tokens", h.context_tokens, ctx_, "workload.context_tokens", false);
-    check("steps", h.steps, steps_, "workload.decode_steps (at most)", true);
-  } else if (kind == "none") {
-    if (pol["evaluation"]["name"] == "trace")
-      throw ConfigError("workload.trace: kind \"none\" needs policies.evaluation other than \"trace\"");
-  } else {
-    throw ConfigError("workload.trace.kind: expected \"synthetic\", \"file\" or \"none\", got " + tr.value("kind", json()).dump());
-  }
+  if (tr.value("kind", "") == "none" && pol["evaluation"]["name"] == "trace")
+    throw ConfigError("workload.trace: kind \"none\" needs policies.evaluation other than \"trace\"");
+  // Every kind (synthetic, patterns, any trace file, none) behind one factory.
+  trace_ = make_attention_source(tr, "workload.trace", model_.layers, ctx_, steps_, bt_, batch_, seed);
+  if (trace_) trace_name_ = source_name(*trace_);
 
   // Blocks and tiers.
   gpu_dev_ = static_cast<size_t>(hw_.device_index(hw_.gpu));

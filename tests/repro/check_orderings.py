@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""The fast rows of bench/reproduce.py, and the orderings the papers claim
+that kvtier reproduces. Orderings it does not reproduce are printed, with
+the reason in docs/reproductions.md; they are not asserted either way.
+
+Run by ctest (label `repro`): python3 tests/repro/check_orderings.py
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def main():
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "rows.json")
+        subprocess.run([sys.executable, os.path.join(ROOT, "bench", "reproduce.py"), "--fast", "--out",
+                        os.path.join(tmp, "runs"), "--json", out], check=True, cwd=ROOT)
+        with open(out) as f:
+            rows = json.load(f)
+    failures = []
+
+    def check(cond, what):
+        print(("ok      " if cond else "FAILED  ") + what)
+        if not cond:
+            failures.append(what)
+
+    for r in rows:
+        res = r["results"]
+        for name, m in res.items():
+            check("error" not in m, f"{r['case']}: {name} runs ({m.get('error', '')})")
+        if any("error" in m for m in res.values()):
+            continue
+        if r["group"] == "HillInfer":
+            hi, dense, h2o = res["hillinfer"], res["flexgen_dense"], res["h2o_offload"]
+            # HKM: the hot pool keeps what steps touch on the GPU (>98% hit rate,
+            # 83% less PCIe traffic): both outcomes of the mechanism.
+            # (a few steps only here: the first ones miss while the pool fills)
+            check(hi["gpu_hit"] > 0.8, f"{r['case']}: HillInfer's GPU hit rate {hi['gpu_hit']:.3f} > 0.8")
+            check(hi["fetched_GB"] < 0.17 * dense["fetched_GB"],
+                  f"{r['case']}: HillInfer moves at least 83% less KV into the GPU than dense offload")
+            # APP's scoring chooses at least as well as H2O's history.
+            check(hi["recall"] >= h2o["recall"] - 1e-9, f"{r['case']}: HillInfer's recall >= H2O-style offload's")
+            print(f"not reproduced: {r['case']}: HillInfer / H2O-style offload tokens/s = "
+                  f"{hi['tokens_per_s'] / h2o['tokens_per_s']:.3f} (published up to {r['claim_speedup']}x); "
+                  "see docs/reproductions.md")
+        elif r["group"] == "MatKV":
+            a, b = res["matkv_load"], res["recompute"]
+            check(a["ttft_s"] < b["ttft_s"], f"{r['case']}: loading the KV beats recomputing the prefill (TTFT)")
+            check(a["e2e_s"] < b["e2e_s"], f"{r['case']}: and end to end")
+        elif r["group"] == "HiFC":
+            a, b = res["hifc_paper"], res["dram_swap"]
+            # Clean blocks leave the GPU without a write: the drive sees the
+            # prompt's overflow and the blocks that took new tokens, no more.
+            check(a["ssd_written_GB"] > 0, "HiFC: the flash swap writes its drive")
+            print(f"not reproduced: HiFC flash/DRAM swap throughput {a['tokens_per_s'] / b['tokens_per_s']:.2f} "
+                  "(published: comparable); see docs/reproductions.md")
+        elif r["group"] == "AIOS":
+            check(res["ctx32k"]["tpot_s"] > res["ctx4k"]["tpot_s"], "AIOS: TPOT grows from 4K to 32K context")
+    if failures:
+        print(f"{len(failures)} ordering(s) failed")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
