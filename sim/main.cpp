@@ -5,8 +5,8 @@
 
 #include "models/device.h"
 #include "policies/policy.h"
-#include "sim/cli_trace.h"
 #include "sim/cli_replay.h"
+#include "sim/cli_trace.h"
 #include "sim/cli_report.h"
 #include "sim/cli_validate.h"
 #include "sim/config.h"
@@ -144,8 +144,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   gen->add_option("--set", gen_sets, "override a config value: PATH=VALUE (repeatable)");
   gen->add_option("--out", gen_out, "output file")->capture_default_str();
-  auto request_cmds = add_request_trace_commands(app, *trace);
   auto trace_cmds = add_trace_commands(*trace);
+  auto request_cmds = add_request_trace_commands(app, *trace);
 
   std::string what = "all";
   auto* list = app.add_subcommand("list", "list policies, device kinds and presets with their parameters");
@@ -213,8 +213,8 @@ int main(int argc, char** argv) {
     if (int rc = validate_cmd(); rc >= 0) return rc;
     if (*run) return cmd_run(config, sets, out, timeline, seed, quiet);
     if (*gen) return cmd_trace_gen(gen_config, gen_sets, gen_out);
-    if (int rc = request_cmds(); rc >= 0) return rc;
     if (int rc = 0; run_trace_commands(*trace_cmds, rc)) return rc;
+    if (int rc = request_cmds(); rc >= 0) return rc;
     if (int rc = report_cmd(); rc >= 0) return rc;
     if (*sweep) {
       if (!shard.empty()) parse_shard(shard, sweep_opt.shard, sweep_opt.shards);
