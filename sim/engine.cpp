@@ -798,6 +798,7 @@ void Simulation::load_next_request() {
   const size_t src = tier_dev_[nt - 1];
   const size_t dst = nt >= 2 && tier_dev_[nt - 2] != src ? tier_dev_[nt - 2] : gpu_dev_;
   if (src == dst) return;
+  next_dst_dev_ = dst;
   auto loader = std::make_shared<Stream>("next request " + hw_.devices[src].name + "->" + hw_.devices[dst].name,
                                          *platform_, *board_, *timeline_);
   const double ctx_blocks = (ctx_ + bt_ - 1) / bt_;
@@ -806,6 +807,7 @@ void Simulation::load_next_request() {
     last = board_->create();
     const double bytes = batch_ * ctx_blocks * static_cast<double>(t_.block_bytes) * fraction(nt - 1, l);
     loader->submit(TransferJob{last, src, dst, bytes, {}, -1, 0, "next-request load"});
+    next_load_bytes_ += bytes;
   }
   loader->start();
   loader->stop();  // ends once its queue is drained
@@ -1052,9 +1054,18 @@ json Simulation::run(const std::string& timeline_path) {
       double bytes = model_.weight_bytes_per_layer() + T * batch_ * model_.kv_bytes_per_token_layer();
       query_s += kernel_s(flops, bytes);
     }
+    // Every hop counts: where the load stops short of the GPU (in the tier
+    // above the flash), the next batch's KV still crosses to the GPU, on an
+    // idle link once this decode is done.
+    double copy_s = 0;
+    if (next_dst_dev_ != gpu_dev_ && next_load_bytes_ > 0) {
+      const PlatformRoute& r = platform_->route(next_dst_dev_, gpu_dev_);
+      copy_s = r.latency_s + next_load_bytes_ / (r.bottleneck_Bps * platform_->bandwidth_factor(next_dst_dev_, gpu_dev_, next_load_bytes_));
+    }
     m["next_request"] = {{"load_end_s", next_load_end_},
                          {"load_hidden", next_load_end_ <= decode_end},
-                         {"ttft_s", std::max(0.0, next_load_end_ - decode_end) + query_s}};
+                         {"copy_to_gpu_s", copy_s},
+                         {"ttft_s", std::max(0.0, next_load_end_ - decode_end) + copy_s + query_s}};
   }
   m["tiers"] = json::object();
   for (size_t t = 0; t < nt; ++t) {

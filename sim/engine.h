@@ -101,6 +101,8 @@ class Simulation {
   bool overlap_next_load_ = false;
   double next_load_end_ = -1;
   void load_next_request();
+  size_t next_dst_dev_ = 0;     // where the next request's load lands
+  double next_load_bytes_ = 0;  // and how many bytes it brings
   std::unique_ptr<EvictionPolicy> evict_;
   std::unique_ptr<PromotionPolicy> promote_;
   std::unique_ptr<PlacementPolicy> place_;
