@@ -1,10 +1,16 @@
 // Least frequently used, per tier: the block with the fewest uses by
 // attention leaves first; ties go to the one least recently used or
-// inserted. One indexed binary min-heap per tier over flat arrays (a block
-// lives in one tier, so one position array serves all heaps): insert,
-// access and remove are O(log n), allocation-free after setup().
-#include <algorithm>
-
+// inserted. O(1) per access: per tier, the distinct use counts form a list
+// of frequency nodes in increasing order, each holding its blocks from most
+// to least recent (a block lives in one tier, so one set of block links
+// serves every tier). An access moves a block to the next count's node; the
+// victim is the least recent block of the lowest count. All in flat arrays
+// with a free list of nodes: allocation-free after setup().
+//
+// With keep_history a block entering a tier keeps its count, so its node is
+// found by a walk from the lowest count (O(distinct counts in the tier));
+// without it (in-cache LFU, as cache simulators count) it starts at 0, the
+// lowest node, in O(1).
 #include "policies/policy.h"
 
 namespace kvtier {
@@ -20,105 +26,104 @@ class LfuEviction : public EvictionPolicy {
 
   void setup(const BlockTable& table) override {
     table_ = &table;
-    size_t n = table.size();
+    const size_t n = table.size();
     freq_.assign(n, 0);
-    stamp_.assign(n, 0);
-    pos_.assign(n, kNoBlock);
-    heaps_.assign(table.tiers.size(), {});
-    for (auto& h : heaps_) h.reserve(n);
-    frontier_.clear();
-    frontier_.reserve(n);
-    tick_ = 0;
+    node_of_.assign(n, kNone);
+    bprev_.assign(n, kNoBlock);
+    bnext_.assign(n, kNoBlock);
+    const size_t nodes = n + table.tiers.size() + 1;
+    nfreq_.assign(nodes, 0);
+    nprev_.assign(nodes, kNone);
+    nnext_.assign(nodes, kNone);
+    nhead_.assign(nodes, kNoBlock);
+    ntail_.assign(nodes, kNoBlock);
+    free_.clear();
+    free_.reserve(nodes);
+    for (size_t i = nodes; i-- > 0;) free_.push_back(uint32_t(i));
+    lowest_.assign(table.tiers.size(), kNone);
   }
   void on_insert(BlockId b, TierId t) override {
     if (!keep_history_) freq_[b] = 0;
-    stamp_[b] = ++tick_;
-    auto& h = heaps_[t];
-    pos_[b] = uint32_t(h.size());
-    h.push_back(b);
-    sift_up(h, pos_[b]);
+    // The node of b's count in t: the first node with freq >= f.
+    uint32_t prev = kNone, x = lowest_[t];
+    while (x != kNone && nfreq_[x] < freq_[b]) {
+      prev = x;
+      x = nnext_[x];
+    }
+    if (x == kNone || nfreq_[x] != freq_[b]) x = new_node(t, prev, freq_[b]);
+    push_front(x, b);
   }
   void on_access(BlockId b, TierId t) override {
+    const uint32_t x = node_of_[b];
     ++freq_[b];
-    stamp_[b] = ++tick_;
-    if (pos_[b] != kNoBlock) sift_down(heaps_[t], pos_[b]);  // the key only grows
+    if (x == kNone) return;
+    uint32_t y = nnext_[x];
+    if (y == kNone || nfreq_[y] != freq_[b]) y = new_node(t, x, freq_[b]);
+    unlink(x, b);
+    push_front(y, b);
+    if (nhead_[x] == kNoBlock) free_node(t, x);
   }
   void on_remove(BlockId b, TierId t) override {
-    auto& h = heaps_[t];
-    uint32_t i = pos_[b];
-    if (i == kNoBlock) return;
-    pos_[b] = kNoBlock;
-    BlockId last = h.back();
-    h.pop_back();
-    if (i < h.size()) {
-      h[i] = last;
-      pos_[last] = i;
-      sift_up(h, i);
-      sift_down(h, pos_[last]);
-    }
+    const uint32_t x = node_of_[b];
+    if (x == kNone) return;
+    unlink(x, b);
+    if (nhead_[x] == kNoBlock) free_node(t, x);
   }
   BlockId victim(TierId t) override {
-    const auto& h = heaps_[t];
-    if (h.empty()) return kNoBlock;
-    if (!table_->pinned(h[0])) return h[0];
-    // Best-first walk of the heap past pinned blocks: a small heap of heap
-    // positions ordered by key (reserved in setup, so no allocation).
-    auto worse = [&](uint32_t a, uint32_t b) { return less(h[b], h[a]); };
-    frontier_.clear();
-    frontier_.push_back(0);
-    while (!frontier_.empty()) {
-      std::pop_heap(frontier_.begin(), frontier_.end(), worse);
-      uint32_t i = frontier_.back();
-      frontier_.pop_back();
-      if (!table_->pinned(h[i])) return h[i];
-      for (uint32_t c = 2 * i + 1; c <= 2 * i + 2 && c < h.size(); ++c) {
-        frontier_.push_back(c);
-        std::push_heap(frontier_.begin(), frontier_.end(), worse);
-      }
-    }
+    // Lowest count first, least recent first within it; past pinned blocks.
+    for (uint32_t x = lowest_[t]; x != kNone; x = nnext_[x])
+      for (BlockId b = ntail_[x]; b != kNoBlock; b = bprev_[b])
+        if (!table_->pinned(b)) return b;
     return kNoBlock;
   }
 
   uint32_t frequency(BlockId b) const { return freq_[b]; }
 
  private:
-  bool less(BlockId a, BlockId b) const { return freq_[a] < freq_[b] || (freq_[a] == freq_[b] && stamp_[a] < stamp_[b]); }
-  void sift_up(std::vector<BlockId>& h, uint32_t i) {
-    BlockId b = h[i];
-    while (i > 0) {
-      uint32_t p = (i - 1) / 2;
-      if (!less(b, h[p])) break;
-      h[i] = h[p];
-      pos_[h[i]] = i;
-      i = p;
-    }
-    h[i] = b;
-    pos_[b] = i;
+  static constexpr uint32_t kNone = 0xFFFFFFFFu;
+
+  // A node for count f in tier t, after node `prev` (kNone: at the front).
+  uint32_t new_node(TierId t, uint32_t prev, uint32_t f) {
+    const uint32_t x = free_.back();
+    free_.pop_back();
+    nfreq_[x] = f;
+    nhead_[x] = ntail_[x] = kNoBlock;
+    nprev_[x] = prev;
+    nnext_[x] = prev == kNone ? lowest_[t] : nnext_[prev];
+    if (nnext_[x] != kNone) nprev_[nnext_[x]] = x;
+    if (prev == kNone) lowest_[t] = x;
+    else nnext_[prev] = x;
+    return x;
   }
-  void sift_down(std::vector<BlockId>& h, uint32_t i) {
-    BlockId b = h[i];
-    uint32_t n = uint32_t(h.size());
-    for (;;) {
-      uint32_t c = 2 * i + 1;
-      if (c >= n) break;
-      if (c + 1 < n && less(h[c + 1], h[c])) ++c;
-      if (!less(h[c], b)) break;
-      h[i] = h[c];
-      pos_[h[i]] = i;
-      i = c;
-    }
-    h[i] = b;
-    pos_[b] = i;
+  void free_node(TierId t, uint32_t x) {
+    if (nprev_[x] != kNone) nnext_[nprev_[x]] = nnext_[x];
+    else lowest_[t] = nnext_[x];
+    if (nnext_[x] != kNone) nprev_[nnext_[x]] = nprev_[x];
+    free_.push_back(x);
+  }
+  void push_front(uint32_t x, BlockId b) {
+    node_of_[b] = x;
+    bprev_[b] = kNoBlock;
+    bnext_[b] = nhead_[x];
+    if (nhead_[x] != kNoBlock) bprev_[nhead_[x]] = b;
+    nhead_[x] = b;
+    if (ntail_[x] == kNoBlock) ntail_[x] = b;
+  }
+  void unlink(uint32_t x, BlockId b) {
+    if (bprev_[b] != kNoBlock) bnext_[bprev_[b]] = bnext_[b];
+    else nhead_[x] = bnext_[b];
+    if (bnext_[b] != kNoBlock) bprev_[bnext_[b]] = bprev_[b];
+    else ntail_[x] = bprev_[b];
+    bprev_[b] = bnext_[b] = kNoBlock;
+    node_of_[b] = kNone;
   }
 
   bool keep_history_;
   const BlockTable* table_ = nullptr;
-  std::vector<uint32_t> freq_;
-  std::vector<uint64_t> stamp_;
-  std::vector<uint32_t> pos_;
-  std::vector<std::vector<BlockId>> heaps_;
-  std::vector<uint32_t> frontier_;
-  uint64_t tick_ = 0;
+  std::vector<uint32_t> freq_, node_of_;
+  std::vector<BlockId> bprev_, bnext_;
+  std::vector<uint32_t> nfreq_, nprev_, nnext_, free_, lowest_;
+  std::vector<BlockId> nhead_, ntail_;
 };
 KVTIER_REGISTER(EvictionPolicy, LfuEviction, "lfu",
                 "least frequently used block leaves (ties: least recent); demoted one tier down");
