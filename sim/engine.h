@@ -133,6 +133,10 @@ class Simulation {
   std::vector<Stream*> streams_;  // n x n by (from, to) device; pairs may share a stream (GPU copy engines)
   sg4::Host* gpu_host_ = nullptr;
   uint32_t gpu_track_ = 0;
+  std::vector<uint32_t> occupancy_track_;  // per tier: a timeline counter of its bytes in use
+  std::vector<double> occupancy_value_;    // the values of the latest instant, not yet written
+  double occupancy_t_ = -1;
+  void emit_occupancy();
   std::vector<JobId> pending_;  // per block: the job moving it, if any
   // Per block, while pending_ is a write down (demotion, prefill output):
   // the endpoint still holding the data (kNoSource: the move is a read up,

@@ -131,3 +131,24 @@ def test_back_to_back_slices_touch(kvtier, tmp_path):
     xs = slices[gpu]
     touching = sum(1 for a, b in zip(xs, xs[1:]) if b[0] == a[1])
     assert touching >= 10  # prefill layers and unstalled decode layers follow each other exactly
+
+
+def test_every_tier_has_an_occupancy_counter_within_its_capacity(kvtier, tmp_path):
+    cfg = ROOT / "configs" / "systems" / "hillinfer.json"
+    tl = tmp_path / "tl.json"
+    p = kvtier("run", cfg, "--out", tmp_path / "out", "--timeline", tl, "--set", "workload.decode_steps=4",
+               "--set", "workload.warmup_steps=0", "--set", "workload.context_tokens=4096", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    with open(tl) as f:
+        doc = json.load(f)
+    with open(tmp_path / "out" / "result.json") as f:
+        tiers = json.load(f)["metrics"]["tiers"]
+    seen = defaultdict(list)
+    for e in doc["traceEvents"]:
+        if e.get("ph") == "C" and e["name"].endswith(" occupancy"):
+            seen[e["name"][: -len(" occupancy")]].append(e["args"]["bytes"])
+    assert set(seen) == set(tiers)
+    for name, values in seen.items():
+        assert max(values) <= tiers[name]["capacity_bytes"], name
+        assert max(values) <= tiers[name]["peak_bytes"], name
+    assert max(seen["gpu"]) > 0  # the hot pool fills
