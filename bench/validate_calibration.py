@@ -63,7 +63,7 @@ def simulate(kvtier, hardware, calibration, size, link, workdir):
         elif track.endswith(f"{link}:gpu->root"):
             # The first write is prefill's block; later ones are the decode token.
             d2h = dur if d2h is None else d2h
-        elif track.endswith("compute") and e["name"] == "compute":
+        elif track.endswith("compute"):
             kernel = dur  # the last compute event is the decode step's kernel
     return {"h2d": h2d, "d2h": d2h, "kv_read": kernel}
 

@@ -431,7 +431,10 @@ void Simulation::allocate(BlockId b, uint32_t final_blocks, TierId* tier_out) {
   *tier_out = t_.tier[b];
 }
 
-void Simulation::compute(double seconds) {
+// One kernel on the GPU compute stream; on the timeline a slice named for
+// what it is: "prefill L<l>", "query L<l>" or "step <s> L<l>" (step < 0:
+// prefill phases), with its KV blocks in the args.
+void Simulation::compute(double seconds, const char* phase, int64_t step, uint32_t layer, uint64_t kv_blocks) {
   seconds += gpu_extra_s_;
   gpu_extra_s_ = 0;
   const double t0 = sg4::Engine::get_clock();
@@ -441,7 +444,11 @@ void Simulation::compute(double seconds) {
   e->wait();
   const double t1 = sg4::Engine::get_clock();
   gpu_busy_s_ += t1 - t0;
-  if (timeline_->enabled()) timeline_->event(Timeline::Streams, gpu_track_, "compute", t0, t1, 0);
+  if (timeline_->enabled()) {
+    const std::string name = step >= 0 ? "step " + std::to_string(step) + " L" + std::to_string(layer)
+                                       : std::string(phase) + " L" + std::to_string(layer);
+    timeline_->slice(gpu_track_, name, t0, t1, json{{"phase", phase}, {"layer", layer}, {"kv_blocks", kv_blocks}});
+  }
 }
 
 void Simulation::prefill() {
@@ -461,7 +468,7 @@ void Simulation::prefill() {
       double flops = model_.weight_flops_per_token_layer() * T * batch_ +
                      2.0 * T * T * model_.heads * model_.head_dim * batch_;
       double bytes = model_.weight_bytes_per_layer() + T * batch_ * model_.kv_bytes_per_token_layer();
-      compute(kernel_s(flops, bytes));
+      compute(kernel_s(flops, bytes), "prefill", -1, l, 0);
     }
     // The prompt's own attention is what its blocks have been used for so
     // far: H2O's accumulated mass, top-k's history, HKM's ranking start from it.
@@ -512,7 +519,7 @@ void Simulation::prefill() {
     for (JobId j : loads[l]) board_->wait(j);
     double flops = model_.weight_flops_per_token_layer() * q * batch_ + 4.0 * q * T * model_.heads * model_.head_dim * batch_;
     double bytes = model_.weight_bytes_per_layer() + T * batch_ * model_.kv_bytes_per_token_layer();
-    compute(kernel_s(flops, bytes));
+    compute(kernel_s(flops, bytes), "query", -1, l, 0);
   }
 }
 
@@ -885,7 +892,8 @@ void Simulation::drive() {
     const double tokens = static_cast<double>(slot.kv_blocks) * bt_;
     double flops = model_.weight_flops_per_token_layer() * batch_ + 4.0 * tokens * model_.heads * model_.head_dim;
     double bytes = model_.weight_bytes_per_layer() + kv_bytes;
-    compute(kernel_s(flops, bytes) + slot.extra_gpu_s);
+    compute(kernel_s(flops, bytes) + slot.extra_gpu_s, "decode", static_cast<int64_t>(k / model_.layers),
+            static_cast<uint32_t>(k % model_.layers), slot.kv_blocks);
     append(k);
     if (k % model_.layers == model_.layers - 1) {
       step_end_.push_back(sg4::Engine::get_clock());

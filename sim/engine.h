@@ -82,7 +82,7 @@ class Simulation {
   void flush(Slot* slot);
   void background_demotion();
   void score(Slot& slot, uint32_t step, uint32_t layer, uint32_t n);
-  void compute(double seconds);
+  void compute(double seconds, const char* phase, int64_t step, uint32_t layer, uint64_t kv_blocks);
   double fraction(size_t tier, uint32_t layer) const;
   double kernel_s(double flops, double bytes) const;
   Stream& stream(size_t from_dev, size_t to_dev);
