@@ -32,7 +32,7 @@ class EvictionPolicy {
   // is lost; false: they are demoted to the next tier down.
   virtual bool drops() const { return false; }
 
-  // --- Additions (issue 4); every one has a default, so older policies and
+  // --- Additions; every one has a default, so older policies and
   // engines keep working.
 
   // Tiers hold copies (BlockTable::copies): a block read up keeps its copy
@@ -73,7 +73,7 @@ class PromotionPolicy {
   virtual void setup(const BlockTable& table) { (void)table; }
   virtual bool promote(BlockId b, TierId from, const BlockTable& table) = 0;
 
-  // --- Additions (issue 4).
+  // --- Additions.
   // Where a block that promote() accepted goes: tier 0 (default) or an
   // intermediate tier (HKM promotes a cold SSD block to the DRAM warm pool).
   // Always < from.
@@ -101,7 +101,7 @@ class PlacementPolicy {
   virtual void setup(const BlockTable& table) { (void)table; }
   virtual TierId place(BlockId b, const BlockTable& table) = 0;
 
-  // --- Additions (issue 4).
+  // --- Additions.
   // place() when the engine knows how many blocks (seq, layer) will have once
   // this allocation is done (prefill allocates the whole prompt at once):
   // `final_blocks` > index_of(b). Time pinning needs it to tell which prompt
@@ -154,7 +154,7 @@ class PrefetchPolicy {
   virtual void setup(const BlockTable& table) { (void)table; }
   virtual uint32_t depth() const = 0;
 
-  // --- Additions (issue 4).
+  // --- Additions.
   // Predictor: extra block indices of (next.seq, next.layer) to fetch ahead
   // for the step next.step, beyond what the evaluation selects. The engine
   // calls it right after it selects a layer ahead (same SelectInput; its
@@ -231,7 +231,7 @@ class EvaluationPolicy {
   virtual void setup(const BlockTable& table) { (void)table; }
   virtual void select(const SelectInput& in, const BlockTable& table, std::vector<uint32_t>& out) = 0;
 
-  // --- Additions (issue 4).
+  // --- Additions.
   // Non-null when scoring is split between CPU and a near-data FPGA (APP):
   // on a scoring step the engine calls scoring()->plan() per layer with the
   // key bytes resident on each side, simulates the moves, the CPU's work,
