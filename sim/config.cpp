@@ -209,6 +209,10 @@ ParamList workload_params() {
               "first decode steps left out of TPOT and tokens/s (start-up: prefill write-back still draining, "
               "caches cold); first-step and all-step figures are reported apart", 0),
       integer("block_tokens", 128, "tokens per KV block (the unit of placement and transfer)", 1),
+      str("transfer_unit", "block",
+          "what a block's moves and attention cost: block (whole blocks, as paged KV moves pages) or tokens (the "
+          "tokens it holds, as FlexGen moves tensors: a sequence's last, partial block moves only its tokens)",
+          {"block", "tokens"}),
       str("prefill", "compute", "compute: simulate prefill (TTFT) and the writes that place its KV; "
                                 "load: the prompt's KV is precomputed on the lowest tier and loaded (MatKV); "
                                 "none: KV is already in place when decode starts", {"compute", "load", "none"}),

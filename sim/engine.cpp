@@ -32,6 +32,7 @@ Simulation::Simulation(json& cfg) : cfg_(cfg) {
   steps_ = static_cast<uint32_t>(get_int(w, "decode_steps"));
   bt_ = static_cast<uint32_t>(get_int(w, "block_tokens"));
   warmup_ = static_cast<uint32_t>(get_int(w, "warmup_steps"));
+  tokens_unit_ = w["transfer_unit"] == "tokens";
   if (warmup_ >= steps_)
     throw ConfigError("workload.warmup_steps: " + std::to_string(warmup_) + " leaves no measured step of " +
                       std::to_string(steps_) + " (workload.decode_steps)");
@@ -308,7 +309,7 @@ void Simulation::demote(BlockId v, TierId from) {
     move(v, from, c);
     return;
   }
-  JobId j = add_to_batch(from, to, v, static_cast<double>(t_.block_bytes), true);
+  JobId j = add_to_batch(from, to, v, data_bytes(v), true);
   move(v, from, to);
   pending_[v] = j;
   pending_src_[v] = from;
@@ -453,6 +454,7 @@ void Simulation::compute(double seconds, const char* phase, int64_t step, uint32
 
 void Simulation::prefill() {
   const uint32_t ctx_blocks = (ctx_ + bt_ - 1) / bt_;
+  tokens_now_ = ctx_;
   const double T = ctx_;
   const size_t n = t_.tiers.size();
   // MatKV: the prompt's KV was computed once and stored on flash (the lowest
@@ -491,11 +493,11 @@ void Simulation::prefill() {
         allocate(b, ctx_blocks, &t);
         if (t == kDropped || (!prefill_compute_ && !prefill_load_)) continue;
         if (prefill_load_) {
-          if (t != src) pending_[b] = add_to_batch(src, t, b, static_cast<double>(t_.block_bytes), false);
+          if (t != src) pending_[b] = add_to_batch(src, t, b, data_bytes(b), false);
           continue;
         }
         if (!(gpu_tier_ && t == 0)) {
-          pending_[b] = add_to_batch(n, t, b, static_cast<double>(t_.block_bytes), false);
+          pending_[b] = add_to_batch(n, t, b, data_bytes(b), false);
           pending_src_[b] = kNoSource;
         }
       }
@@ -670,10 +672,13 @@ void Simulation::select(uint64_t k) {
 
   // Pass 2: fetch what is below the GPU, one transfer per source tier;
   // promote what the promotion policy says.
-  const double bb = static_cast<double>(t_.block_bytes);
   const size_t gpu_ep = gpu_tier_ ? 0 : nt;
+  tokens_now_ = ctx_ + step + 1;
+  slot.kv_tokens = 0;
   for (BlockId b : sel_) {
     const TierId t = t_.tier[b];
+    const double bb = data_bytes(b);
+    slot.kv_tokens += held_tokens(b);
     ++hits_[t];
     if (prefetched_[b]) {
       prefetched_[b] = 0;
@@ -749,7 +754,7 @@ void Simulation::select(uint64_t k) {
         if (t >= nt || t == 0 || prefetched_[b] || !make_room(0)) continue;
         Batch& bt = prefetch_batches_[t];
         if (bt.id == kNoJob) bt.id = board_->create();
-        bt.bytes += bb * fraction(t, layer);
+        bt.bytes += data_bytes(b) * fraction(t, layer);
         if (!board_->done(pending_[b])) add_dep(bt.deps, pending_[b]);
         move(b, t, 0);
         pending_[b] = bt.id;
@@ -888,8 +893,8 @@ void Simulation::drive() {
       cpu_idle_s_ += std::max(0.0, tf - tc);
       fpga_idle_s_ += std::max(0.0, tc - tf);
     }
-    const double kv_bytes = static_cast<double>(slot.kv_blocks) * static_cast<double>(t_.block_bytes);
-    const double tokens = static_cast<double>(slot.kv_blocks) * bt_;
+    const double tokens = static_cast<double>(slot.kv_tokens);
+    const double kv_bytes = tokens * static_cast<double>(model_.kv_bytes_per_token_layer());
     double flops = model_.weight_flops_per_token_layer() * batch_ + 4.0 * tokens * model_.heads * model_.head_dim;
     double bytes = model_.weight_bytes_per_layer() + kv_bytes;
     compute(kernel_s(flops, bytes) + slot.extra_gpu_s, "decode", static_cast<int64_t>(k / model_.layers),

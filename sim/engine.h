@@ -42,6 +42,7 @@ class Simulation {
   struct Slot {  // what one selected (step, layer) hands to the GPU
     std::vector<JobId> waits;
     uint64_t kv_blocks = 0;
+    uint64_t kv_tokens = 0;            // tokens those blocks hold (whole blocks unless transfer_unit is tokens)
     double extra_gpu_s = 0;            // decompression on the GPU before attention
     JobId score_cpu = kNoJob, score_fpga = kNoJob;  // APP scoring of this layer
     JobId score_read = kNoJob, score_move_cpu = kNoJob;  // the FPGA's NAND read; keys moved to the host
@@ -96,6 +97,16 @@ class Simulation {
   uint32_t batch_, ctx_, steps_, bt_;
   uint32_t warmup_ = 0;  // decode steps left out of TPOT and tokens/s
   bool defer_budget_ = false;  // prefill: budgets apply once the whole prompt is allocated
+  // workload.transfer_unit: whole blocks (paged KV) or the tokens a block
+  // holds (FlexGen's tensors): what a block's moves and attention cost.
+  bool tokens_unit_ = false;
+  uint64_t tokens_now_ = 0;  // tokens each sequence has at the layer being selected
+  uint64_t held_tokens(BlockId b) const {
+    if (!tokens_unit_) return bt_;
+    const uint64_t first = uint64_t(t_.index_of(b)) * bt_;
+    return tokens_now_ > first ? std::min<uint64_t>(bt_, tokens_now_ - first) : 1;
+  }
+  double data_bytes(BlockId b) const { return double(held_tokens(b)) * double(model_.kv_bytes_per_token_layer()); }
   bool prefill_compute_, prefill_load_;
   uint32_t query_tokens_ = 0;
   bool overlap_next_load_ = false;

@@ -181,3 +181,21 @@ TEST_CASE("a host codec decompresses in host memory before the copy: the uncompr
   // And the decompression is on the critical path, before the copy starts.
   CHECK(z["mean_step_latency_s"].get<double>() > plain["mean_step_latency_s"].get<double>() * 1.01);
 }
+
+TEST_CASE("transfer_unit tokens: a sequence's last, partial block moves only the tokens it holds") {
+  // 130 tokens of context: a full block and one holding 3 tokens at step 0
+  // (2 of the prompt and the new one). One layer, all KV in DRAM, one step.
+  json hw = gpu_dram_ssd(1000, 6);
+  hw["tiers"] = {"dram"};
+  json cfg{{"hardware", hw},
+           {"model", tiny_model(1)},
+           {"workload", {{"context_tokens", 130}, {"decode_steps", 1}, {"prefill", "none"}, {"trace", {{"kind", "none"}}}}},
+           {"policies", {{"evaluation", "exact"}, {"promotion", "none"}}}};
+  json whole = simulate(cfg);
+  cfg["workload"]["transfer_unit"] = "tokens";
+  json tokens = simulate(cfg);
+  REQUIRE(whole.contains("links"));
+  REQUIRE(tokens.contains("links"));
+  CHECK(whole["links"]["pcie:rc->gpu"]["bytes"].get<double>() == 2 * kBlock);
+  CHECK(tokens["links"]["pcie:rc->gpu"]["bytes"].get<double>() == 131 * 512.0);
+}
