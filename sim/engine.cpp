@@ -248,6 +248,14 @@ void Simulation::drop_copy(BlockId b, TierId t) {
   --t_.tiers[t].used_blocks;
 }
 
+bool Simulation::drop_oldest_copy(TierId t) {
+  const BlockId c = copy_lists_[t].tail[0];
+  if (c == kNoBlock) return false;
+  drop_copy(c, t);
+  ++copies_dropped_;
+  return true;
+}
+
 void Simulation::invalidate_copies(BlockId b) {
   for (TierId t = 0; t_.copies[b] != 0; ++t)
     if (t_.has_copy(b, t)) drop_copy(b, t);
@@ -298,11 +306,11 @@ JobId Simulation::add_to_batch(size_t from_ep, size_t to_ep, BlockId b, double r
 // b leaves tier `from`: where a lower tier still holds a valid copy, the
 // highest such copy becomes b's own again (no bytes move); otherwise b is
 // written to the tier below.
-// The caller has made room below unless free_demotion(b, from).
+// The caller has made room below unless free_demotion(b).
 void Simulation::demote(BlockId v, TierId from) {
   const TierId to = static_cast<TierId>(from + 1);
   ++demoted_blocks_;
-  if (free_demotion(v, from)) {
+  if (free_demotion(v)) {
     TierId c = static_cast<TierId>(from + 1);
     while (!t_.has_copy(v, c)) ++c;
     drop_copy(v, c);
@@ -321,19 +329,14 @@ void Simulation::demote(BlockId v, TierId from) {
 // oldest first; dropping one moves nothing), then the policy's victims.
 bool Simulation::make_room(TierId t) {
   while (t_.tiers[t].used_blocks >= t_.tiers[t].capacity_blocks) {
-    const BlockId c = copy_lists_[t].tail[0];
-    if (c != kNoBlock) {
-      drop_copy(c, t);
-      ++copies_dropped_;
-      continue;
-    }
+    if (drop_oldest_copy(t)) continue;
     BlockId v = evict_->victim(t);
     if (v == kNoBlock) return false;
     if (evict_->drops()) {
       drop(v);
       continue;
     }
-    if (!free_demotion(v, t) && (t + 1u >= t_.tiers.size() || !make_room(static_cast<TierId>(t + 1)))) return false;
+    if (!room_below(v, t)) return false;
     demote(v, t);
   }
   return true;
@@ -406,7 +409,7 @@ void Simulation::enforce_budget(uint32_t seq, uint32_t layer) {
   BlockId v;
   while ((v = evict_->budget_victim(seq, layer)) != kNoBlock) {
     const TierId t = t_.tier[v];
-    if (evict_->drops() || (!free_demotion(v, t) && (t + 1u >= t_.tiers.size() || !make_room(static_cast<TierId>(t + 1)))))
+    if (evict_->drops() || !room_below(v, t))
       drop(v);
     else
       demote(v, t);
@@ -799,14 +802,10 @@ void Simulation::background_demotion() {
     if (w >= 1.0) continue;
     const uint64_t limit = static_cast<uint64_t>(w * static_cast<double>(t_.tiers[t].capacity_blocks));
     while (t_.tiers[t].used_blocks > limit) {
-      const BlockId c = copy_lists_[t].tail[0];
-      if (c != kNoBlock) {  // copies kept for blocks above count as use too, and go first
-        drop_copy(c, static_cast<TierId>(t));
-        ++copies_dropped_;
-        continue;
-      }
+      // Copies kept for blocks above count as use too, and go first.
+      if (drop_oldest_copy(static_cast<TierId>(t))) continue;
       BlockId v = evict_->victim(static_cast<TierId>(t));
-      if (v == kNoBlock || (!free_demotion(v, static_cast<TierId>(t)) && !make_room(static_cast<TierId>(t + 1)))) break;
+      if (v == kNoBlock || !room_below(v, static_cast<TierId>(t))) break;
       demote(v, static_cast<TierId>(t));
     }
   }

@@ -73,12 +73,15 @@ class Simulation {
   void add_copy(BlockId b, TierId t);
   void drop_copy(BlockId b, TierId t);
   void invalidate_copies(BlockId b);
-  // b has a valid copy below `from`: demoting it moves no bytes (it goes to
-  // the highest tier holding a copy).
-  bool free_demotion(BlockId b, TierId from) const {
-    (void)from;
-    return !evict_->exclusive() && t_.copies[b] != 0;
+  // b has a valid copy below its tier: demoting it moves no bytes (it goes
+  // to the highest tier holding one).
+  bool free_demotion(BlockId b) const { return !evict_->exclusive() && t_.copies[b] != 0; }
+  // Whether b can leave tier t: freely, or into room made in the tier below.
+  bool room_below(BlockId b, TierId t) {
+    return free_demotion(b) || (t + 1u < t_.tiers.size() && make_room(static_cast<TierId>(t + 1)));
   }
+  // Drops the oldest copy kept in tier t for a block above; false if none.
+  bool drop_oldest_copy(TierId t);
   JobId add_to_batch(size_t from_ep, size_t to_ep, BlockId b, double raw_bytes, bool wait_for_block);
   void flush(Slot* slot);
   void background_demotion();
