@@ -30,6 +30,53 @@ uint32_t get_u32(const unsigned char* p) {
   return static_cast<uint32_t>(p[0]) | static_cast<uint32_t>(p[1]) << 8 | static_cast<uint32_t>(p[2]) << 16 |
          static_cast<uint32_t>(p[3]) << 24;
 }
+// IEEE binary16 <-> binary32, rounding to nearest even: the same bits as
+// GCC's _Float16 conversions for every float and every half (checked
+// exhaustively), written out because clang before 15 has no _Float16 on x86-64.
+uint16_t f16_bits(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const uint32_t sign = (x >> 16) & 0x8000u, ax = x & 0x7FFFFFFFu;
+  if (ax > 0x7F800000u) return static_cast<uint16_t>(sign | 0x7E00u | ((ax >> 13) & 0x3FFu));  // NaN
+  if (ax >= 0x477FF000u) return static_cast<uint16_t>(sign | 0x7C00u);  // rounds past 65504: infinity
+  uint32_t r, rem, halfway;
+  if (ax < 0x38800000u) {  // below 2^-14: a subnormal half, in units of 2^-24
+    if (ax < 0x33000000u) return static_cast<uint16_t>(sign);  // at most 2^-25: rounds to zero
+    const uint32_t shift = 126u - (ax >> 23), m = (ax & 0x7FFFFFu) | 0x800000u;
+    r = m >> shift;
+    rem = m & ((1u << shift) - 1u);
+    halfway = 1u << (shift - 1u);
+  } else {
+    r = (ax - 0x38000000u) >> 13;  // exponent rebiased from 127 to 15
+    rem = ax & 0x1FFFu;
+    halfway = 0x1000u;
+  }
+  if (rem > halfway || (rem == halfway && (r & 1u))) ++r;  // a carry into the exponent is right
+  return static_cast<uint16_t>(sign | r);
+}
+
+float f16_value(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  uint32_t e = (h >> 10) & 0x1Fu, m = h & 0x3FFu, x;
+  if (e == 0x1F) {
+    x = sign | 0x7F800000u | (m << 13);
+  } else if (e != 0) {
+    x = sign | ((e + 112u) << 23) | (m << 13);
+  } else if (m == 0) {
+    x = sign;
+  } else {  // subnormal: normalise
+    e = 113;
+    while (!(m & 0x400u)) {
+      m <<= 1;
+      --e;
+    }
+    x = sign | (e << 23) | ((m & 0x3FFu) << 13);
+  }
+  float f;
+  std::memcpy(&f, &x, 4);
+  return f;
+}
+
 std::string tag_name(uint32_t t) {
   std::string s;
   for (int i = 0; i < 4; ++i) {
@@ -162,9 +209,7 @@ float BinaryTraceReader::mass() {
     need(2);
     uint16_t h = static_cast<uint16_t>(raw_[pos_] | raw_[pos_ + 1] << 8);
     pos_ += 2;
-    _Float16 x;
-    std::memcpy(&x, &h, 2);
-    return static_cast<float>(x);
+    return f16_value(h);
   }
   need(4);
   const uint32_t u = get_u32(&raw_[pos_]);
@@ -269,9 +314,7 @@ void BinaryTraceWriter::varint(uint64_t v) {
 void BinaryTraceWriter::mass(float m) {
   if (enc_ == MassEncoding::F16) {
     if (!(m <= 65504.f)) throw ConfigError(path_ + ": mass " + std::to_string(m) + " does not fit f16; use f32");
-    _Float16 x = static_cast<_Float16>(m);
-    uint16_t h;
-    std::memcpy(&h, &x, 2);
+    const uint16_t h = f16_bits(m);
     raw_.push_back(static_cast<unsigned char>(h));
     raw_.push_back(static_cast<unsigned char>(h >> 8));
     return;
