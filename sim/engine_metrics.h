@@ -1,0 +1,48 @@
+// What a run counts while it goes (EngineCounters, written by the KV store,
+// the transfer planner and the layer pipeline) and the metrics it reports
+// from them: result.json's "metrics", whose names are the contract in
+// docs/results.md.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "models/flash_wear.h"
+#include "policies/policy.h"
+#include "sim/engine_setup.h"
+
+namespace kvtier {
+
+class KvStore;
+class Platform;
+
+struct EngineCounters {
+  // Time.
+  double decode_start = 0, prefill_end = 0, gpu_busy_s = 0;
+  std::vector<double> step_end;  // decode step end times (seconds)
+  // Attention.
+  double total_mass = 0, used_mass = 0;
+  uint64_t accesses = 0, dropped_accesses = 0;
+  std::vector<uint64_t> hits;  // per tier, and the GPU as endpoint n
+  // Block moves.
+  uint64_t dropped_blocks = 0, demoted_blocks = 0, promoted_blocks = 0;
+  uint64_t written_back_blocks = 0, copies_dropped = 0;
+  std::vector<uint64_t> peak_blocks;  // per tier
+  // Bytes.
+  double ssd_bytes_written = 0, fetched_bytes = 0;
+  std::vector<FlashWear> wear;  // per tier (storage tiers only matter)
+  PrefetchStats prefetch;
+  // APP scoring.
+  double beta_sum = 0, cpu_score_s = 0, fpga_score_s = 0, cpu_idle_s = 0, fpga_idle_s = 0;
+  uint64_t scored_layers = 0;
+  double key_bytes_scored_cpu = 0, key_bytes_scored_fpga = 0, key_bytes_scored_gpu = 0, key_bytes_moved = 0;
+  double thermal_peak_C = 0, throttled_s = 0;
+  // MatKV's next request, loaded while this one decodes.
+  double next_load_end = -1, next_load_bytes = 0;
+  size_t next_dst_dev = 0;
+};
+
+// The metrics of a run that ended at simulated time `end`.
+json engine_metrics(const EngineSetup& s, EngineCounters& c, const KvStore& kv, Platform& platform, double end);
+
+}  // namespace kvtier

@@ -1,0 +1,78 @@
+// What a run is, once its configuration has been validated: the hardware and
+// its topology, the model, the workload's shape, the policies, the attention
+// source, and which devices play which role. Built by Simulation's
+// constructor (sim/engine.cpp) before SimGrid starts; read by the KV store,
+// the transfer planner and the layer pipeline while the run goes on.
+#pragma once
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "models/hardware.h"
+#include "models/llm.h"
+#include "models/thermal.h"
+#include "models/topology.h"
+#include "policies/common.h"
+#include "policies/policy.h"
+#include "traces/attention_trace.h"
+
+namespace kvtier {
+
+struct EnginePolicies {
+  std::unique_ptr<EvictionPolicy> evict;
+  std::unique_ptr<PromotionPolicy> promote;
+  std::unique_ptr<PlacementPolicy> place;
+  std::unique_ptr<PrefetchPolicy> prefetch;
+  std::unique_ptr<EvaluationPolicy> eval;
+  std::unique_ptr<CompressionPolicy> compress;
+};
+
+struct EngineSetup {
+  Hardware hw;
+  std::unique_ptr<Topology> topo;
+  LlmSpec model;
+
+  // The workload: `batch` sequences of `ctx` prompt tokens, `steps` decode steps.
+  uint32_t batch = 0, ctx = 0, steps = 0, bt = 0;
+  uint32_t warmup = 0;  // decode steps left out of TPOT and tokens/s
+  // workload.transfer_unit: whole blocks (paged KV) or the tokens a block
+  // holds (FlexGen's tensors): what a block's moves and attention cost.
+  bool tokens_unit = false;
+  bool prefill_compute = false, prefill_load = false;
+  uint32_t query_tokens = 0;
+  bool overlap_next_load = false;
+
+  EnginePolicies pol;
+  std::vector<CompressionSpec> codec;  // per (tier, layer)
+  std::unique_ptr<AttentionSource> trace;
+  std::string trace_name;
+
+  // Devices by role.
+  std::vector<size_t> tier_dev;  // per tier: its device
+  size_t gpu_dev = 0;
+  bool gpu_tier = false;  // the GPU's memory is tier 0
+  double gpu_flops = 0, gpu_mem_Bps = 0, gpu_launch_s = 0;
+  const DeviceModel* gpu_model = nullptr;
+  int cpu_dev = -1, fpga_dev = -1;        // scoring and codec devices, if the hardware has them
+  int ssd_dev = -1, host_mem_dev = -1;    // APP: the SmartSSD tier next to the FPGA; host memory
+  ScoringRates rates;
+  double fpga_compute_Bps = 0;  // the FPGA's kernel alone (its NAND read is a transfer)
+  std::unique_ptr<ThermalModel> thermal;
+
+  size_t tiers() const { return tier_dev.size(); }
+  // Blocks a sequence has per layer once decode step `step` has its token.
+  uint32_t blocks_at(uint32_t step) const { return (ctx + step + bt) / bt; }
+  // Stored bytes / raw bytes of a block of `layer` in `tier`.
+  double fraction(size_t tier, uint32_t layer) const { return codec[tier * model.layers + layer].stored_fraction(); }
+  // A layer's GPU work: compute-bound on FLOPs, or memory-bound on the bytes
+  // it reads (weights and KV), through the GPU model so that a calibrated
+  // attention_us curve (cuda_validate's kv_read probe) replaces
+  // bytes/bandwidth. Without a curve this is launch + max(flops/F, bytes/B).
+  double kernel_s(double flops, double bytes) const {
+    return std::max(gpu_launch_s + flops / gpu_flops, gpu_model->attention_s(bytes));
+  }
+};
+
+}  // namespace kvtier

@@ -1,0 +1,236 @@
+#include "sim/kv_store.h"
+
+#include <stdexcept>
+
+#include "sim/transfer_planner.h"
+
+namespace kvtier {
+
+KvStore::KvStore(EngineSetup& s, EngineCounters& c) : s_(s), c_(c) {
+  const LlmSpec& model = s_.model;
+  t_.batch = s_.batch;
+  t_.layers = model.layers;
+  t_.block_tokens = s_.bt;
+  t_.blocks_per_seq_layer = s_.blocks_at(s_.steps - 1);
+  t_.block_bytes = uint64_t(s_.bt) * model.kv_bytes_per_token_layer();
+  const double bb = static_cast<double>(t_.block_bytes);
+  const uint64_t total_blocks = uint64_t(s_.batch) * model.layers * t_.blocks_per_seq_layer;
+  if (total_blocks >= kNoBlock) throw ConfigError("workload: too many KV blocks (" + std::to_string(total_blocks) + ")");
+  const Hardware& hw = s_.hw;
+  uint64_t capacity_blocks = 0;
+  for (size_t i = 0; i < hw.tiers.size(); ++i) {
+    const size_t d = static_cast<size_t>(hw.device_index(hw.tiers[i]));
+    s_.tier_dev.push_back(d);
+    double cap = hw.devices[d].model->capacity_bytes();
+    std::string why;
+    if (d == s_.gpu_dev) {
+      s_.gpu_tier = true;
+      cap -= model.weight_bytes();
+      why = " after " + std::to_string(model.weight_bytes() / 1e9) + " GB of weights";
+    }
+    TierInfo ti;
+    ti.name = hw.tiers[i];
+    ti.kind = hw.devices[d].kind;
+    // A tier that stores blocks compressed holds proportionally more of them.
+    double frac = 0;
+    for (uint32_t l = 0; l < model.layers; ++l) {
+      s_.codec.push_back(s_.pol.compress->spec(static_cast<TierId>(i), l));
+      frac += s_.codec.back().stored_fraction() / model.layers;
+    }
+    ti.capacity_blocks = cap > 0 ? static_cast<uint64_t>(cap / (bb * frac)) : 0;
+    c_.wear.emplace_back(*hw.devices[d].model);
+    if (ti.capacity_blocks == 0)
+      throw ConfigError("hardware.devices." + ti.name + ": capacity" + why + " holds no KV block of " +
+                        std::to_string(t_.block_bytes) + " bytes (" + std::to_string(s_.bt) + " tokens)");
+    capacity_blocks += ti.capacity_blocks;
+    t_.tiers.push_back(ti);
+  }
+  if (t_.tiers.size() > 8) throw ConfigError("hardware.tiers: at most 8 tiers");
+  if (!s_.gpu_tier && model.weight_bytes() > s_.gpu_model->capacity_bytes())
+    throw ConfigError("hardware.devices." + hw.gpu + ": the model's weights (" + std::to_string(model.weight_bytes() / 1e9) +
+                      " GB) do not fit in the GPU");
+  if (!s_.pol.evict->drops() && total_blocks > capacity_blocks)
+    throw ConfigError("hardware.tiers: the KV needs " + std::to_string(total_blocks) + " blocks of " +
+                      std::to_string(t_.block_bytes) + " bytes but the tiers hold " + std::to_string(capacity_blocks) +
+                      "; add capacity or use an eviction policy that drops");
+  t_.tier.assign(total_blocks, kNotCreated);
+  t_.last_access.assign(total_blocks, 0);
+  t_.access_count.assign(total_blocks, 0);
+  t_.mass.assign(total_blocks, 0.f);
+  t_.last_mass.assign(total_blocks, 0.f);
+  t_.created.assign(total_blocks, 0);
+  t_.dirty.assign(total_blocks, 0);
+  t_.copies.assign(total_blocks, 0);
+}
+
+void KvStore::start(TransferPlanner& planner) {
+  planner_ = &planner;
+  pending_.assign(t_.size(), kNoJob);
+  pending_src_.assign(t_.size(), kNoSource);
+  copy_lists_.assign(t_.tiers.size(), RecencyLists{});
+  for (auto& l : copy_lists_) l.setup(t_.size(), 1);
+  prefetched_.assign(t_.size(), 0);
+  prefetch_src_.assign(t_.size(), 0);
+  c_.peak_blocks.assign(t_.tiers.size(), 0);
+}
+
+uint64_t KvStore::unused_prefetch_bytes() const {
+  uint64_t bytes = 0;
+  for (size_t b = 0; b < prefetched_.size(); ++b)
+    if (prefetched_[b])
+      bytes += static_cast<uint64_t>(t_.block_bytes * s_.fraction(prefetch_src_[b], t_.layer_of(static_cast<BlockId>(b))));
+  return bytes;
+}
+
+void KvStore::move(BlockId b, TierId from, TierId to) {
+  s_.pol.evict->on_remove(b, from);
+  --t_.tiers[from].used_blocks;
+  if (from == 0 && prefetched_[b]) {  // predicted, never used, and now gone
+    c_.prefetch.wasted_bytes += static_cast<uint64_t>(t_.block_bytes * s_.fraction(prefetch_src_[b], t_.layer_of(b)));
+    prefetched_[b] = 0;
+  }
+  t_.tier[b] = to;
+  count_use(to);
+  s_.pol.evict->on_insert(b, to);
+  if (to < from && !s_.pol.evict->exclusive()) add_copy(b, from);
+}
+
+void KvStore::add_copy(BlockId b, TierId t) {
+  t_.copies[b] = static_cast<uint8_t>(t_.copies[b] | (1u << t));
+  copy_lists_[t].push_front(b, 0);
+  count_use(t);
+}
+
+void KvStore::drop_copy(BlockId b, TierId t) {
+  t_.copies[b] = static_cast<uint8_t>(t_.copies[b] & ~(1u << t));
+  copy_lists_[t].unlink(b, 0);
+  --t_.tiers[t].used_blocks;
+}
+
+bool KvStore::drop_oldest_copy(TierId t) {
+  const BlockId c = copy_lists_[t].tail[0];
+  if (c == kNoBlock) return false;
+  drop_copy(c, t);
+  ++c_.copies_dropped;
+  return true;
+}
+
+void KvStore::invalidate_copies(BlockId b) {
+  for (TierId t = 0; t_.copies[b] != 0; ++t)
+    if (t_.has_copy(b, t)) drop_copy(b, t);
+}
+
+void KvStore::drop(BlockId b) {
+  const TierId t = t_.tier[b];
+  invalidate_copies(b);
+  s_.pol.evict->on_remove(b, t);
+  --t_.tiers[t].used_blocks;
+  t_.tier[b] = kDropped;
+  ++c_.dropped_blocks;
+}
+
+// Where a lower tier still holds a valid copy, the highest such copy
+// becomes b's own again (no bytes move); otherwise b is written to the tier
+// below. The caller has made room below unless free_demotion(b).
+void KvStore::demote(BlockId v, TierId from) {
+  const TierId to = static_cast<TierId>(from + 1);
+  ++c_.demoted_blocks;
+  if (free_demotion(v)) {
+    TierId c = static_cast<TierId>(from + 1);
+    while (!t_.has_copy(v, c)) ++c;
+    drop_copy(v, c);
+    move(v, from, c);
+    return;
+  }
+  JobId j = planner_->add(from, to, t_.layer_of(v), data_bytes(v), pending_[v]);
+  move(v, from, to);
+  pending_[v] = j;
+  pending_src_[v] = from;
+  t_.dirty[v] = 0;
+  ++c_.written_back_blocks;
+}
+
+bool KvStore::make_room(TierId t) {
+  while (t_.tiers[t].used_blocks >= t_.tiers[t].capacity_blocks) {
+    if (drop_oldest_copy(t)) continue;
+    BlockId v = s_.pol.evict->victim(t);
+    if (v == kNoBlock) return false;
+    if (s_.pol.evict->drops()) {
+      drop(v);
+      continue;
+    }
+    if (!room_below(v, t)) return false;
+    demote(v, t);
+  }
+  return true;
+}
+
+void KvStore::enforce_budget(uint32_t seq, uint32_t layer) {
+  BlockId v;
+  while ((v = s_.pol.evict->budget_victim(seq, layer)) != kNoBlock) {
+    const TierId t = t_.tier[v];
+    if (s_.pol.evict->drops() || !room_below(v, t))
+      drop(v);
+    else
+      demote(v, t);
+  }
+}
+
+TierId KvStore::allocate(BlockId b, uint32_t final_blocks) {
+  TierId t = s_.pol.place->place_in(b, final_blocks, t_);
+  if (t >= t_.tiers.size()) throw std::logic_error("placement policy returned a tier that does not exist");
+  while (!make_room(t)) {
+    if (t + 1u >= t_.tiers.size())
+      throw ConfigError("hardware.tiers: no room for a new KV block in any tier (all blocks pinned or tiers full)");
+    ++t;
+  }
+  t_.tier[b] = t;
+  t_.created[b] = t_.clock;
+  t_.dirty[b] = 1;
+  count_use(t);
+  s_.pol.evict->on_insert(b, t);
+  if (!defer_budget_) enforce_budget(t_.seq_of(b), t_.layer_of(b));
+  return t_.tier[b];
+}
+
+void KvStore::background_demotion() {
+  const size_t nt = t_.tiers.size();
+  for (size_t t = 0; t + 1 < nt; ++t) {
+    const double w = s_.pol.evict->watermark(static_cast<TierId>(t));
+    if (w >= 1.0) continue;
+    const uint64_t limit = static_cast<uint64_t>(w * static_cast<double>(t_.tiers[t].capacity_blocks));
+    while (t_.tiers[t].used_blocks > limit) {
+      // Copies kept for blocks above count as use too, and go first.
+      if (drop_oldest_copy(static_cast<TierId>(t))) continue;
+      BlockId v = s_.pol.evict->victim(static_cast<TierId>(t));
+      if (v == kNoBlock || !room_below(v, static_cast<TierId>(t))) break;
+      demote(v, static_cast<TierId>(t));
+    }
+  }
+}
+
+void KvStore::open_occupancy(Timeline& timeline) {
+  timeline_ = &timeline;
+  occupancy_track_.clear();
+  if (timeline.enabled())
+    for (const auto& ti : t_.tiers) occupancy_track_.push_back(timeline.counter_track(ti.name + " occupancy", "bytes"));
+  occupancy_value_.assign(occupancy_track_.size(), -1.0);
+}
+
+// Sampled at every flush (after each layer's selection, append and
+// background demotion); of several samples at one instant the last one's
+// values are written.
+void KvStore::sample_occupancy(double now) {
+  if (!timeline_ || !timeline_->enabled()) return;
+  if (now > occupancy_t_) close_occupancy();
+  occupancy_t_ = now;
+  for (size_t t = 0; t < t_.tiers.size(); ++t)
+    occupancy_value_[t] = double(t_.tiers[t].used_blocks) * double(t_.block_bytes);
+}
+
+void KvStore::close_occupancy() {
+  for (size_t t = 0; t < occupancy_track_.size(); ++t)
+    if (occupancy_value_[t] >= 0) timeline_->counter(occupancy_track_[t], occupancy_t_, occupancy_value_[t]);
+}
+
+}  // namespace kvtier

@@ -1,0 +1,471 @@
+#include "sim/layer_pipeline.h"
+
+#include <algorithm>
+#include <memory>
+#include <stdexcept>
+
+namespace kvtier {
+
+LayerPipeline::LayerPipeline(EngineSetup& s, EngineCounters& c, KvStore& kv, TransferPlanner& planner,
+                             Platform& platform, JobBoard& board, Timeline& timeline, uint32_t gpu_track)
+    : s_(s),
+      c_(c),
+      kv_(kv),
+      t_(kv.table()),
+      tp_(planner),
+      platform_(platform),
+      board_(board),
+      timeline_(timeline),
+      gpu_host_(platform.host(s.gpu_dev)),
+      gpu_track_(gpu_track) {
+  mass_of_.assign(t_.blocks_per_seq_layer, 0.f);
+  recs_.assign(s_.trace ? s_.trace->header().sequences : 0, AttentionRecord{});
+}
+
+void LayerPipeline::flush(Slot* slot) {
+  kv_.sample_occupancy(sg4::Engine::get_clock());
+  tp_.flush(slot ? &slot->waits : nullptr, slot ? &slot->extra_gpu_s : nullptr);
+}
+
+// One kernel on the GPU compute stream; on the timeline a slice named for
+// what it is: "prefill L<l>", "query L<l>" or "step <s> L<l>" (step < 0:
+// prefill phases), with its KV blocks in the args.
+void LayerPipeline::compute(double seconds, const char* phase, int64_t step, uint32_t layer, uint64_t kv_blocks) {
+  seconds += tp_.take_gpu_codec_s();
+  const double t0 = sg4::Engine::get_clock();
+  sg4::ExecPtr e = sg4::this_actor::exec_init(seconds * gpu_host_->get_speed());
+  e->set_host(gpu_host_);
+  e->start();
+  e->wait();
+  const double t1 = sg4::Engine::get_clock();
+  c_.gpu_busy_s += t1 - t0;
+  if (timeline_.enabled()) {
+    const std::string name = step >= 0 ? "step " + std::to_string(step) + " L" + std::to_string(layer)
+                                       : std::string(phase) + " L" + std::to_string(layer);
+    timeline_.slice(gpu_track_, name, t0, t1, json{{"phase", phase}, {"layer", layer}, {"kv_blocks", kv_blocks}});
+  }
+}
+
+void LayerPipeline::prefill() {
+  const uint32_t ctx_blocks = (s_.ctx + s_.bt - 1) / s_.bt;
+  kv_.set_tokens_now(s_.ctx);
+  const double T = s_.ctx;
+  const size_t n = t_.tiers.size();
+  // MatKV: the prompt's KV was computed once and stored on flash (the lowest
+  // tier); prefill loads what placement puts higher, layer by layer, and
+  // computes only the query tokens once a layer's KV is there.
+  const size_t src = n - 1;
+  std::vector<std::vector<JobId>> loads(s_.model.layers);
+  for (uint32_t l = 0; l < s_.model.layers; ++l) {
+    t_.clock = 0;
+    t_.layer = l;
+    if (s_.prefill_compute) {
+      // Weights once, every prompt token through them, causal attention over T^2/2 pairs.
+      double flops = s_.model.weight_flops_per_token_layer() * T * s_.batch +
+                     2.0 * T * T * s_.model.heads * s_.model.head_dim * s_.batch;
+      double bytes = s_.model.weight_bytes_per_layer() + T * s_.batch * s_.model.kv_bytes_per_token_layer();
+      compute(s_.kernel_s(flops, bytes), "prefill", -1, l, 0);
+    }
+    // The prompt's own attention is what its blocks have been used for so
+    // far: H2O's accumulated mass, top-k's history, HKM's ranking start from it.
+    if (s_.trace)
+      for (uint32_t s = 0; s < s_.batch; ++s)
+        if (const std::vector<float>* pm = s_.trace->prompt(s % s_.trace->header().sequences, l))
+          for (uint32_t i = 0; i < ctx_blocks && i < pm->size(); ++i) {
+            const BlockId b = t_.id(s, l, i);
+            t_.mass[b] = (*pm)[i];
+            t_.last_mass[b] = (*pm)[i];
+            t_.access_count[b] = 1;
+          }
+    // The whole prompt arrives at once: budgets (H2O) apply to the whole of
+    // it, once its masses are known, not block by block as it is allocated.
+    kv_.defer_budget(true);
+    for (uint32_t s = 0; s < s_.batch; ++s)
+      for (uint32_t i = 0; i < ctx_blocks; ++i) {
+        BlockId b = t_.id(s, l, i);
+        const TierId t = kv_.allocate(b, ctx_blocks);
+        if (t == kDropped || (!s_.prefill_compute && !s_.prefill_load)) continue;
+        if (s_.prefill_load) {
+          if (t != src) kv_.pending(b) = tp_.add(src, t, l, kv_.data_bytes(b), kNoJob);
+          continue;
+        }
+        if (!(s_.gpu_tier && t == 0)) {
+          kv_.pending(b) = tp_.add(n, t, l, kv_.data_bytes(b), kNoJob);
+          kv_.pending_src(b) = KvStore::kNoSource;
+        }
+      }
+    kv_.defer_budget(false);
+    for (uint32_t s = 0; s < s_.batch; ++s) kv_.enforce_budget(s, l);
+    if (s_.prefill_compute || s_.prefill_load) {
+      tp_.open_ids(loads[l]);
+      flush(nullptr);
+    } else {
+      // KV assumed in place: settle every move without simulating it.
+      tp_.settle();
+    }
+  }
+  if (!s_.prefill_load) return;
+  const double q = s_.query_tokens;
+  for (uint32_t l = 0; l < s_.model.layers; ++l) {
+    for (JobId j : loads[l]) board_.wait(j);
+    double flops = s_.model.weight_flops_per_token_layer() * q * s_.batch + 4.0 * q * T * s_.model.heads * s_.model.head_dim * s_.batch;
+    double bytes = s_.model.weight_bytes_per_layer() + T * s_.batch * s_.model.kv_bytes_per_token_layer();
+    compute(s_.kernel_s(flops, bytes), "query", -1, l, 0);
+  }
+}
+
+// APP: this layer's keys are scored where they live: the CPU scores those
+// in host memory, the FPGA those on its SmartSSD (its NAND read is a
+// transfer, so it contends with the SmartSSD's other traffic), the GPU those
+// in its hot pool (a memory-bound pass added to the layer's kernel). Keys a
+// split wants scored on the other side are moved there first. The layer's
+// fetches wait for all of it.
+void LayerPipeline::score(Slot& slot, uint32_t step, uint32_t layer, uint32_t n) {
+  ScoringSplit* sc = s_.pol.eval->scoring();
+  if (!sc->scores_at(step)) return;
+  const double kb = static_cast<double>(t_.block_bytes) / 2.0 * sc->bits() / 16.0;  // key bytes scored per block
+  double cpu_b = 0, fpga_b = 0, gpu_b = 0;
+  for (uint32_t s = 0; s < s_.batch; ++s)
+    for (uint32_t i = 0; i < n; ++i) {
+      const TierId t = t_.tier[t_.id(s, layer, i)];
+      if (t >= t_.tiers.size()) continue;
+      if (s_.gpu_tier && t == 0) gpu_b += kb;
+      else if (static_cast<int>(s_.tier_dev[t]) == s_.ssd_dev) fpga_b += kb;
+      else cpu_b += kb;
+    }
+  if (cpu_b + fpga_b + gpu_b == 0) return;
+  const ScoringPlan p = sc->plan(cpu_b, fpga_b);
+  slot.extra_gpu_s += gpu_b / s_.gpu_mem_Bps;
+  const size_t c = static_cast<size_t>(s_.cpu_dev), f = static_cast<size_t>(s_.fpga_dev);
+  const size_t ssd = static_cast<size_t>(s_.ssd_dev), host = static_cast<size_t>(s_.host_mem_dev);
+  JobId to_cpu = kNoJob, to_fpga = kNoJob;
+  if (p.moved_to_cpu > 0) {
+    to_cpu = board_.create();
+    tp_.stream(ssd, host).submit(TransferJob{to_cpu, ssd, host, p.moved_to_cpu, {}, -1, 0, "key move"});
+    slot.waits.push_back(to_cpu);
+  }
+  if (p.moved_to_fpga > 0) {
+    to_fpga = board_.create();
+    tp_.stream(host, f).submit(TransferJob{to_fpga, host, f, p.moved_to_fpga, {}, -1, 0, "key move"});
+    slot.waits.push_back(to_fpga);
+  }
+  double fpga_s = p.bytes_fpga / s_.fpga_compute_Bps;
+  if (s_.thermal && fpga_s > 0) {
+    const double now = sg4::Engine::get_clock();
+    const double dt = std::max(0.0, now - thermal_t_);
+    const bool was = s_.thermal->throttled();
+    s_.thermal->advance(dt, 0.0);  // idle since the last scoring burst
+    if (was) c_.throttled_s += dt;
+    fpga_s *= s_.thermal->params().nominal_clock_MHz / s_.thermal->clock_MHz();
+    if (s_.thermal->throttled()) c_.throttled_s += fpga_s;
+    s_.thermal->advance(fpga_s, 1.0);
+    thermal_t_ = now + fpga_s;
+    c_.thermal_peak_C = std::max(c_.thermal_peak_C, s_.thermal->temperature_C());
+  }
+  slot.score_cpu = board_.create();
+  slot.score_fpga = board_.create();
+  std::vector<JobId> cdeps, fdeps;
+  add_dep(cdeps, to_cpu);
+  add_dep(fdeps, to_fpga);
+  tp_.stream(c, c).submit(TransferJob{slot.score_cpu, 0, 0, 0, std::move(cdeps), s_.cpu_dev, p.bytes_cpu / s_.rates.f_c, "score"});
+  // The FPGA streams keys from its NAND while it computes: read and compute overlap.
+  tp_.stream(f, f).submit(TransferJob{slot.score_fpga, 0, 0, 0, std::move(fdeps), s_.fpga_dev, fpga_s, "score"});
+  const double nand = p.bytes_fpga - p.moved_to_fpga;
+  if (nand > 0) {
+    slot.score_read = board_.create();
+    tp_.stream(ssd, f).submit(TransferJob{slot.score_read, ssd, f, nand, {}, -1, 0, "key read"});
+    slot.waits.push_back(slot.score_read);
+  }
+  slot.score_move_cpu = to_cpu;
+  c_.beta_sum += p.beta;
+  ++c_.scored_layers;
+  c_.key_bytes_scored_cpu += p.bytes_cpu;
+  c_.key_bytes_scored_fpga += p.bytes_fpga;
+  c_.key_bytes_scored_gpu += gpu_b;
+  c_.key_bytes_moved += p.moved_to_cpu + p.moved_to_fpga;
+  slot.waits.push_back(slot.score_cpu);
+  slot.waits.push_back(slot.score_fpga);
+}
+
+void LayerPipeline::select(uint64_t k) {
+  const uint32_t L = s_.model.layers;
+  const uint32_t step = static_cast<uint32_t>(k / L), layer = static_cast<uint32_t>(k % L);
+  const size_t nt = t_.tiers.size();
+  t_.clock = k + 1;
+  t_.step = step;
+  t_.layer = layer;
+  t_.now_s = sg4::Engine::get_clock();
+  Slot& slot = ring_[k % ring_.size()];
+  slot.waits.clear();  // keeps its capacity: no allocation per layer
+  slot.kv_blocks = 0;
+  slot.extra_gpu_s = 0;
+  slot.score_cpu = slot.score_fpga = slot.score_read = slot.score_move_cpu = kNoJob;
+  // The trace's records of this (step, layer): one for every sequence, or
+  // one per trace sequence (batch sequence s follows trace sequence s % S).
+  if (s_.trace)
+    for (AttentionRecord& r : recs_) {
+      if (!s_.trace->next(r)) throw ConfigError(s_.trace_name + ": ends before step " + std::to_string(step));
+      if (r.step != step || r.layer != layer)
+        throw ConfigError(s_.trace_name + ": expected the record of step " + std::to_string(step) + ", layer " +
+                          std::to_string(layer) + ", got step " + std::to_string(r.step) + ", layer " + std::to_string(r.layer));
+    }
+  const uint32_t n = s_.blocks_at(step);
+  // The block that receives this step's token exists from the moment the
+  // step is selected: attention reads the new token too.
+  for (uint32_t s = 0; s < s_.batch; ++s) {
+    BlockId nb = t_.id(s, layer, n - 1);
+    if (t_.tier[nb] == kNotCreated) {
+      kv_.allocate(nb, n);
+    }
+  }
+  sel_.clear();
+  // Pass 1: what attention uses, stamped first so that none of it is evicted
+  // while pass 2 makes room.
+  for (uint32_t s = 0; s < s_.batch; ++s) {
+    idx_.clear();
+    const AttentionRecord* rec = s_.trace ? &recs_[s % recs_.size()] : nullptr;
+    if (rec)
+      for (size_t i = 0; i < rec->blocks.size(); ++i) {
+        mass_of_[rec->blocks[i]] = rec->mass[i];
+        c_.total_mass += rec->mass[i];
+      }
+    SelectInput in{step, layer, s, n, rec ? &rec->blocks : nullptr, rec ? &rec->mass : nullptr};
+    s_.pol.eval->select(in, t_, idx_);
+    obs_mass_.clear();
+    for (uint32_t i : idx_) {
+      if (i >= n) throw std::logic_error("evaluation policy selected block " + std::to_string(i) + " of " + std::to_string(n));
+      BlockId b = t_.id(s, layer, i);
+      const float m = s_.trace ? mass_of_[i] : 0.f;
+      obs_mass_.push_back(m);
+      ++c_.accesses;
+      if (t_.tier[b] == kDropped) {
+        ++c_.dropped_accesses;
+        continue;
+      }
+      c_.used_mass += m;
+      t_.last_access[b] = t_.clock;
+      ++t_.access_count[b];
+      t_.mass[b] += m;
+      t_.last_mass[b] = m;
+      s_.pol.evict->on_access(b, t_.tier[b]);
+      s_.pol.promote->on_access(b, t_.tier[b], t_);
+      sel_.push_back(b);
+    }
+    s_.pol.prefetch->observe(SelectInput{step, layer, s, n, &idx_, s_.trace ? &obs_mass_ : nullptr}, t_);
+    if (rec)
+      for (uint32_t b : rec->blocks) mass_of_[b] = 0.f;
+  }
+
+  if (s_.pol.eval->scoring()) score(slot, step, layer, n);
+
+  // Pass 2: fetch what is below the GPU, one transfer per source tier;
+  // promote what the promotion policy says.
+  const size_t gpu_ep = s_.gpu_tier ? 0 : nt;
+  kv_.set_tokens_now(s_.ctx + step + 1);
+  slot.kv_tokens = 0;
+  for (BlockId b : sel_) {
+    const TierId t = t_.tier[b];
+    const double bb = kv_.data_bytes(b);
+    slot.kv_tokens += kv_.held_tokens(b);
+    ++c_.hits[t];
+    if (kv_.prefetched(b)) {
+      kv_.prefetched(b) = 0;
+      ++c_.prefetch.used_blocks;
+      if (s_.gpu_tier && t == 0) {
+        ++c_.prefetch.covered_blocks;
+        ++c_.prefetch.needed_blocks;
+      }
+    } else if (!(s_.gpu_tier && t == 0)) {
+      ++c_.prefetch.needed_blocks;
+    }
+    if (s_.gpu_tier && t == 0) {
+      if (!board_.done(kv_.pending(b))) slot.waits.push_back(kv_.pending(b));
+      continue;
+    }
+    // Still being written down from a tier: the data is read from there
+    // (the source keeps it until the write completes). Prefill output
+    // written from the GPU's staging buffer is not kept: that buffer is
+    // reused layer after layer, so a read waits for the write.
+    if (kv_.pending_src(b) != KvStore::kNoSource && !board_.done(kv_.pending(b))) {
+      const size_t src = kv_.pending_src(b);
+      if (s_.gpu_tier && src == 0) continue;  // still on the GPU
+      tp_.add(src, gpu_ep, layer, bb, kNoJob);
+      continue;
+    }
+    if (s_.gpu_tier && s_.pol.promote->promote(b, t, t_)) {
+      const TierId dest = s_.pol.promote->promote_to(b, t, t_);
+      if (dest < t && kv_.make_room(dest)) {
+        if (dest == 0) {
+          JobId fj = tp_.add(t, 0, layer, bb, kv_.pending(b));
+          kv_.move(b, t, 0);
+          kv_.pending(b) = fj;
+        } else {
+          // Up to an intermediate tier; then on into the GPU where it fits
+          // (its copy stays in the intermediate tier), else attention reads
+          // it from there.
+          JobId pj = tp_.add(t, dest, layer, bb, kv_.pending(b));
+          kv_.move(b, t, dest);
+          kv_.pending(b) = pj;
+          if (kv_.make_room(0)) {
+            kv_.pending(b) = tp_.add(dest, 0, layer, bb, kv_.pending(b));
+            kv_.move(b, dest, 0);
+          } else {
+            tp_.add(dest, gpu_ep, layer, bb, kv_.pending(b));
+          }
+        }
+        kv_.pending_src(b) = KvStore::kNoSource;
+        ++c_.promoted_blocks;
+        continue;
+      }
+    }
+    tp_.add(t, gpu_ep, layer, bb, kv_.pending(b));  // read through a staging buffer
+  }
+  // Scoring decides what to load: this layer's fetches wait for it.
+  if (slot.score_cpu != kNoJob)
+    for (size_t a = 0; a < nt; ++a) {
+      tp_.depend(a, gpu_ep, slot.score_cpu);
+      tp_.depend(a, gpu_ep, slot.score_fpga);
+      tp_.depend(a, gpu_ep, slot.score_read);
+    }
+  // Predictions for the next step of this layer ride behind the demand fetches.
+  if (s_.gpu_tier && step + 1 < s_.steps) {
+    const uint32_t n1 = s_.blocks_at(step + 1);
+    for (uint32_t s = 0; s < s_.batch; ++s) {
+      pred_.clear();
+      s_.pol.prefetch->predict(SelectInput{step + 1, layer, s, n1, nullptr, nullptr}, t_, pred_);
+      for (uint32_t i : pred_) {
+        if (i >= n1) continue;
+        const BlockId b = t_.id(s, layer, i);
+        const TierId t = t_.tier[b];
+        if (t >= nt || t == 0 || kv_.prefetched(b) || !kv_.make_room(0)) continue;
+        const JobId pj = tp_.add_prefetch(t, kv_.data_bytes(b) * s_.fraction(t, layer), kv_.pending(b));
+        kv_.move(b, t, 0);
+        kv_.pending(b) = pj;
+        kv_.pending_src(b) = KvStore::kNoSource;
+        kv_.prefetched(b) = 1;
+        kv_.prefetch_src(b) = t;
+        ++c_.prefetch.prefetched_blocks;
+      }
+    }
+  }
+  flush(&slot);
+  slot.kv_blocks = sel_.size();
+}
+
+// The new token's KV of one layer goes into the sequence's last block;
+// written down if that block does not live on the GPU.
+void LayerPipeline::append(uint64_t k) {
+  const uint32_t L = s_.model.layers;
+  const uint32_t step = static_cast<uint32_t>(k / L), layer = static_cast<uint32_t>(k % L);
+  const uint32_t token = s_.ctx + step;
+  const double tok_bytes = static_cast<double>(s_.model.kv_bytes_per_token_layer());
+  const size_t nt = t_.tiers.size();
+  for (uint32_t s = 0; s < s_.batch; ++s) {
+    BlockId b = t_.id(s, layer, token / s_.bt);
+    const TierId t = t_.tier[b];
+    if (t == kDropped || t >= nt) continue;
+    t_.dirty[b] = 1;
+    kv_.invalidate_copies(b);
+    if (s_.gpu_tier && t == 0) continue;
+    kv_.pending(b) = tp_.add(nt, t, layer, tok_bytes, kv_.pending(b));
+    kv_.pending_src(b) = KvStore::kNoSource;
+  }
+  flush(nullptr);
+}
+
+// MatKV overlaps loading the next request's precomputed KV with this
+// request's decode. The next batch has this one's shape; its KV goes from the
+// lowest tier to the tier above it (the GPU if there is none), layer by
+// layer, on a queue of its own, so it contends with decode traffic on shared
+// links but never waits behind it. Where it lands is a staging reservation:
+// it is not placed in the block table.
+void LayerPipeline::load_next_request() {
+  const size_t nt = t_.tiers.size();
+  const size_t src = s_.tier_dev[nt - 1];
+  const size_t dst = nt >= 2 && s_.tier_dev[nt - 2] != src ? s_.tier_dev[nt - 2] : s_.gpu_dev;
+  if (src == dst) return;
+  c_.next_dst_dev = dst;
+  auto loader = std::make_shared<Stream>("next request " + s_.hw.devices[src].name + "->" + s_.hw.devices[dst].name,
+                                         platform_, board_, timeline_);
+  const double ctx_blocks = (s_.ctx + s_.bt - 1) / s_.bt;
+  JobId last = kNoJob;
+  for (uint32_t l = 0; l < s_.model.layers; ++l) {
+    last = board_.create();
+    const double bytes = s_.batch * ctx_blocks * static_cast<double>(t_.block_bytes) * s_.fraction(nt - 1, l);
+    loader->submit(TransferJob{last, src, dst, bytes, {}, -1, 0, "next-request load"});
+    c_.next_load_bytes += bytes;
+  }
+  loader->start();
+  loader->stop();  // ends once its queue is drained
+  sg4::Actor::create("next request", platform_.controller(), [this, loader, last] {
+    board_.wait(last);
+    c_.next_load_end = sg4::Engine::get_clock();
+  });
+}
+
+void LayerPipeline::drive() {
+  prefill();
+  c_.prefill_end = sg4::Engine::get_clock();
+  c_.decode_start = c_.prefill_end;
+  if (s_.overlap_next_load) load_next_request();
+  const uint64_t N = uint64_t(s_.steps) * s_.model.layers;
+  ring_.assign(65, Slot{});  // room for the deepest prefetch a policy may ask for (64)
+  depth_ = std::min<uint32_t>(s_.pol.prefetch->depth(), 64);
+  uint64_t next = 0;
+  double step_t0 = c_.decode_start, gpu_busy_t0 = c_.gpu_busy_s;
+  // The links that fetches into the GPU cross: their utilization (bytes /
+  // (bandwidth x time)) over the last step is what adaptive prefetch reads.
+  std::vector<uint32_t> fetch_links;
+  for (size_t d : s_.tier_dev)
+    if (d != s_.gpu_dev)
+      for (uint32_t i : platform_.route(d, s_.gpu_dev).stats)
+        if (std::find(fetch_links.begin(), fetch_links.end(), i) == fetch_links.end()) fetch_links.push_back(i);
+  std::vector<double> link_bytes_t0(platform_.stats().size(), 0.0);
+  for (uint64_t k = 0; k < N; ++k) {
+    if (k % s_.model.layers == 0 && k > 0) {
+      // Adaptive prefetch sees the last step's utilisation.
+      const double now = sg4::Engine::get_clock(), dt = now - step_t0;
+      double link_busy = 0;
+      auto& st = platform_.stats();
+      for (uint32_t i : fetch_links) {
+        if (dt > 0 && st[i].bandwidth_Bps > 0)
+          link_busy = std::max(link_busy, (st[i].bytes - link_bytes_t0[i]) / (st[i].bandwidth_Bps * dt));
+        link_bytes_t0[i] = st[i].bytes;
+      }
+      depth_ = std::min<uint32_t>(s_.pol.prefetch->adapt_depth(dt > 0 ? (c_.gpu_busy_s - gpu_busy_t0) / dt : 0.0,
+                                                          std::min(1.0, link_busy)),
+                                  64);
+      step_t0 = now;
+      gpu_busy_t0 = c_.gpu_busy_s;
+    }
+    t_.pin_stamp = k + 1;
+    while (next < N && next <= k + depth_) select(next++);
+    Slot& slot = ring_[k % ring_.size()];
+    for (JobId j : slot.waits) board_.wait(j);
+    if (slot.score_cpu != kNoJob) {
+      const double tc = board_.duration(slot.score_cpu) +
+                        (slot.score_move_cpu != kNoJob ? board_.duration(slot.score_move_cpu) : 0.0);
+      const double tf = std::max(board_.duration(slot.score_fpga),
+                                 slot.score_read != kNoJob ? board_.duration(slot.score_read) : 0.0);
+      s_.pol.eval->scoring()->report(tc, tf);
+      c_.cpu_score_s += tc;
+      c_.fpga_score_s += tf;
+      c_.cpu_idle_s += std::max(0.0, tf - tc);
+      c_.fpga_idle_s += std::max(0.0, tc - tf);
+    }
+    const double tokens = static_cast<double>(slot.kv_tokens);
+    const double kv_bytes = tokens * static_cast<double>(s_.model.kv_bytes_per_token_layer());
+    double flops = s_.model.weight_flops_per_token_layer() * s_.batch + 4.0 * tokens * s_.model.heads * s_.model.head_dim;
+    double bytes = s_.model.weight_bytes_per_layer() + kv_bytes;
+    compute(s_.kernel_s(flops, bytes) + slot.extra_gpu_s, "decode", static_cast<int64_t>(k / s_.model.layers),
+            static_cast<uint32_t>(k % s_.model.layers), slot.kv_blocks);
+    append(k);
+    if (k % s_.model.layers == s_.model.layers - 1) {
+      c_.step_end.push_back(sg4::Engine::get_clock());
+      kv_.background_demotion();
+      flush(nullptr);
+    }
+  }
+  tp_.stop();
+}
+}  // namespace kvtier

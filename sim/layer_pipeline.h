@@ -1,0 +1,65 @@
+// The layer pipeline: what the GPU's compute stream does, layer by layer.
+// Prefill (computed, loaded from flash, or assumed in place), then every
+// decode step: for layer l, select the blocks attention uses (evaluation
+// policy, APP scoring where they live), fetch what is below the GPU (one
+// transfer per source tier, promotions, predictions behind the demand
+// fetches), wait for it, run the layer's kernel, append the new token's KV.
+// Selection runs `depth` layers ahead of compute (layer-ahead prefetch).
+#pragma once
+
+#include <vector>
+
+#include "sim/engine_metrics.h"
+#include "sim/engine_setup.h"
+#include "sim/kv_store.h"
+#include "sim/transfer_planner.h"
+
+namespace kvtier {
+
+class LayerPipeline {
+ public:
+  LayerPipeline(EngineSetup& s, EngineCounters& c, KvStore& kv, TransferPlanner& planner, Platform& platform,
+                JobBoard& board, Timeline& timeline, uint32_t gpu_track);
+  // The whole run; called from the GPU's compute actor.
+  void drive();
+
+ private:
+  struct Slot {  // what one selected (step, layer) hands to the GPU
+    std::vector<JobId> waits;
+    uint64_t kv_blocks = 0;
+    uint64_t kv_tokens = 0;            // tokens those blocks hold (whole blocks unless transfer_unit is tokens)
+    double extra_gpu_s = 0;            // decompression on the GPU before attention
+    JobId score_cpu = kNoJob, score_fpga = kNoJob;  // APP scoring of this layer
+    JobId score_read = kNoJob, score_move_cpu = kNoJob;  // the FPGA's NAND read; keys moved to the host
+  };
+  void prefill();
+  void select(uint64_t k);
+  void score(Slot& slot, uint32_t step, uint32_t layer, uint32_t n);
+  void append(uint64_t k);
+  void compute(double seconds, const char* phase, int64_t step, uint32_t layer, uint64_t kv_blocks);
+  void load_next_request();
+  // Samples tier occupancy, then submits every open transfer.
+  void flush(Slot* slot);
+
+  EngineSetup& s_;
+  EngineCounters& c_;
+  KvStore& kv_;
+  BlockTable& t_;
+  TransferPlanner& tp_;
+  Platform& platform_;
+  JobBoard& board_;
+  Timeline& timeline_;
+  sg4::Host* gpu_host_ = nullptr;
+  uint32_t gpu_track_ = 0;
+  uint32_t depth_ = 0;
+  std::vector<Slot> ring_;
+  std::vector<AttentionRecord> recs_;  // this (step, layer)'s records, one per trace sequence
+  std::vector<float> mass_of_;         // per block index: the current record's mass
+  std::vector<BlockId> sel_;
+  std::vector<uint32_t> idx_;
+  std::vector<uint32_t> pred_;
+  std::vector<float> obs_mass_;
+  double thermal_t_ = 0;
+};
+
+}  // namespace kvtier

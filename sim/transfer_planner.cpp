@@ -1,0 +1,171 @@
+#include "sim/transfer_planner.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace kvtier {
+
+TransferPlanner::TransferPlanner(const EngineSetup& s, EngineCounters& c, Platform& platform, JobBoard& board,
+                                 Timeline& timeline)
+    : s_(s), c_(c), platform_(platform), board_(board), timeline_(timeline) {
+  const size_t nt = s_.tiers();
+  batches_.assign((nt + 1) * (nt + 1), Batch{});
+  prefetch_batches_.assign(nt, Batch{});
+}
+
+void TransferPlanner::make_streams(const std::vector<std::pair<size_t, size_t>>& extra) {
+  const Hardware& hw = s_.hw;
+  const size_t n = hw.devices.size(), gpu = s_.gpu_dev;
+  streams_.assign(n * n, nullptr);
+  const bool one_engine = hw.devices[gpu].model->copy_engines() == 1;
+  Stream* engine_in = nullptr;
+  Stream* engine_out = nullptr;
+  auto make = [&](const std::string& name) {
+    owned_.push_back(std::make_unique<Stream>(name, platform_, board_, timeline_));
+    return owned_.back().get();
+  };
+  auto want = [&](size_t a, size_t b) {
+    if (streams_[a * n + b]) return;
+    if (one_engine && a != b && (a == gpu || b == gpu)) {
+      const size_t other = a == gpu ? b : a;
+      if (hw.devices[other].model->role() == DeviceRole::Memory) {
+        Stream*& e = b == gpu ? engine_in : engine_out;
+        if (!e) e = make(hw.gpu + (b == gpu ? " copy engine in" : " copy engine out"));
+        streams_[a * n + b] = e;
+        return;
+      }
+    }
+    streams_[a * n + b] = make(a == b ? hw.devices[a].name + " work" : hw.devices[a].name + "->" + hw.devices[b].name);
+  };
+  std::vector<size_t> eps = s_.tier_dev;
+  eps.push_back(gpu);
+  for (size_t a : eps)
+    for (size_t b : eps)
+      if (a != b) want(a, b);
+  if (s_.cpu_dev >= 0) want(static_cast<size_t>(s_.cpu_dev), static_cast<size_t>(s_.cpu_dev));
+  if (s_.fpga_dev >= 0) want(static_cast<size_t>(s_.fpga_dev), static_cast<size_t>(s_.fpga_dev));
+  for (const auto& [a, b] : extra) want(a, b);
+}
+
+void TransferPlanner::start() {
+  for (auto& st : owned_) st->start();
+}
+
+void TransferPlanner::stop() {
+  for (auto& st : owned_) st->stop();
+}
+
+Stream& TransferPlanner::stream(size_t from, size_t to) {
+  const size_t n = s_.hw.devices.size();
+  Stream* st = streams_[from * n + to];
+  if (!st) throw std::logic_error("kvtier: no stream " + s_.hw.devices[from].name + "->" + s_.hw.devices[to].name);
+  return *st;
+}
+
+JobId TransferPlanner::add(size_t from_ep, size_t to_ep, uint32_t layer, double raw_bytes, JobId wait_for) {
+  const size_t n = s_.tiers();
+  Batch& bt = batches_[from_ep * (n + 1) + to_ep];
+  if (bt.id == kNoJob) bt.id = board_.create();
+  const size_t low = (from_ep == n) ? to_ep : (to_ep == n) ? from_ep : std::max(from_ep, to_ep);
+  const size_t high = (from_ep == n || to_ep == n) ? n : std::min(from_ep, to_ep);
+  const CompressionSpec& c = s_.codec[low * s_.model.layers + layer];
+  const double f = c.stored_fraction();
+  // A host (CPU) codec runs in host memory: between a compressed tier and
+  // the GPU the uncompressed bytes cross PCIe, decompressed before the copy
+  // or compressed after it. A GPU codec (quantization kernels) moves the
+  // compressed bytes and runs on the GPU.
+  const bool host_codec_at_gpu = f < 1.0 && !c.on_gpu && (high == n || (s_.gpu_tier && high == 0));
+  bt.bytes += raw_bytes * (host_codec_at_gpu ? 1.0 : f);
+  bt.codec_before_write = host_codec_at_gpu;
+  const bool high_plain = high == n || s_.fraction(high, layer) >= 1.0;
+  if (f < 1.0 && high_plain) {
+    const bool decompress = from_ep == low;
+    const double bps = decompress ? c.decompress_Bps : c.compress_Bps;
+    if (bps > 0) bt.codec_s += raw_bytes / bps;
+    bt.decompress = decompress;
+  }
+  if (!board_.done(wait_for)) add_dep(bt.deps, wait_for);
+  return bt.id;
+}
+
+JobId TransferPlanner::add_prefetch(size_t from, double wire_bytes, JobId wait_for) {
+  Batch& bt = prefetch_batches_[from];
+  if (bt.id == kNoJob) bt.id = board_.create();
+  bt.bytes += wire_bytes;
+  if (!board_.done(wait_for)) add_dep(bt.deps, wait_for);
+  return bt.id;
+}
+
+void TransferPlanner::depend(size_t from_ep, size_t to_ep, JobId j) {
+  Batch& bt = batches_[from_ep * (s_.tiers() + 1) + to_ep];
+  if (bt.id != kNoJob) add_dep(bt.deps, j);
+}
+
+void TransferPlanner::open_ids(std::vector<JobId>& out) const {
+  for (const auto& bt : batches_)
+    if (bt.id != kNoJob) out.push_back(bt.id);
+}
+
+void TransferPlanner::settle() {
+  for (auto& bt : batches_) {
+    if (bt.id != kNoJob) board_.finish(bt.id);
+    bt = Batch{};
+  }
+}
+
+void TransferPlanner::submit(Batch& bt, size_t a, size_t b, bool critical, std::vector<JobId>* waits,
+                             double* gpu_codec_s) {
+  if (bt.id == kNoJob) return;
+  const size_t n = s_.tiers();
+  const size_t from = ep_dev(a), to = ep_dev(b);
+  if (from == to) {  // GPU tier to GPU: nothing moves
+    board_.finish(bt.id);
+  } else {
+    if (s_.hw.devices[to].model->is_storage()) {
+      c_.ssd_bytes_written += bt.bytes;
+      c_.wear[b].record_write(bt.bytes);
+    }
+    if (b == n || (s_.gpu_tier && b == 0)) c_.fetched_bytes += bt.bytes;
+    // Codec work: on the GPU it joins the next attention kernel; on the
+    // CPU it is its own job where the compressed data is: before a
+    // compressing write to a lower tier and after a decompressing read
+    // from one, but before a read into the GPU and after a write from it
+    // (codec_before_write: the copy carries the uncompressed bytes).
+    const bool on_gpu = s_.codec[std::max(a == n ? b : a, b == n ? a : b) * s_.model.layers].on_gpu;
+    const size_t cpu = static_cast<size_t>(s_.cpu_dev);
+    JobId transfer_id = bt.id;
+    const bool codec_first = bt.codec_before_write ? bt.decompress : !bt.decompress;
+    if (bt.codec_s > 0 && !on_gpu && codec_first) {
+      JobId cj = board_.create();
+      stream(cpu, cpu).submit(
+          TransferJob{cj, 0, 0, 0, std::move(bt.deps), s_.cpu_dev, bt.codec_s, bt.decompress ? "decompress" : "compress"});
+      bt.deps = {cj};
+    }
+    stream(from, to).submit(TransferJob{transfer_id, from, to, bt.bytes, std::move(bt.deps), -1, 0, "transfer"});
+    JobId ready = transfer_id;
+    if (bt.codec_s > 0 && !on_gpu && !codec_first) {
+      ready = board_.create();
+      stream(cpu, cpu).submit(
+          TransferJob{ready, 0, 0, 0, {transfer_id}, s_.cpu_dev, bt.codec_s, bt.decompress ? "decompress" : "compress"});
+    }
+    if (bt.codec_s > 0 && on_gpu) {
+      if (critical && gpu_codec_s) *gpu_codec_s += bt.codec_s;
+      else gpu_codec_s_ += bt.codec_s;
+    }
+    if (critical && waits) waits->push_back(ready);
+  }
+  bt = Batch{};
+}
+
+void TransferPlanner::flush(std::vector<JobId>* waits, double* gpu_codec_s) {
+  const size_t n = s_.tiers();
+  // Demand fetches first: streams are FIFO, so predicted blocks queue behind them.
+  for (size_t a = 0; a <= n; ++a)
+    for (size_t b = 0; b <= n; ++b) {
+      const bool into_gpu = a != n && (b == n || (s_.gpu_tier && b == 0 && a > 0));
+      submit(batches_[a * (n + 1) + b], a, b, into_gpu, waits, gpu_codec_s);
+    }
+  for (size_t t = 0; t < n; ++t) submit(prefetch_batches_[t], t, s_.gpu_tier ? 0 : n, false, waits, gpu_codec_s);
+}
+
+}  // namespace kvtier

@@ -1,0 +1,86 @@
+// The transfer planner: a layer's block moves between two endpoints become
+// one transfer (a Batch), submitted to the Stream of that device pair when
+// the layer's planning is done. Endpoints are tiers 0..n-1 and the GPU as
+// endpoint n (where the GPU's memory is a tier, tier 0 is the GPU too).
+// Bytes on the wire are as stored in the lower tier of the two; crossing
+// between a plain and a compressed tier costs a codec pass, on the CPU in
+// host memory or on the GPU beside the next kernel.
+#pragma once
+
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "sim/engine_metrics.h"
+#include "sim/engine_setup.h"
+#include "sim/streams.h"
+
+namespace kvtier {
+
+// Adds j to deps unless it is no job or already the last one there.
+inline void add_dep(std::vector<JobId>& deps, JobId j) {
+  if (j != kNoJob && (deps.empty() || deps.back() != j)) deps.push_back(j);
+}
+
+class TransferPlanner {
+ public:
+  TransferPlanner(const EngineSetup& s, EngineCounters& c, Platform& platform, JobBoard& board, Timeline& timeline);
+
+  // One stream per ordered pair of devices the engine moves data between,
+  // one work queue per scoring/codec device (from == to), then `extra`
+  // pairs. With one copy engine per direction, every copy between the GPU
+  // and host-side memory of one direction goes through a single stream.
+  void make_streams(const std::vector<std::pair<size_t, size_t>>& extra);
+  void start();
+  void stop();  // streams end once their queues are drained
+  Stream& stream(size_t from_dev, size_t to_dev);
+
+  size_t gpu_ep() const { return s_.tiers(); }
+  // Adds `raw_bytes` (uncompressed) of a block of `layer` to the transfer
+  // from endpoint from_ep to to_ep; the transfer waits for `wait_for`
+  // (whatever is still moving the block) unless that is done.
+  JobId add(size_t from_ep, size_t to_ep, uint32_t layer, double raw_bytes, JobId wait_for);
+  // A predicted block read from tier `from` into the GPU, off the critical path.
+  JobId add_prefetch(size_t from, double wire_bytes, JobId wait_for);
+  // The open transfer from_ep -> to_ep, if any, also waits for j.
+  void depend(size_t from_ep, size_t to_ep, JobId j);
+  // The ids of every open transfer.
+  void open_ids(std::vector<JobId>& out) const;
+  // Settles every open transfer without simulating it (KV assumed in place).
+  void settle();
+  // Submits every open transfer. Transfers into the GPU are the layer's
+  // critical ones: what they end with goes to `waits` (if given), and GPU
+  // codec work for them to `gpu_codec_s`; other GPU codec work waits for
+  // the next kernel (take_gpu_codec_s).
+  void flush(std::vector<JobId>* waits, double* gpu_codec_s);
+  double take_gpu_codec_s() {
+    const double s = gpu_codec_s_;
+    gpu_codec_s_ = 0;
+    return s;
+  }
+
+ private:
+  struct Batch {
+    JobId id = kNoJob;
+    double bytes = 0;      // on the wire (compressed where the tier stores compressed)
+    double codec_s = 0;    // (de)compression work for these bytes
+    bool decompress = false;
+    bool codec_before_write = false;  // a host codec at the GPU's side: the copy moves uncompressed bytes
+    std::vector<JobId> deps;
+  };
+  void submit(Batch& bt, size_t a, size_t b, bool critical, std::vector<JobId>* waits, double* gpu_codec_s);
+  size_t ep_dev(size_t ep) const { return ep == s_.tiers() ? s_.gpu_dev : s_.tier_dev[ep]; }
+
+  const EngineSetup& s_;
+  EngineCounters& c_;
+  Platform& platform_;
+  JobBoard& board_;
+  Timeline& timeline_;
+  std::vector<std::unique_ptr<Stream>> owned_;
+  std::vector<Stream*> streams_;  // n x n by (from, to) device; pairs may share a stream (GPU copy engines)
+  std::vector<Batch> batches_;           // (n+1) x (n+1) endpoints
+  std::vector<Batch> prefetch_batches_;  // per tier: predicted blocks
+  double gpu_codec_s_ = 0;               // GPU codec work waiting for the next kernel
+};
+
+}  // namespace kvtier
