@@ -1,7 +1,5 @@
 #include "sim/streams.h"
 
-#include <mutex>
-
 namespace kvtier {
 
 JobBoard::JobBoard() : done_(1, 1), dur_(1, 0.0), mutex_(sg4::Mutex::create()), cv_(sg4::ConditionVariable::create()) {}
@@ -18,10 +16,18 @@ void JobBoard::finish(JobId j, double duration_s) {
   cv_->notify_all();
 }
 
+// Locks here are taken and released by hand, never through std::unique_lock.
+// Actor::kill_all() (the engine's exit path on an error) ends each actor by
+// throwing ForcefulKillException from its next simcall. A unique_lock unlocks
+// in its destructor, and that unlock is a simcall of the dying actor: the
+// exception would leave a destructor (noexcept) and std::terminate the run
+// instead of letting it report the error. By hand, the exception leaves from
+// lock(), wait() or unlock() and unwinds the actor's stack normally.
 void JobBoard::wait(JobId j) {
   if (done(j)) return;
-  std::unique_lock<sg4::Mutex> lock(*mutex_);
-  while (!done(j)) cv_->wait(lock);
+  mutex_->lock();
+  while (!done(j)) cv_->wait(mutex_);
+  mutex_->unlock();
 }
 
 Stream::Stream(std::string name, Platform& platform, JobBoard& board, Timeline& timeline)
@@ -77,10 +83,9 @@ json Stream::slice_args(const TransferJob& job) const {
 void Stream::run() {
   auto& stats = platform_.stats();
   while (true) {
-    {
-      std::unique_lock<sg4::Mutex> lock(*mutex_);
-      while (queue_.empty() && !stopping_) cv_->wait(lock);
-    }
+    mutex_->lock();  // by hand: see JobBoard::wait
+    while (queue_.empty() && !stopping_) cv_->wait(mutex_);
+    mutex_->unlock();
     if (queue_.empty()) return;
     TransferJob job = std::move(queue_.front());
     queue_.pop_front();
