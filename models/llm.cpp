@@ -2,6 +2,13 @@
 
 namespace kvtier {
 
+uint32_t weight_dtype_bits(const std::string& dtype) {
+  if (dtype == "fp16" || dtype == "bf16") return 16;
+  if (dtype == "fp8" || dtype == "int8") return 8;
+  if (dtype == "int4") return 4;
+  return 0;  // "same"
+}
+
 ParamList llm_params() {
   return {
       str("name", "unnamed", "model name"),
@@ -11,6 +18,8 @@ ParamList llm_params() {
       integer("head_dim", nullptr, "dimension per head", 1),
       integer("dtype_bytes", 2, "bytes per KV element (2 = FP16/BF16)", 1, 8),
       positive("params_B", nullptr, "parameter count in billions (weights and per-token FLOPs)"),
+      str("weight_dtype", "same", "weight element type, separate from the KV's dtype_bytes; same = as many bytes as a KV element",
+          {"same", "fp16", "bf16", "fp8", "int8", "int4"}),
   };
 }
 
@@ -26,6 +35,8 @@ LlmSpec parse_llm(json& m, const std::string& where) {
   s.head_dim = static_cast<uint32_t>(get_int(m, "head_dim"));
   s.dtype_bytes = static_cast<uint32_t>(get_int(m, "dtype_bytes"));
   s.params = get_num(m, "params_B") * 1e9;
+  s.weight_dtype = m["weight_dtype"].get<std::string>();
+  s.weight_bits = weight_dtype_bits(s.weight_dtype);
   return s;
 }
 

@@ -1,0 +1,58 @@
+// FlexGen's KV placement (cache_gpu / cache_cpu / cache_disk percentages):
+// fixed shares of the batch's KV per tier, whatever is used when. FlexGen's
+// mixed device splits each cache tensor along its batch x head dimension;
+// here whole sequences go to a tier, the first percent[0] of the batch to
+// tier 0 and so on, so each sequence's blocks stay together. Blocks do not
+// move afterwards unless a tier overflows (the eviction policy then demotes).
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "policies/policy.h"
+
+namespace kvtier {
+
+class FractionsPlacement : public PlacementPolicy {
+ public:
+  static ParamList params() {
+    return {any("percent", json::array({100}),
+                "share of the KV per tier, percent, fastest tier first (one entry per hardware tier; adds up to 100)",
+                ParamType::Array)};
+  }
+  explicit FractionsPlacement(const json& p) {
+    const json& a = p.at("percent");
+    double sum = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (!a[i].is_number() || a[i].get<double>() < 0)
+        throw ConfigError("policies.placement.percent[" + std::to_string(i) + "]: expected a number >= 0, got " + a[i].dump());
+      percent_.push_back(a[i].get<double>());
+      sum += percent_.back();
+    }
+    if (percent_.empty() || std::fabs(sum - 100.0) > 1e-9)
+      throw ConfigError("policies.placement.percent: the shares add up to " + std::to_string(sum) + "; expected 100");
+  }
+  void setup(const BlockTable& table) override {
+    if (percent_.size() != table.tiers.size())
+      throw ConfigError("policies.placement.percent: " + std::to_string(percent_.size()) + " shares for " +
+                        std::to_string(table.tiers.size()) + " tiers (hardware.tiers); expected one per tier");
+    batch_ = table.batch;
+  }
+  TierId place(BlockId b, const BlockTable& table) override {
+    // The middle of sequence s on [0, 100): the tier whose share covers it.
+    const double x = (double(table.seq_of(b)) + 0.5) / double(batch_ ? batch_ : 1) * 100.0;
+    double acc = 0;
+    for (size_t t = 0; t < percent_.size(); ++t) {
+      acc += percent_[t];
+      if (x < acc) return TierId(t);
+    }
+    return TierId(percent_.size() - 1);
+  }
+
+ private:
+  std::vector<double> percent_;
+  uint32_t batch_ = 1;
+};
+KVTIER_REGISTER(PlacementPolicy, FractionsPlacement, "fractions",
+                "fixed shares of the KV per tier (FlexGen's cache percentages), by sequence");
+
+}  // namespace kvtier
