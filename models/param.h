@@ -62,9 +62,37 @@ void resolve_params(json& obj, const ParamList& specs, const std::string& where,
 // The candidate closest to `key` by edit distance, or "" if none is close.
 std::string nearest(const std::string& key, const std::vector<std::string>& candidates);
 
-// Typed access after resolve_params; the path is only used in messages.
+// Typed access after resolve_params. get_num throws ConfigError unless the
+// value is a finite number; get_int unless it is an integer that fits a
+// long long (a float only when it is integral and in range: no
+// out-of-range float-to-integer conversion).
 double get_num(const json& obj, const std::string& key);
 long long get_int(const json& obj, const std::string& key);
+
+// Input limits (docs/config.md, "Limits"). Integer parameters without a
+// declared maximum are capped at kMaxPlainInteger (they become uint32/int in
+// the models); numbers without one at kMaxPlainNumber; time parameters (a
+// name ending in "_us") at kMaxTimeUs, beyond which simulated times lose
+// their microseconds and SimGrid's solver stops converging.
+constexpr double kMaxPlainInteger = 2147483647.0;  // 2^31 - 1
+constexpr double kMaxPlainNumber = 1e15;
+constexpr double kMaxTimeUs = 1e9;  // 1000 s
+// JSON nested deeper than this is rejected while it is parsed, before any
+// recursive processing can exhaust the stack.
+constexpr int kMaxJsonDepth = 256;
+
+// Parses JSON text under the limits above: nesting at most kMaxJsonDepth,
+// no key twice in one object (nlohmann would keep the last one silently),
+// numbers that fit a double. Returns "" or what is wrong; `byte` is where
+// (0 when unknown), `syntax` is true for plain syntax errors.
+std::string parse_json_limited(const std::string& text, json& out, size_t& byte, bool& syntax);
+// The same, throwing ConfigError "NAME:LINE:COLUMN: what" (NAME alone when `text` is one line).
+json parse_json_text(const std::string& text, const std::string& name);
+
+// A value for an error message: at most `max_chars` characters of its JSON,
+// never recursing deeper than a few levels, so a huge or deeply nested value
+// cannot flood stderr or the stack.
+std::string brief_dump(const json& v, size_t max_chars = 80);
 
 // "name (type, default D, range): doc" lines for `kvtier list`.
 std::string describe(const ParamList& specs, const std::string& indent);

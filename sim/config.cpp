@@ -6,34 +6,25 @@
 #include <fstream>
 #include <sstream>
 
+#include "models/llm.h"
+
 namespace kvtier {
 
 namespace fs = std::filesystem;
 
 json load_json_file(const std::string& path) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) throw ConfigError(path + ": is a folder, expected a JSON file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw ConfigError(path + ": cannot open");
+  const auto size = fs::file_size(path, ec);
+  if (!ec && size > kMaxConfigBytes)
+    throw ConfigError(path + ": " + std::to_string(size) + " bytes, more than a configuration may hold (" +
+                      std::to_string(kMaxConfigBytes) + ")");
   std::stringstream ss;
   ss << in.rdbuf();
-  const std::string text = ss.str();
-  try {
-    return json::parse(text);
-  } catch (const json::parse_error& e) {
-    // nlohmann reports a byte offset; users want line and column.
-    size_t line = 1, col = 1;
-    for (size_t i = 0; i + 1 < e.byte && i < text.size(); ++i) {
-      if (text[i] == '\n') {
-        ++line;
-        col = 1;
-      } else {
-        ++col;
-      }
-    }
-    std::string what = e.what();
-    auto pos = what.find("syntax error");
-    throw ConfigError(path + ":" + std::to_string(line) + ":" + std::to_string(col) + ": invalid JSON: " +
-                      (pos == std::string::npos ? what : what.substr(pos)));
-  }
+  if (in.bad()) throw ConfigError(path + ": cannot read");
+  return parse_json_text(ss.str(), path);
 }
 
 std::string find_data_file(const std::string& path, const std::string& including_file, const std::string& where) {
@@ -124,11 +115,11 @@ void apply_set(json& cfg, const std::string& assignment) {
     throw ConfigError("--set '" + assignment + "': expected PATH=VALUE, e.g. workload.batch=4");
   std::string path = assignment.substr(0, eq), text = assignment.substr(eq + 1);
   json value;
-  try {
-    value = json::parse(text);
-  } catch (const json::parse_error&) {
-    value = text;  // bare words are strings: --set policies.eviction.name=lru
-  }
+  size_t byte = 0;
+  bool syntax = false;
+  const std::string err = parse_json_limited(text, value, byte, syntax);
+  if (!err.empty() && !syntax) throw ConfigError("--set " + path + ": " + err);
+  if (!err.empty()) value = text;  // bare words are strings: --set policies.eviction.name=lru
   const std::string where = "--set " + path;
   json* node = &cfg;
   std::vector<std::string> keys;
@@ -202,13 +193,14 @@ std::string plain_numbers(const std::string& text) {
 
 ParamList workload_params() {
   return {
-      integer("batch", 1, "sequences decoded together", 1, 4096),
-      integer("context_tokens", 4096, "prompt tokens per sequence (KV present when decode starts)", 1),
-      integer("decode_steps", 64, "tokens generated per sequence", 1),
+      integer("batch", 1, "sequences decoded together", 1, kMaxBatch),
+      integer("context_tokens", 4096, "prompt tokens per sequence (KV present when decode starts)", 1,
+              kMaxContextTokens),
+      integer("decode_steps", 64, "tokens generated per sequence", 1, kMaxDecodeSteps),
       integer("warmup_steps", 0,
               "first decode steps left out of TPOT and tokens/s (start-up: prefill write-back still draining, "
-              "caches cold); first-step and all-step figures are reported apart", 0),
-      integer("block_tokens", 128, "tokens per KV block (the unit of placement and transfer)", 1),
+              "caches cold); first-step and all-step figures are reported apart", 0, kMaxDecodeSteps),
+      integer("block_tokens", 128, "tokens per KV block (the unit of placement and transfer)", 1, kMaxBlockTokens),
       str("transfer_unit", "block",
           "what a block's moves and attention cost: block (whole blocks, as paged KV moves pages) or tokens (the "
           "tokens it holds, as FlexGen moves tensors: a sequence's last, partial block moves only its tokens)",
@@ -216,7 +208,8 @@ ParamList workload_params() {
       str("prefill", "compute", "compute: simulate prefill (TTFT) and the writes that place its KV; "
                                 "load: the prompt's KV is precomputed on the lowest tier and loaded (MatKV); "
                                 "none: KV is already in place when decode starts", {"compute", "load", "none"}),
-      integer("query_tokens", 64, "prefill load: tokens computed after the KV is loaded (the question)", 0),
+      integer("query_tokens", 64, "prefill load: tokens computed after the KV is loaded (the question)", 0,
+              kMaxContextTokens),
       boolean("overlap_next_load", false,
               "prefill load (MatKV): while this batch decodes, load the next batch's precomputed KV (same shape) "
               "from the lowest tier, competing for the same links; reports metrics.next_request"),
@@ -228,12 +221,40 @@ ParamList workload_params() {
 
 ParamList sim_params() {
   return {
-      integer("seed", 1, "seed of every random choice (trace generator, policies)", 0),
+      integer("seed", 1, "seed of every random choice (trace generator, policies)", 0, 18446744073709551615.0),
       str("out_dir", "", "where result.json goes (default out/<config name>)"),
       str("timeline", "", "write a Chrome trace-event JSON of every activity to this file"),
       boolean("step_csv", false, "also write steps.csv (per-step start, end, latency) next to result.json"),
   };
 }
+
+namespace {
+
+// The KV blocks the engine tracks, counted in 64 bits before anything is
+// allocated for them; and a trace section the engine can dispatch on.
+void check_workload_size(const json& cfg) {
+  const json& w = cfg["workload"];
+  if (w["trace"].is_object() && w["trace"].contains("kind") && !w["trace"]["kind"].is_string())
+    throw ConfigError("workload.trace.kind: expected a string (synthetic, patterns, file or none), got " +
+                      brief_dump(w["trace"]["kind"]));
+  json m = cfg["model"];  // a copy: the model is resolved again, in place, by the simulation
+  const long long layers = parse_llm(m, "model").layers;
+  const long long ctx = get_int(w, "context_tokens"), steps = get_int(w, "decode_steps");
+  const long long bt = get_int(w, "block_tokens"), batch = get_int(w, "batch");
+  if (get_int(w, "warmup_steps") >= steps)
+    throw ConfigError("workload.warmup_steps: " + std::to_string(get_int(w, "warmup_steps")) +
+                      " leaves no measured step of " + std::to_string(steps) + " (workload.decode_steps)");
+  const long long blocks = (ctx + steps + bt - 1) / bt;
+  long long total = 0;
+  const bool overflow = __builtin_mul_overflow(batch, layers, &total) || __builtin_mul_overflow(total, blocks, &total);
+  if (overflow || total > kMaxKvBlocks)
+    throw ConfigError("workload: batch " + std::to_string(batch) + " x model.layers " + std::to_string(layers) + " x " +
+                      std::to_string(blocks) + " blocks per sequence (context_tokens + decode_steps over block_tokens) = " +
+                      (overflow ? std::string("more than 2^63") : std::to_string(total)) + " KV blocks, more than the " + std::to_string(kMaxKvBlocks) +
+                      " a run may track (docs/config.md, Limits)");
+}
+
+}  // namespace
 
 json load_config(const std::string& given, const std::vector<std::string>& sets) {
   // The config named on the command line is found the way presets are.
@@ -256,6 +277,13 @@ json load_config(const std::string& given, const std::vector<std::string>& sets)
                       (hint.empty() ? "" : " (did you mean '" + hint + "'?)"));
   }
   if (!cfg.contains("name")) cfg["name"] = fs::path(path).stem().string();
+  {
+    const json& n = cfg["name"];
+    if (!n.is_string() || n.get_ref<const std::string&>().empty() || n.get_ref<const std::string&>().size() > 200 ||
+        n.get_ref<const std::string&>().find('/') != std::string::npos || n == "." || n == "..")
+      throw ConfigError(path + ": name: expected a non-empty string of at most 200 characters usable as a folder "
+                        "name (no '/'), got " + brief_dump(n));
+  }
   for (const char* s : {"hardware", "model"})
     if (!cfg.contains(s) || !cfg[s].is_object())
       throw ConfigError(path + ": " + s + ": required section missing (an object or a preset file name)");
@@ -265,6 +293,7 @@ json load_config(const std::string& given, const std::vector<std::string>& sets)
   }
   resolve_params(cfg["workload"], workload_params(), "workload");
   resolve_params(cfg["sim"], sim_params(), "sim");
+  check_workload_size(cfg);
   return cfg;
 }
 

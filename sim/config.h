@@ -37,6 +37,18 @@ void apply_set(json& cfg, const std::string& assignment);
 // An error message with std::to_string's six-decimal numbers trimmed ("13.4", not "13.400000").
 std::string plain_numbers(const std::string& text);
 
+// Workload limits (docs/config.md, "Limits"): every count the engine keeps
+// as a 32-bit integer stays far from wrapping, and the KV blocks it tracks
+// (batch x layers x blocks per sequence) are bounded before anything is
+// allocated.
+constexpr long long kMaxContextTokens = 1LL << 24;
+constexpr long long kMaxDecodeSteps = 1LL << 24;
+constexpr long long kMaxBlockTokens = 1LL << 16;
+constexpr long long kMaxBatch = 4096;
+constexpr long long kMaxKvBlocks = 1LL << 26;
+// A configuration or sweep file larger than this is refused unread.
+constexpr unsigned long long kMaxConfigBytes = 16ULL << 20;
+
 ParamList workload_params();
 ParamList sim_params();
 

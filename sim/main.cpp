@@ -5,6 +5,7 @@
 
 #include "models/device.h"
 #include "policies/policy.h"
+#include "policies/weights.h"
 #include "sim/cli_replay.h"
 #include "sim/cli_trace.h"
 #include "sim/cli_report.h"
@@ -55,31 +56,40 @@ std::string out_dir_for(const json& cfg) {
   return d.empty() ? (fs::path("out") / cfg["name"].get<std::string>()).string() : d;
 }
 
+// --seed: decimal digits only, 0 to 2^64-1 (strtoull would take "-1" as 2^64-1
+// and saturate anything larger).
+uint64_t parse_seed(const std::string& text) {
+  const std::string expected = "--seed '" + text.substr(0, 40) + "': expected an integer from 0 to 18446744073709551615";
+  if (text.empty() || text.size() > 20 || text.find_first_not_of("0123456789") != std::string::npos)
+    throw ConfigError(expected);
+  uint64_t v = 0;
+  for (char c : text) {
+    const uint64_t d = static_cast<uint64_t>(c - '0');
+    if (v > (UINT64_MAX - d) / 10) throw ConfigError(expected);
+    v = v * 10 + d;
+  }
+  return v;
+}
+
 int cmd_run(const std::string& config, const std::vector<std::string>& sets, const std::string& out,
-            const std::string& timeline, const std::vector<uint64_t>& seed, bool quiet) {
+            const std::string& timeline, const std::vector<std::string>& seed, bool quiet) {
   json cfg = load_config(config, sets);
-  if (!seed.empty()) cfg["sim"]["seed"] = seed.front();
+  if (!seed.empty()) cfg["sim"]["seed"] = parse_seed(seed.front());
   if (!out.empty()) cfg["sim"]["out_dir"] = out;
   if (!timeline.empty()) cfg["sim"]["timeline"] = timeline;
   Simulation sim(cfg);  // validates everything before anything runs or is written
   const std::string dir = out_dir_for(cfg);
   const std::string tl = cfg["sim"]["timeline"].get<std::string>();
   check_run_outputs(dir, tl);  // --out and --timeline problems before the simulation runs
-  if (!tl.empty() && fs::path(tl).has_parent_path()) {
-    std::error_code ec;
-    fs::create_directories(fs::path(tl).parent_path(), ec);
-    if (ec) throw ConfigError("--timeline " + tl + ": cannot create its directory: " + ec.message());
-  }
-  json metrics = sim.run(tl);
-  try {
-    write_file_atomic((fs::path(dir) / "result.json").string(), make_result(cfg, metrics).dump(2) + "\n");
-  } catch (...) {
-    std::error_code ec;
-    if (!tl.empty()) fs::remove(tl, ec);  // a failed run leaves no timeline behind
-    throw;
-  }
+  // Every output is staged and renamed into place only when all of them are
+  // written, result.json last; a failure (or SIGINT/SIGTERM) leaves nothing.
+  StagedOutputs outputs;
+  const std::string tl_stage = tl.empty() ? std::string() : outputs.stage(tl, "--timeline");
+  json metrics = sim.run(tl_stage);
   if (cfg["sim"]["step_csv"].get<bool>())
-    write_steps_csv((fs::path(dir) / "steps.csv").string(), sim.decode_start(), sim.step_ends());
+    outputs.write((fs::path(dir) / "steps.csv").string(), steps_csv(sim.decode_start(), sim.step_ends()), "--out");
+  outputs.write((fs::path(dir) / "result.json").string(), make_result(cfg, metrics).dump(2) + "\n", "--out");
+  outputs.commit();
   if (!quiet) {
     std::cout << "kvtier: " << cfg["name"].get<std::string>() << ": " << metrics["decode_tokens_per_s"].get<double>()
               << " tokens/s, TPOT " << metrics["mean_step_latency_s"].get<double>() * 1e3 << " ms, TTFT "
@@ -125,7 +135,7 @@ int main(int argc, char** argv) {
 
   std::string config, out, timeline;
   std::vector<std::string> sets;
-  std::vector<uint64_t> seed;
+  std::vector<std::string> seed;
   bool quiet = false;
   auto* run = app.add_subcommand("run", "simulate a configuration and write result.json");
   run->add_option("config", config, "configuration JSON (e.g. configs/default.json)")->required();
@@ -175,7 +185,7 @@ int main(int argc, char** argv) {
   show->add_option("--set", sets, "override a config value: PATH=VALUE (repeatable)");
 
   if (std::string dup = registry_duplicates<EvictionPolicy, PromotionPolicy, PlacementPolicy, PrefetchPolicy,
-                                               EvaluationPolicy, CompressionPolicy, DeviceModel>();
+                                               EvaluationPolicy, CompressionPolicy, WeightPolicy, DeviceModel>();
       !dup.empty()) {
     std::cerr << "kvtier: error: " << dup << " (each name must be unique in its family)\n";
     return 1;
@@ -235,6 +245,7 @@ int main(int argc, char** argv) {
         list_family<PrefetchPolicy>("prefetch policies");
         list_family<EvaluationPolicy>("evaluation policies");
         list_family<CompressionPolicy>("compression policies");
+        list_family<WeightPolicy>("weight policies");
       }
       if (all || what == "devices") list_family<DeviceModel>("device kinds");
       if (all || what == "hardware") list_presets("configs/hardware", "hardware presets");

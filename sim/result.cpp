@@ -1,8 +1,12 @@
 #include "sim/result.h"
 
+#include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -93,6 +97,10 @@ void check_run_outputs(const std::string& out_dir, const std::string& timeline) 
 }
 
 void write_steps_csv(const std::string& path, double decode_start, const std::vector<double>& ends) {
+  write_file_atomic(path, steps_csv(decode_start, ends));
+}
+
+std::string steps_csv(double decode_start, const std::vector<double>& ends) {
   std::ostringstream o;
   o.precision(17);
   o << "step,start_s,end_s,latency_s\n";
@@ -101,7 +109,125 @@ void write_steps_csv(const std::string& path, double decode_start, const std::ve
     o << i << ',' << prev << ',' << ends[i] << ',' << ends[i] - prev << '\n';
     prev = ends[i];
   }
-  write_file_atomic(path, o.str());
+  return o.str();
+}
+
+// ---- staged outputs ----
+
+namespace {
+
+// What a signal handler or exit() must remove: fixed buffers, because a
+// handler may not allocate. Only one StagedOutputs is live at a time.
+constexpr int kMaxStagedPaths = 32;
+constexpr size_t kMaxStagedPathBytes = 4096;
+char g_cleanup[kMaxStagedPaths][kMaxStagedPathBytes];
+bool g_cleanup_is_dir[kMaxStagedPaths];
+volatile sig_atomic_t g_cleanup_count = 0;
+volatile sig_atomic_t g_cleanup_armed = 0;
+struct sigaction g_old_int {}, g_old_term {}, g_old_hup {};
+bool g_atexit_registered = false;
+
+// Files first, then folders innermost first (they are registered outermost first).
+void cleanup_now() {
+  if (!g_cleanup_armed) return;
+  g_cleanup_armed = 0;
+  for (int i = 0; i < g_cleanup_count; ++i)
+    if (!g_cleanup_is_dir[i]) ::unlink(g_cleanup[i]);
+  for (int i = g_cleanup_count; i-- > 0;)
+    if (g_cleanup_is_dir[i]) ::rmdir(g_cleanup[i]);
+}
+
+void on_signal(int sig) {
+  cleanup_now();
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+
+void register_cleanup(const std::string& path, bool dir) {
+  if (g_cleanup_count >= kMaxStagedPaths || path.size() >= kMaxStagedPathBytes)
+    throw ConfigError(path.substr(0, 200) + ": output path too long or too many outputs");
+  const int i = g_cleanup_count;
+  std::memcpy(g_cleanup[i], path.c_str(), path.size() + 1);
+  g_cleanup_is_dir[i] = dir;
+  g_cleanup_count = i + 1;
+}
+
+}  // namespace
+
+StagedOutputs::StagedOutputs() {
+  g_cleanup_count = 0;
+  g_cleanup_armed = 1;
+  if (!g_atexit_registered) {
+    std::atexit(cleanup_now);  // SimGrid's SIGINT handler ends the process with exit()
+    g_atexit_registered = true;
+  }
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, &g_old_int);
+  sigaction(SIGTERM, &sa, &g_old_term);
+  sigaction(SIGHUP, &sa, &g_old_hup);
+}
+
+StagedOutputs::~StagedOutputs() {
+  if (!committed_) discard();
+  g_cleanup_armed = 0;
+  g_cleanup_count = 0;
+  sigaction(SIGINT, &g_old_int, nullptr);
+  sigaction(SIGTERM, &g_old_term, nullptr);
+  sigaction(SIGHUP, &g_old_hup, nullptr);
+}
+
+void StagedOutputs::discard() {
+  std::error_code ec;
+  for (const auto& f : files_) {
+    std::filesystem::remove(f.first, ec);
+    std::filesystem::remove(f.first + ".tmp", ec);
+  }
+  for (auto it = created_dirs_.rbegin(); it != created_dirs_.rend(); ++it) std::filesystem::remove(*it, ec);
+  files_.clear();
+  created_dirs_.clear();
+}
+
+std::string StagedOutputs::stage(const std::string& final_path, const std::string& what) {
+  namespace fs = std::filesystem;
+  const fs::path p(final_path);
+  std::error_code ec;
+  if (p.has_parent_path()) {
+    // The folders missing above the file, outermost first.
+    std::vector<fs::path> missing;
+    for (fs::path d = p.parent_path(); !d.empty() && !fs::exists(d, ec); d = d.parent_path()) {
+      missing.push_back(d);
+      if (d == d.parent_path()) break;
+    }
+    for (auto it = missing.rbegin(); it != missing.rend(); ++it) {
+      register_cleanup(it->string(), true);
+      if (!fs::create_directory(*it, ec) && ec)
+        throw ConfigError(what + " " + final_path + ": cannot create " + it->string() + ": " + ec.message());
+      created_dirs_.push_back(it->string());
+    }
+  }
+  const std::string tmp = final_path + ".tmp";
+  register_cleanup(tmp, false);
+  register_cleanup(tmp + ".tmp", false);
+  files_.emplace_back(tmp, final_path);
+  return tmp;
+}
+
+void StagedOutputs::write(const std::string& final_path, const std::string& content, const std::string& what) {
+  const std::string tmp = stage(final_path, what);
+  std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+  out << content;
+  out.flush();
+  if (!out) throw ConfigError(what + " " + final_path + ": write failed");
+}
+
+void StagedOutputs::commit() {
+  for (const auto& [tmp, final_path] : files_)
+    if (std::rename(tmp.c_str(), final_path.c_str()) != 0)
+      throw ConfigError(final_path + ": could not rename the finished file into place: " + std::strerror(errno));
+  committed_ = true;
+  g_cleanup_armed = 0;
 }
 
 }  // namespace kvtier

@@ -24,5 +24,32 @@ json build_provenance();
 // option (--out, --timeline).
 void check_run_outputs(const std::string& out_dir, const std::string& timeline);
 void write_steps_csv(const std::string& path, double decode_start, const std::vector<double>& step_ends);
+std::string steps_csv(double decode_start, const std::vector<double>& step_ends);
+
+// The files of one run, all or nothing: each is staged as FILE.tmp in its own
+// folder and renamed into place by commit(), in the order staged (so stage
+// result.json last: it appears only once every other output has). Until
+// commit() returns, a thrown error, a return, exit() or SIGINT/SIGTERM/SIGHUP
+// removes every staged file and every folder created for them.
+class StagedOutputs {
+ public:
+  StagedOutputs();
+  ~StagedOutputs();
+  StagedOutputs(const StagedOutputs&) = delete;
+  StagedOutputs& operator=(const StagedOutputs&) = delete;
+  // Creates the folders of `final_path` and returns the name to write it
+  // under (FILE.tmp; a writer that itself writes FILE.tmp.tmp and renames it
+  // is covered too). `what` names the option in errors (--out, --timeline).
+  std::string stage(const std::string& final_path, const std::string& what);
+  // Stages `final_path` with `content`.
+  void write(const std::string& final_path, const std::string& content, const std::string& what);
+  void commit();
+
+ private:
+  void discard();
+  std::vector<std::pair<std::string, std::string>> files_;  // staged, final
+  std::vector<std::string> created_dirs_;                    // outermost first
+  bool committed_ = false;
+};
 
 }  // namespace kvtier

@@ -131,6 +131,8 @@ BinaryTraceReader::BinaryTraceReader(const std::string& path) : AttentionFileSou
   }
   std::string err = parse_header(h);
   if (!err.empty()) fail(err);
+  if (h.contains("mass_encoding") && !h["mass_encoding"].is_string())
+    fail("header: \"mass_encoding\" must be \"f32\" or \"f16\", got " + brief_dump(h["mass_encoding"]));
   try {
     enc_ = mass_encoding_from(h.value("mass_encoding", "f32"), "header");
   } catch (const ConfigError& e) {
@@ -141,8 +143,8 @@ BinaryTraceReader::BinaryTraceReader(const std::string& path) : AttentionFileSou
   uint32_t tag;
   while ((tag = read_chunk()) == kPrompt) {
     for (uint64_t i = 0; i < chunk_records_; ++i) {
-      const uint32_t layer = static_cast<uint32_t>(varint());
-      const uint32_t seq = static_cast<uint32_t>(varint());
+      const uint32_t layer = u32();
+      const uint32_t seq = u32();
       const uint64_t n = varint();
       if (n > 0x1000000) fail("prompt record with " + std::to_string(n) + " masses");
       std::vector<float> m(n);
@@ -204,6 +206,12 @@ uint64_t BinaryTraceReader::varint() {
   fail("an integer longer than 64 bits");
 }
 
+uint32_t BinaryTraceReader::u32() {
+  const uint64_t v = varint();
+  if (v > 0xFFFFFFFEu) fail("a step, layer or sequence number of " + std::to_string(v) + ", past 2^32 - 2");
+  return static_cast<uint32_t>(v);
+}
+
 float BinaryTraceReader::mass() {
   if (enc_ == MassEncoding::F16) {
     need(2);
@@ -235,10 +243,10 @@ bool BinaryTraceReader::next(AttentionRecord& rec) {
            " and the header promises " + std::to_string(record_count()));
     return false;
   }
-  rec.step = static_cast<uint32_t>(varint());
-  rec.layer = static_cast<uint32_t>(varint());
+  rec.step = u32();
+  rec.layer = u32();
   rec.seq = kAllSequences;
-  if (header_.sequences > 1) rec.seq = static_cast<uint32_t>(varint());
+  if (header_.sequences > 1) rec.seq = u32();
   const uint64_t n = varint();
   if (n > header_.blocks_at(header_.steps)) fail("a record with " + std::to_string(n) + " blocks, more than exist");
   rec.blocks.resize(n);

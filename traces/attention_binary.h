@@ -37,6 +37,7 @@ class BinaryTraceReader : public AttentionFileSource {
   // Reads the next chunk into raw_; returns its tag.
   uint32_t read_chunk();
   uint64_t varint();
+  uint32_t u32();  // a varint that must be a step, layer or sequence number (no 32-bit wrap-around)
   float mass();
   void need(size_t bytes);
 

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <functional>
 
+#include "traces/line_reader.h"
+
 namespace kvtier {
 
 static constexpr const char* kFormat = "kvtier-attention-trace";
@@ -15,27 +17,54 @@ json header_to_json(const AttentionHeader& h) {
               {"context_tokens", h.context_tokens}, {"model", h.model}, {"origin", h.origin}};
 }
 
+namespace {
+
+// "" or what is wrong with a header's counts (the four every version has).
+std::string check_header_counts(const json& h) {
+  const std::pair<const char*, uint64_t> counts[] = {{"layers", kMaxTraceLayers},
+                                                     {"steps", kMaxTraceSteps},
+                                                     {"block_tokens", kMaxTraceBlockTokens},
+                                                     {"context_tokens", kMaxTraceContextTokens}};
+  for (const auto& [k, max] : counts) {
+    if (!h.contains(k) || !h[k].is_number_unsigned() || h[k].get<uint64_t>() == 0 || h[k].get<uint64_t>() > max)
+      return std::string("header: \"") + k + "\" must be an integer from 1 to " + std::to_string(max) + ", got " +
+             (h.contains(k) ? brief_dump(h[k]) : std::string("nothing"));
+  }
+  return "";
+}
+
+// A mass as the float it is stored as: a finite number >= 0 whose float is finite.
+bool mass_ok(const json& m) {
+  if (!m.is_number()) return false;
+  const double d = m.get<double>();
+  return std::isfinite(d) && d >= 0 && std::isfinite(static_cast<float>(d));
+}
+
+}  // namespace
+
 void JsonlAttentionReader::fail(const std::string& what) const {
   throw ConfigError(path_ + ":" + std::to_string(line_no_) + ": " + what);
 }
 
 JsonlAttentionReader::JsonlAttentionReader(const std::string& path) : path_(path), in_(path) {
   if (!in_) throw ConfigError(path + ": cannot open attention trace");
-  if (!std::getline(in_, line_)) throw ConfigError(path + ":1: empty file, expected a kvtier-attention-trace header");
   line_no_ = 1;
+  const LineRead got = read_line_limited(in_, line_);
+  if (got == LineRead::End) throw ConfigError(path + ":1: empty file, expected a kvtier-attention-trace header");
+  if (got == LineRead::TooLong) fail("line longer than " + std::to_string(kMaxTraceLineBytes) + " bytes");
   json h;
-  try {
-    h = json::parse(line_);
-  } catch (const json::exception& e) {
-    fail(std::string("header is not valid JSON: ") + e.what());
+  {
+    size_t byte = 0;
+    bool syntax = false;
+    const std::string herr = parse_json_limited(line_, h, byte, syntax);
+    if (!herr.empty()) fail("header is not valid JSON: " + herr);
   }
-  if (!h.is_object() || h.value("format", "") != kFormat)
+  if (!h.is_object() || !h.contains("format") || h["format"] != kFormat)
     fail("expected a header object with \"format\": \"kvtier-attention-trace\"");
-  if (h.value("version", 0) != 1) fail("unsupported version " + h.value("version", json()).dump() + ", this reader knows 1");
-  for (const char* k : {"layers", "steps", "block_tokens", "context_tokens"}) {
-    if (!h.contains(k) || !h[k].is_number_unsigned() || h[k].get<uint64_t>() == 0)
-      fail(std::string("header: \"") + k + "\" must be a positive integer");
-  }
+  if (!h.contains("version") || h["version"] != 1)
+    fail("unsupported version " + (h.contains("version") ? brief_dump(h["version"]) : std::string("(none)")) +
+         ", this reader knows 1");
+  if (std::string err = check_header_counts(h); !err.empty()) fail(err);
   header_.layers = h["layers"].get<uint32_t>();
   header_.steps = h["steps"].get<uint32_t>();
   header_.block_tokens = h["block_tokens"].get<uint32_t>();
@@ -48,10 +77,12 @@ JsonlAttentionReader::JsonlAttentionReader(const std::string& path) : path_(path
 bool JsonlAttentionReader::next(AttentionRecord& rec) {
   if (expect_step_ >= header_.steps) return false;
   do {
-    if (!std::getline(in_, line_))
+    const LineRead got = read_line_limited(in_, line_);
+    if (got == LineRead::End)
       fail("trace ends early: expected the record for step " + std::to_string(expect_step_) + " layer " +
            std::to_string(expect_layer_) + " (header says " + std::to_string(header_.steps) + " steps)");
     ++line_no_;
+    if (got == LineRead::TooLong) fail("line longer than " + std::to_string(kMaxTraceLineBytes) + " bytes");
   } while (line_.find_first_not_of(" \t\r") == std::string::npos);
   json r;
   try {
@@ -62,7 +93,8 @@ bool JsonlAttentionReader::next(AttentionRecord& rec) {
   if (!r.is_object()) fail("expected a record object");
   auto field_u32 = [&](const char* k) -> uint32_t {
     auto it = r.find(k);
-    if (it == r.end() || !it->is_number_unsigned()) fail(std::string("\"") + k + "\" must be a non-negative integer");
+    if (it == r.end() || !it->is_number_unsigned() || it->get<uint64_t>() > 0xFFFFFFFEu)
+      fail(std::string("\"") + k + "\" must be a non-negative integer below 2^32 - 1");
     return it->get<uint32_t>();
   };
   rec.step = field_u32("step");
@@ -83,14 +115,14 @@ bool JsonlAttentionReader::next(AttentionRecord& rec) {
     const json& b = (*bl)[i];
     const json& m = (*ms)[i];
     if (!b.is_number_unsigned()) fail("blocks[" + std::to_string(i) + "]: expected a non-negative integer");
-    if (!m.is_number() || m.get<double>() < 0) fail("mass[" + std::to_string(i) + "]: expected a number >= 0");
-    uint32_t id = b.get<uint32_t>();
+    if (!mass_ok(m)) fail("mass[" + std::to_string(i) + "]: expected a number >= 0 that fits a float (<= 3.4e38)");
+    const uint64_t id = b.get<uint64_t>();
     if (id >= n)
       fail("blocks[" + std::to_string(i) + "] = " + std::to_string(id) + " does not exist at step " +
            std::to_string(rec.step) + " (" + std::to_string(n) + " blocks)");
     if (seen_[id] == stamp_) fail("block " + std::to_string(id) + " listed twice");
     seen_[id] = stamp_;
-    rec.blocks.push_back(id);
+    rec.blocks.push_back(static_cast<uint32_t>(id));
     rec.mass.push_back(m.get<float>());
   }
   if (++expect_layer_ == header_.layers) {
@@ -153,17 +185,13 @@ const std::vector<float>* AttentionFileSource::prompt(uint32_t seq, uint32_t lay
 }
 
 std::string AttentionFileSource::parse_header(const json& h) {
-  if (!h.is_object() || h.value("format", "") != kFormat)
+  if (!h.is_object() || !h.contains("format") || h["format"] != kFormat)
     return "expected a header object with \"format\": \"kvtier-attention-trace\"";
-  const json v = h.value("version", json());
+  const json v = h.contains("version") ? h["version"] : json();
   if (!v.is_number_unsigned() || (v.get<uint64_t>() != 1 && v.get<uint64_t>() != 2))
-    return "unsupported version " + v.dump() + ", this reader knows 1 and 2";
+    return "unsupported version " + brief_dump(v) + ", this reader knows 1 and 2";
   header_.version = v.get<uint32_t>();
-  for (const char* k : {"layers", "steps", "block_tokens", "context_tokens"}) {
-    if (!h.contains(k) || !h[k].is_number_unsigned() || h[k].get<uint64_t>() == 0 ||
-        h[k].get<uint64_t>() > 0x7FFFFFFFu)
-      return std::string("header: \"") + k + "\" must be a positive integer";
-  }
+  if (std::string err = check_header_counts(h); !err.empty()) return err;
   header_.layers = h["layers"].get<uint32_t>();
   header_.steps = h["steps"].get<uint32_t>();
   header_.block_tokens = h["block_tokens"].get<uint32_t>();
@@ -181,13 +209,16 @@ std::string AttentionFileSource::parse_header(const json& h) {
     }
     header_.sequences = h.value("sequences", 1u);
     head_groups_ = h.value("head_groups", 1u);
+    if (static_cast<uint64_t>(header_.layers) * header_.sequences > kMaxTraceLayerSequences)
+      return "header: layers x sequences = " + std::to_string(static_cast<uint64_t>(header_.layers) * header_.sequences) +
+             ", more than " + std::to_string(kMaxTraceLayerSequences);
     if (h.contains("has_prompt") && !h["has_prompt"].is_boolean()) return "header: \"has_prompt\" must be true or false";
     header_.has_prompt = h.value("has_prompt", false);
   } else {
     for (const char* k : {"sequences", "head_groups", "has_prompt"})
       if (h.contains(k)) return std::string("header: \"") + k + "\" needs \"version\": 2";
   }
-  seen_.assign(header_.blocks_at(header_.steps), 0);
+  seen_.clear();  // sized at the first record, after the header has been compared with the configuration
   prompts_.assign(header_.has_prompt ? static_cast<size_t>(header_.layers) * header_.sequences : 0, {});
   return "";
 }
@@ -205,6 +236,7 @@ std::string AttentionFileSource::check_record(const AttentionRecord& rec) {
            seq_text(rec.seq) + " (records are step-major, then layer, then sequence)";
   if (rec.mass.size() != rec.blocks.size()) return "\"mass\" must be as long as \"blocks\"";
   const uint32_t n = header_.blocks_at(rec.step);
+  if (seen_.empty()) seen_.assign(header_.blocks_at(header_.steps), 0);
   ++stamp_;
   for (size_t k = 0; k < rec.blocks.size(); ++k) {
     const uint32_t id = rec.blocks[k];
@@ -269,8 +301,10 @@ void JsonlTraceReader::fail(const std::string& what) const {
 
 bool JsonlTraceReader::next_line() {
   do {
-    if (!std::getline(in_, line_)) return false;
+    const LineRead got = read_line_limited(in_, line_);
+    if (got == LineRead::End) return false;
     ++line_no_;
+    if (got == LineRead::TooLong) fail("line longer than " + std::to_string(kMaxTraceLineBytes) + " bytes");
   } while (line_.find_first_not_of(" \t\r") == std::string::npos);
   return true;
 }
@@ -289,7 +323,9 @@ json parse_line(const std::string& line, const std::function<void(const std::str
 std::string read_masses(const json& a, const std::string& name, std::vector<float>& out) {
   if (!a.is_array()) return "\"" + name + "\" must be an array of numbers";
   for (size_t i = 0; i < a.size(); ++i) {
-    if (!a[i].is_number()) return name + "[" + std::to_string(i) + "]: expected a number >= 0";
+    if (!mass_ok(a[i]))
+      return name + "[" + std::to_string(i) + "]: expected a number >= 0 that fits a float (<= 3.4e38), got " +
+             brief_dump(a[i]);
     out.push_back(a[i].get<float>());
   }
   return "";
@@ -300,7 +336,13 @@ JsonlTraceReader::JsonlTraceReader(const std::string& path) : AttentionFileSourc
   if (!in_) throw ConfigError(path + ": cannot open attention trace");
   if (!next_line()) throw ConfigError(path + ":1: empty file, expected a kvtier-attention-trace header");
   auto f = [this](const std::string& w) { fail(w); };
-  json h = parse_line(line_, [&](const std::string& w) { f("header is " + w); });
+  json h;
+  {
+    size_t byte = 0;
+    bool syntax = false;
+    const std::string herr = parse_json_limited(line_, h, byte, syntax);
+    if (!herr.empty()) fail("header is not valid JSON: " + herr);
+  }
   std::string err = parse_header(h);
   if (!err.empty()) fail(err);
   // Prompt records come first; the first record line that is not one is kept for next().

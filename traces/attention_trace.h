@@ -15,6 +15,16 @@
 
 namespace kvtier {
 
+// Header limits (docs/config.md, Limits): the counts a trace may declare, so
+// that block indices and step numbers stay far from 32-bit wrap-around and
+// what the header sizes is bounded before the trace is compared with the
+// configuration that reads it.
+constexpr uint64_t kMaxTraceContextTokens = 1u << 24;
+constexpr uint64_t kMaxTraceSteps = 1u << 24;
+constexpr uint64_t kMaxTraceBlockTokens = 1u << 16;
+constexpr uint64_t kMaxTraceLayers = 1u << 12;
+constexpr uint64_t kMaxTraceLayerSequences = 1u << 20;  // layers x sequences (prompt records)
+
 struct AttentionHeader {
   uint32_t version = 1;
   uint32_t layers = 0;

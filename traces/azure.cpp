@@ -7,6 +7,7 @@
 #include <ctime>
 #include <fstream>
 
+#include "traces/line_reader.h"
 #include "traces/request_trace.h"
 
 namespace kvtier {
@@ -26,7 +27,9 @@ class AzureReader : public RequestSource {
   explicit AzureReader(const std::string& path) : path_(path), in_(path, std::ios::binary) {
     if (!in_) throw ConfigError(path + ": cannot open the Azure trace");
     std::string h;
-    if (!std::getline(in_, h)) throw ConfigError(path + ": empty file, expected the CSV header " + kHeader);
+    const LineRead got = read_line_limited(in_, h, 4096);
+    if (got == LineRead::End) throw ConfigError(path + ": empty file, expected the CSV header " + kHeader);
+    if (got == LineRead::TooLong) throw ConfigError(path + ":1: expected the CSV header " + kHeader + ", got a longer line");
     line_ = 1;
     std::string t = trim(h);
     if (t.size() >= 3 && (unsigned char)t[0] == 0xEF) t = t.substr(3);  // UTF-8 byte order mark
@@ -34,7 +37,7 @@ class AzureReader : public RequestSource {
     for (char c : t)
       if (c != ' ') compact += c;
     if (compact != kHeader)
-      fail(std::string("expected the Azure LLM inference CSV header ") + kHeader + ", got \"" + t + "\"");
+      fail(std::string("expected the Azure LLM inference CSV header ") + kHeader + ", got \"" + t.substr(0, 80) + "\"");
   }
   const std::string& name() const override { return path_; }
   uint32_t block_tokens() const override { return 0; }
@@ -43,7 +46,12 @@ class AzureReader : public RequestSource {
   bool next(Request& r) override {
     std::string text;
     for (;;) {
-      if (!std::getline(in_, text)) {
+      const LineRead got = read_line_limited(in_, text, 4096);
+      if (got == LineRead::TooLong) {
+        ++line_;
+        fail("line longer than 4096 bytes, expected TIMESTAMP,ContextTokens,GeneratedTokens");
+      }
+      if (got == LineRead::End) {
         if (requests_ == 0) fail("no requests after the header");
         return false;
       }
@@ -53,7 +61,7 @@ class AzureReader : public RequestSource {
     }
     size_t c1 = text.find(','), c2 = c1 == std::string::npos ? c1 : text.find(',', c1 + 1);
     if (c2 == std::string::npos || text.find(',', c2 + 1) != std::string::npos)
-      fail("expected 3 fields TIMESTAMP,ContextTokens,GeneratedTokens, got \"" + text + "\"");
+      fail("expected 3 fields TIMESTAMP,ContextTokens,GeneratedTokens, got \"" + text.substr(0, 80) + "\"");
     double t = timestamp(trim(text.substr(0, c1)));
     if (requests_ == 0) origin_ = t;
     double rel = t - origin_;
@@ -79,7 +87,7 @@ class AzureReader : public RequestSource {
     int Y, M, D, h, m, n = 0;
     double sec;
     if (std::sscanf(s.c_str(), "%d-%d-%d %d:%d:%lf%n", &Y, &M, &D, &h, &m, &sec, &n) != 6 || size_t(n) != s.size() ||
-        M < 1 || M > 12 || D < 1 || D > 31 || h < 0 || h > 23 || m < 0 || m > 59 || sec < 0 || sec >= 61)
+        s.size() > 40 || Y < 1970 || Y > 9999 || M < 1 || M > 12 || D < 1 || D > 31 || h < 0 || h > 23 || m < 0 || m > 59 || sec < 0 || sec >= 61)
       fail("TIMESTAMP: expected a date and time like 2023-11-16 18:17:03.9799600, got \"" + s + "\"");
     std::tm tm{};
     tm.tm_year = Y - 1900;

@@ -6,6 +6,7 @@
 // does not sort).
 #include <fstream>
 
+#include "traces/line_reader.h"
 #include "traces/request_trace.h"
 
 namespace kvtier {
@@ -23,7 +24,12 @@ class MooncakeReader : public RequestSource {
   bool next(Request& r) override {
     std::string text;
     for (;;) {
-      if (!std::getline(in_, text)) {
+      const LineRead got = read_line_limited(in_, text);
+      if (got == LineRead::TooLong) {
+        ++line_;
+        fail("line longer than " + std::to_string(kMaxTraceLineBytes) + " bytes (expected one request per line)");
+      }
+      if (got == LineRead::End) {
         if (requests_ == 0)
           fail(line_ == 0 ? "empty file, expected Mooncake JSONL requests"
                           : "no requests, expected Mooncake JSONL requests");
@@ -42,7 +48,7 @@ class MooncakeReader : public RequestSource {
     if (!j.is_object()) fail("expected a JSON object with timestamp, input_length, output_length, hash_ids");
     const json& ts = field(j, "timestamp");
     if (!ts.is_number() || ts.get<double>() < 0)
-      fail("timestamp: expected a non-negative number of milliseconds, got " + ts.dump());
+      fail("timestamp: expected a non-negative number of milliseconds, got " + brief_dump(ts));
     double t = ts.get<double>() / 1000.0;
     if (requests_ > 0 && t < last_s_)
       fail("timestamp " + ts.dump() + " ms is before the previous request's (" + json(last_s_ * 1000.0).dump() +
@@ -52,7 +58,7 @@ class MooncakeReader : public RequestSource {
     r.output_tokens = length(j, "output_length");
     r.session = 0;
     const json& ids = field(j, "hash_ids");
-    if (!ids.is_array()) fail("hash_ids: expected an array of block ids, got " + ids.dump());
+    if (!ids.is_array()) fail("hash_ids: expected an array of block ids, got " + brief_dump(ids));
     uint64_t fits = (uint64_t(r.input_tokens) + kMooncakeBlockTokens - 1) / kMooncakeBlockTokens;
     if (ids.size() > fits)
       fail("hash_ids: " + std::to_string(ids.size()) + " blocks, but input_length " +
@@ -62,7 +68,7 @@ class MooncakeReader : public RequestSource {
     for (size_t i = 0; i < ids.size(); ++i) {
       const json& v = ids[i];
       if (!v.is_number_integer() || (v.is_number_integer() && !v.is_number_unsigned() && v.get<int64_t>() < 0))
-        fail("hash_ids[" + std::to_string(i) + "]: expected a non-negative integer block id, got " + v.dump());
+        fail("hash_ids[" + std::to_string(i) + "]: expected a non-negative integer block id, got " + brief_dump(v));
       r.blocks[i] = v.get<uint64_t>();
     }
     last_s_ = t;
@@ -83,7 +89,7 @@ class MooncakeReader : public RequestSource {
   uint32_t length(const json& j, const char* key) const {
     const json& v = field(j, key);
     if (!v.is_number_unsigned() || v.get<uint64_t>() > 0xFFFFFFFFull)
-      fail(std::string(key) + ": expected a non-negative integer number of tokens, got " + v.dump());
+      fail(std::string(key) + ": expected a non-negative integer number of tokens, got " + brief_dump(v));
     return uint32_t(v.get<uint64_t>());
   }
 
