@@ -73,6 +73,7 @@ uint64_t parse_capacity(const std::string& s, uint64_t block_bytes, uint64_t dis
                       "TiB) or a percentage of the distinct blocks (10%)");
   double blocks = it->second == 0 ? v : it->second < 0 ? v / 100.0 * double(distinct) : v * it->second / double(block_bytes);
   if (blocks < 1) throw ConfigError("capacity '" + s + "' is less than one block");
+  if (blocks > 1e15) throw ConfigError("capacity '" + s + "' is more than 1e15 blocks");
   return uint64_t(std::floor(blocks + 1e-9));
 }
 
@@ -85,11 +86,11 @@ json policy_json(const std::string& name, const std::vector<std::string>& params
     if (a.substr(0, dot) != name) continue;
     std::string v = a.substr(eq + 1);
     json jv;
-    try {
-      jv = json::parse(v);
-    } catch (const json::exception&) {
-      jv = v;
-    }
+    size_t byte = 0;
+    bool syntax = false;
+    const std::string err = parse_json_limited(v, jv, byte, syntax);
+    if (!err.empty() && !syntax) throw ConfigError("--policy-param '" + a.substr(0, eq) + "': " + err);
+    if (!err.empty()) jv = v;  // bare words are strings
     p[a.substr(dot + 1, eq - dot - 1)] = jv;
   }
   return p;
@@ -292,8 +293,12 @@ int run_replay(ReplayCli& o) {
            {"admission", o.admission},
            {"runs", runs}};
   std::string text = out.dump(2) + "\n";
-  if (!o.out.empty()) write_file_atomic(o.out, text);
-  if (!o.csv.empty()) write_file_atomic(o.csv, csv);
+  {
+    StagedOutputs outputs;  // both files or neither
+    if (!o.csv.empty()) outputs.write(o.csv, csv, "--csv");
+    if (!o.out.empty()) outputs.write(o.out, text, "--out");
+    outputs.commit();
+  }
   if (o.out.empty() && o.csv.empty()) std::cout << text;
   else if (!o.quiet) {
     for (const auto& r : runs) {
@@ -372,7 +377,8 @@ std::function<int()> add_request_trace_commands(CLI::App& app, CLI::App& trace) 
   rp->add_option("--tier", ro->tiers, "a tier NAME:CAPACITY[:POLICY], top first (repeatable)");
   rp->add_option("--model", ro->model, "model preset or file: KV bytes per token for byte capacities and bytes served")
       ->capture_default_str();
-  rp->add_option("--block-tokens", ro->block_tokens, "tokens per block (default: the trace's, 512 for Mooncake)");
+  rp->add_option("--block-tokens", ro->block_tokens, "tokens per block (default: the trace's, 512 for Mooncake)")
+      ->check(CLI::Range(1u, 65536u));
   rp->add_option("--semantics", ro->semantics, "block: every reference counts; prefix: hits up to a request's first miss")
       ->capture_default_str();
   rp->add_option("--admission", ro->admission, "always, or second: cache a block only from its second reference")
@@ -380,7 +386,8 @@ std::function<int()> add_request_trace_commands(CLI::App& app, CLI::App& trace) 
   rp->add_flag("--inclusive", ro->inclusive, "inclusive tiers (default exclusive)");
   rp->add_flag("--no-promote", ro->no_promote, "a hit below the top tier stays where it is");
   rp->add_flag("--stack-distance", ro->stack, "LRU only: every capacity from one pass of stack distances");
-  rp->add_option("--repeat", ro->repeat, "play the stream this many times back to back (same block ids)");
+  rp->add_option("--repeat", ro->repeat, "play the stream this many times back to back (same block ids)")
+      ->check(CLI::Range(1u, 1000u));
   rp->add_flag("--stream", ro->stream,
                "memory bounded by the distinct blocks: read the trace twice instead of keeping its references "
                "(not with belady or --stack-distance)");
@@ -397,7 +404,8 @@ std::function<int()> add_request_trace_commands(CLI::App& app, CLI::App& trace) 
   ex->add_option("--out,-o", eo->out, "output file")->required();
   ex->add_option("--object-size", eo->object_size, "size field of every record (1: capacities count blocks)")
       ->capture_default_str();
-  ex->add_option("--repeat", eo->repeat, "write the stream this many times back to back (same ids)");
+  ex->add_option("--repeat", eo->repeat, "write the stream this many times back to back (same ids)")
+      ->check(CLI::Range(1u, 1000u));
   ex->add_flag("--dense-ids", eo->dense, "object ids 0..n-1 in order of first reference instead of the trace's ids");
 
   return [rp, ro, ex, eo]() -> int {

@@ -27,6 +27,7 @@ struct TraceCommands {
   // synth
   std::string params;
   uint32_t layers = 0, context_tokens = 0, steps = 0, block_tokens = 0, sequences = 1;
+  std::string seed_text = "1";
   uint64_t seed = 1;
 };
 
@@ -141,6 +142,9 @@ int cmd_fit(const TraceCommands& c) {
 }
 
 int cmd_synth(const TraceCommands& c) {
+  if (static_cast<uint64_t>(c.layers) * c.sequences > kMaxTraceLayerSequences)
+    throw ConfigError("--layers x --sequences: " + std::to_string(static_cast<uint64_t>(c.layers) * c.sequences) +
+                      ", more than " + std::to_string(kMaxTraceLayerSequences));
   json p = load_json_file(c.params);
   if (p.is_object() && p.contains("kind") && p["kind"] != "patterns")
     throw ConfigError(c.params + ": \"kind\" must be \"patterns\" (the generator `kvtier trace fit` fits)");
@@ -209,18 +213,23 @@ std::shared_ptr<TraceCommands> add_trace_commands(CLI::App& trace) {
   c->fit->add_option("--heavy-ratio", c->heavy_ratio, "heavy hitters: at least this many times the median block's mass")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  c->fit->add_option("--seed", c->seed, "seed of the fitted trace the statistics compare with")->capture_default_str();
+  c->fit->add_option("--seed", c->seed_text, "seed of the fitted trace the statistics compare with (0 to 2^64-1)")
+      ->capture_default_str();
   stats_opts(c->fit);
 
   c->synth = trace.add_subcommand("synth", "write a trace of the patterns generator (params as `trace fit` writes)");
   c->synth->add_option("params", c->params, "patterns parameters JSON")->required();
-  c->synth->add_option("--layers", c->layers, "layers")->required()->check(CLI::Range(1u, 100000u));
-  c->synth->add_option("--context-tokens", c->context_tokens, "prompt tokens")->required()->check(CLI::Range(1u, 1u << 30));
-  c->synth->add_option("--steps", c->steps, "decode steps")->required()->check(CLI::Range(1u, 1u << 30));
-  c->synth->add_option("--block-tokens", c->block_tokens, "tokens per block")->required()->check(CLI::Range(1u, 1u << 20));
+  c->synth->add_option("--layers", c->layers, "layers")->required()->check(CLI::Range(1u, unsigned(kMaxTraceLayers)));
+  c->synth->add_option("--context-tokens", c->context_tokens, "prompt tokens")
+      ->required()
+      ->check(CLI::Range(1u, unsigned(kMaxTraceContextTokens)));
+  c->synth->add_option("--steps", c->steps, "decode steps")->required()->check(CLI::Range(1u, unsigned(kMaxTraceSteps)));
+  c->synth->add_option("--block-tokens", c->block_tokens, "tokens per block")
+      ->required()
+      ->check(CLI::Range(1u, unsigned(kMaxTraceBlockTokens)));
   c->synth->add_option("--sequences", c->sequences, "independent sequences")->check(CLI::Range(1u, 65536u))
       ->capture_default_str();
-  c->synth->add_option("--seed", c->seed, "seed")->capture_default_str();
+  c->synth->add_option("--seed", c->seed_text, "seed (0 to 2^64-1)")->capture_default_str();
   c->synth->add_option("-o,--out", c->out, "output file")->required();
   out_opts(c->synth);
 
@@ -229,7 +238,8 @@ std::shared_ptr<TraceCommands> add_trace_commands(CLI::App& trace) {
   return c;
 }
 
-bool run_trace_commands(const TraceCommands& c, int& rc) {
+bool run_trace_commands(TraceCommands& c, int& rc) {
+  c.seed = parse_seed(c.seed_text, "--seed");
   if (c.convert && *c.convert) rc = cmd_convert(c);
   else if (c.stats && *c.stats) rc = cmd_stats(c);
   else if (c.fit && *c.fit) rc = cmd_fit(c);

@@ -15,6 +15,6 @@ std::shared_ptr<TraceCommands> add_trace_commands(CLI::App& trace);
 
 // If one of these commands was parsed, runs it, sets `rc` and returns true.
 // Throws ConfigError on bad input (the caller prints it and exits 2).
-bool run_trace_commands(const TraceCommands& c, int& rc);
+bool run_trace_commands(TraceCommands& c, int& rc);
 
 }  // namespace kvtier

@@ -1,6 +1,7 @@
 #include "sim/config.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cctype>
 #include <filesystem>
 #include <fstream>
@@ -191,6 +192,20 @@ std::string plain_numbers(const std::string& text) {
   return out;
 }
 
+uint64_t parse_seed(const std::string& text, const std::string& option) {
+  const std::string expected =
+      option + " '" + text.substr(0, 40) + "': expected an integer from 0 to 18446744073709551615";
+  if (text.empty() || text.size() > 20 || text.find_first_not_of("0123456789") != std::string::npos)
+    throw ConfigError(expected);
+  uint64_t v = 0;
+  for (char c : text) {
+    const uint64_t d = static_cast<uint64_t>(c - '0');
+    if (v > (UINT64_MAX - d) / 10) throw ConfigError(expected);
+    v = v * 10 + d;
+  }
+  return v;
+}
+
 ParamList workload_params() {
   return {
       integer("batch", 1, "sequences decoded together", 1, kMaxBatch),
@@ -269,7 +284,7 @@ json load_config(const std::string& given, const std::vector<std::string>& sets)
   }
   json cfg = expand(path, 0);
   for (const auto& s : sets) apply_set(cfg, s);
-  const std::vector<std::string> sections{"name", "hardware", "model", "workload", "policies", "sim"};
+  const std::vector<std::string> sections{"name", "hardware", "model", "workload", "policies", "sim", "serving"};
   for (auto it = cfg.begin(); it != cfg.end(); ++it) {
     if (is_annotation_key(it.key()) || std::find(sections.begin(), sections.end(), it.key()) != sections.end()) continue;
     std::string hint = nearest(it.key(), sections);

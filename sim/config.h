@@ -4,6 +4,7 @@
 // ParamLists when the simulation is set up. Conventions: docs/config.md.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -48,6 +49,10 @@ constexpr long long kMaxBatch = 4096;
 constexpr long long kMaxKvBlocks = 1LL << 26;
 // A configuration or sweep file larger than this is refused unread.
 constexpr unsigned long long kMaxConfigBytes = 16ULL << 20;
+
+// A seed option: decimal digits only, 0 to 2^64-1 (strtoull would take "-1"
+// as 2^64-1 and saturate anything larger). Throws ConfigError naming `option`.
+uint64_t parse_seed(const std::string& text, const std::string& option);
 
 ParamList workload_params();
 ParamList sim_params();

@@ -12,6 +12,7 @@
 #include "sim/cli_validate.h"
 #include "sim/config.h"
 #include "sim/engine.h"
+#include "sim/serving.h"
 #include "sim/result.h"
 #include "sim/sweep.h"
 #include "traces/synthetic.h"
@@ -56,27 +57,46 @@ std::string out_dir_for(const json& cfg) {
   return d.empty() ? (fs::path("out") / cfg["name"].get<std::string>()).string() : d;
 }
 
-// --seed: decimal digits only, 0 to 2^64-1 (strtoull would take "-1" as 2^64-1
-// and saturate anything larger).
-uint64_t parse_seed(const std::string& text) {
-  const std::string expected = "--seed '" + text.substr(0, 40) + "': expected an integer from 0 to 18446744073709551615";
-  if (text.empty() || text.size() > 20 || text.find_first_not_of("0123456789") != std::string::npos)
-    throw ConfigError(expected);
-  uint64_t v = 0;
-  for (char c : text) {
-    const uint64_t d = static_cast<uint64_t>(c - '0');
-    if (v > (UINT64_MAX - d) / 10) throw ConfigError(expected);
-    v = v * 10 + d;
+// A serving config (a "serving" section): requests through the serving
+// engine; requests.csv beside result.json.
+int cmd_serve(json& cfg, bool quiet) {
+  ServingSimulation sim(cfg);  // validates everything before anything runs or is written
+  const std::string dir = out_dir_for(cfg);
+  const std::string tl = cfg["sim"]["timeline"].get<std::string>();
+  check_run_outputs(dir, tl);
+  if (!tl.empty() && fs::path(tl).has_parent_path()) {
+    std::error_code ec;
+    fs::create_directories(fs::path(tl).parent_path(), ec);
+    if (ec) throw ConfigError("--timeline " + tl + ": cannot create its directory: " + ec.message());
   }
-  return v;
+  json metrics = sim.run(tl);
+  try {
+    if (cfg["serving"]["request_csv"].get<bool>())
+      write_file_atomic((fs::path(dir) / "requests.csv").string(), sim.requests_csv());
+    write_file_atomic((fs::path(dir) / "result.json").string(), make_result(cfg, metrics).dump(2) + "\n");
+  } catch (...) {
+    std::error_code ec;
+    if (!tl.empty()) fs::remove(tl, ec);
+    fs::remove(fs::path(dir) / "requests.csv", ec);
+    throw;
+  }
+  if (!quiet)
+    std::cout << "kvtier: " << cfg["name"].get<std::string>() << ": " << metrics["requests"].get<uint64_t>()
+              << " requests, " << metrics["throughput_tokens_per_s"].get<double>() << " tokens/s, TTFT p50 "
+              << metrics["ttft_s"]["p50"].get<double>() << " s, TPOT p50 " << metrics["tpot_s"]["p50"].get<double>() * 1e3
+              << " ms, " << metrics["preemptions"].get<uint64_t>() << " preemptions, simulated "
+              << metrics["simulated_time_s"].get<double>() << " s\n"
+              << "kvtier: wrote " << (fs::path(dir) / "result.json").string() << "\n";
+  return 0;
 }
 
 int cmd_run(const std::string& config, const std::vector<std::string>& sets, const std::string& out,
             const std::string& timeline, const std::vector<std::string>& seed, bool quiet) {
   json cfg = load_config(config, sets);
-  if (!seed.empty()) cfg["sim"]["seed"] = parse_seed(seed.front());
+  if (!seed.empty()) cfg["sim"]["seed"] = parse_seed(seed.front(), "--seed");
   if (!out.empty()) cfg["sim"]["out_dir"] = out;
   if (!timeline.empty()) cfg["sim"]["timeline"] = timeline;
+  if (cfg.contains("serving")) return cmd_serve(cfg, quiet);
   Simulation sim(cfg);  // validates everything before anything runs or is written
   const std::string dir = out_dir_for(cfg);
   const std::string tl = cfg["sim"]["timeline"].get<std::string>();

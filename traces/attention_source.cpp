@@ -19,7 +19,9 @@ std::unique_ptr<AttentionFileSource> open_attention_file(const std::string& path
 std::string source_name(const AttentionSource& src) {
   if (auto* f = dynamic_cast<const AttentionFileSource*>(&src)) return f->path();
   const json& o = src.header().origin;
-  return o.is_object() && o.contains("generator") ? o["generator"].get<std::string>() + " trace" : "attention trace";
+  return o.is_object() && o.contains("generator") && o["generator"].is_string()
+             ? o["generator"].get<std::string>() + " trace"
+             : "attention trace";
 }
 
 const std::vector<float>& require_prompt(const AttentionSource& src, uint32_t seq, uint32_t layer,
@@ -35,6 +37,9 @@ std::unique_ptr<AttentionSource> make_attention_source(json& tr, const std::stri
                                                        uint32_t context_tokens, uint32_t steps, uint32_t block_tokens,
                                                        uint32_t sequences, uint64_t seed) {
   if (!tr.is_object()) throw ConfigError(where + ": expected an object with \"kind\"");
+  if (tr.contains("kind") && !tr["kind"].is_string())
+    throw ConfigError(where + ".kind: expected a string (synthetic, patterns, file or none), got " +
+                      brief_dump(tr["kind"]));
   const std::string kind = tr.value("kind", "");
   if (kind == "synthetic")
     return std::make_unique<SyntheticAttention>(tr, where, layers, context_tokens, steps, block_tokens, seed);

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <tuple>
 
 #include "traces/line_reader.h"
 
@@ -41,6 +42,22 @@ bool mass_ok(const json& m) {
 }
 
 }  // namespace
+
+void check_trace_shape(const std::string& where, uint64_t layers, uint64_t context_tokens, uint64_t steps,
+                       uint64_t block_tokens, uint64_t sequences) {
+  const std::tuple<const char*, uint64_t, uint64_t> counts[] = {{"layers", layers, kMaxTraceLayers},
+                                                                {"context tokens", context_tokens, kMaxTraceContextTokens},
+                                                                {"steps", steps, kMaxTraceSteps},
+                                                                {"block tokens", block_tokens, kMaxTraceBlockTokens},
+                                                                {"sequences", sequences, 65536}};
+  for (const auto& [what, v, max] : counts)
+    if (v < 1 || v > max)
+      throw ConfigError(where + ": a trace of " + std::to_string(v) + " " + what + ", expected 1 to " +
+                        std::to_string(max));
+  if (layers * sequences > kMaxTraceLayerSequences)
+    throw ConfigError(where + ": a trace of " + std::to_string(layers) + " layers x " + std::to_string(sequences) +
+                      " sequences, more than " + std::to_string(kMaxTraceLayerSequences));
+}
 
 void JsonlAttentionReader::fail(const std::string& what) const {
   throw ConfigError(path_ + ":" + std::to_string(line_no_) + ": " + what);

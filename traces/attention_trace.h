@@ -25,6 +25,11 @@ constexpr uint64_t kMaxTraceBlockTokens = 1u << 16;
 constexpr uint64_t kMaxTraceLayers = 1u << 12;
 constexpr uint64_t kMaxTraceLayerSequences = 1u << 20;  // layers x sequences (prompt records)
 
+// Throws ConfigError naming `where` unless a generated trace's shape is
+// within the limits above (every count >= 1).
+void check_trace_shape(const std::string& where, uint64_t layers, uint64_t context_tokens, uint64_t steps,
+                       uint64_t block_tokens, uint64_t sequences);
+
 struct AttentionHeader {
   uint32_t version = 1;
   uint32_t layers = 0;

@@ -20,6 +20,7 @@ ParamList SyntheticAttention::params() {
 SyntheticAttention::SyntheticAttention(json& p, const std::string& where, uint32_t layers, uint32_t context_tokens,
                                        uint32_t steps, uint32_t block_tokens, uint64_t seed)
     : rng_(seed) {
+  check_trace_shape(where, layers, context_tokens, steps, block_tokens, 1);
   resolve_params(p, params(), where, {"kind"});
   sinks_ = static_cast<uint32_t>(get_int(p, "sink_blocks"));
   recent_ = static_cast<uint32_t>(get_int(p, "recent_blocks"));

@@ -51,6 +51,7 @@ double PatternAttention::at_depth(const json& v, uint32_t layer, uint32_t layers
 
 PatternAttention::PatternAttention(json& p, const std::string& where, uint32_t layers, uint32_t context_tokens,
                                    uint32_t steps, uint32_t block_tokens, uint32_t sequences, uint64_t seed) {
+  check_trace_shape(where, layers, context_tokens, steps, block_tokens, sequences);
   resolve_params(p, params(), where, {"kind"});
   for (const char* k : kLayerParams) {
     const json& v = p[k];
