@@ -64,22 +64,13 @@ int cmd_serve(json& cfg, bool quiet) {
   const std::string dir = out_dir_for(cfg);
   const std::string tl = cfg["sim"]["timeline"].get<std::string>();
   check_run_outputs(dir, tl);
-  if (!tl.empty() && fs::path(tl).has_parent_path()) {
-    std::error_code ec;
-    fs::create_directories(fs::path(tl).parent_path(), ec);
-    if (ec) throw ConfigError("--timeline " + tl + ": cannot create its directory: " + ec.message());
-  }
-  json metrics = sim.run(tl);
-  try {
-    if (cfg["serving"]["request_csv"].get<bool>())
-      write_file_atomic((fs::path(dir) / "requests.csv").string(), sim.requests_csv());
-    write_file_atomic((fs::path(dir) / "result.json").string(), make_result(cfg, metrics).dump(2) + "\n");
-  } catch (...) {
-    std::error_code ec;
-    if (!tl.empty()) fs::remove(tl, ec);
-    fs::remove(fs::path(dir) / "requests.csv", ec);
-    throw;
-  }
+  StagedOutputs outputs;
+  const std::string tl_stage = tl.empty() ? std::string() : outputs.stage(tl, "--timeline");
+  json metrics = sim.run(tl_stage);
+  if (cfg["serving"]["request_csv"].get<bool>())
+    outputs.write((fs::path(dir) / "requests.csv").string(), sim.requests_csv(), "--out");
+  outputs.write((fs::path(dir) / "result.json").string(), make_result(cfg, metrics).dump(2) + "\n", "--out");
+  outputs.commit();
   if (!quiet)
     std::cout << "kvtier: " << cfg["name"].get<std::string>() << ": " << metrics["requests"].get<uint64_t>()
               << " requests, " << metrics["throughput_tokens_per_s"].get<double>() << " tokens/s, TTFT p50 "

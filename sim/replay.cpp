@@ -57,6 +57,7 @@ class ReplayHierarchy {
     used_.assign(n_tiers_, 0);
     hits_.assign(n_tiers_, 0);
     bypassed_.assign(n_tiers_, 0);
+    inserted_.assign(n_tiers_, 0);
   }
 
   // One reference to block b; `next` is the time of its next reference
@@ -93,6 +94,9 @@ class ReplayHierarchy {
   }
 
   uint32_t tiers() const { return n_tiers_; }
+  // The tier holding b (the highest one, inclusive), or tiers() if none.
+  uint32_t holder(uint32_t b) const { return table_.tier[b] == kNone ? n_tiers_ : table_.tier[b]; }
+  uint64_t used(uint32_t u) const { return used_[u]; }
 
  private:
   // False if the policy names no victim although the tier is full (a policy
@@ -120,6 +124,7 @@ class ReplayHierarchy {
     }
     policies_[u]->on_insert(b, u);
     ++used_[u];
+    ++inserted_[u];
     table_.tier[b] = u;
     table_.created[b] = table_.clock;
   }
@@ -137,6 +142,7 @@ class ReplayHierarchy {
     if (!make_room(b, u, true)) return;
     policies_[u]->on_insert(b, u);
     ++used_[u];
+    ++inserted_[u];
     mask_[b] |= uint8_t(1u << u);
     set_top(b);
   }
@@ -172,7 +178,7 @@ class ReplayHierarchy {
   std::vector<uint64_t> next_;
 
  public:
-  std::vector<uint64_t> hits_, bypassed_;
+  std::vector<uint64_t> hits_, bypassed_, inserted_;
 };
 
 namespace {
@@ -272,6 +278,15 @@ void ReplaySession::request(const uint32_t* refs, size_t n) {
   refs_ += n;
   ++requests_;
 }
+
+uint32_t ReplaySession::tiers() const { return h_->tiers(); }
+uint32_t ReplaySession::holder(uint32_t b) const { return h_->holder(b); }
+uint32_t ReplaySession::reference(uint32_t b) {
+  ++refs_;
+  return h_->reference(b, kNeverAgain);
+}
+uint64_t ReplaySession::inserted(uint32_t tier) const { return h_->inserted_[tier]; }
+uint64_t ReplaySession::used(uint32_t tier) const { return h_->used(tier); }
 
 ReplayResult ReplaySession::result() const {
   ReplayResult res;

@@ -92,6 +92,17 @@ class ReplaySession {
   // One request's blocks, as dense indices < blocks.
   void request(const uint32_t* refs, size_t n);
   ReplayResult result() const;
+  // Block by block, for an engine that decides when a block is used (the
+  // serving engine: a prompt's cached prefix when it is admitted, its new
+  // blocks when they are written): the tier holding b now (tiers() if
+  // none), and one reference to b (hit: the tier that held it, promoted as
+  // configured; miss: tiers(), and b is inserted).
+  uint32_t tiers() const;
+  uint32_t holder(uint32_t b) const;
+  uint32_t reference(uint32_t b);
+  // Blocks inserted into a tier so far (each one written into it), and its use.
+  uint64_t inserted(uint32_t tier) const;
+  uint64_t used(uint32_t tier) const;
 
  private:
   ReplayConfig& c_;

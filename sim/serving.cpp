@@ -1,0 +1,581 @@
+#include "sim/serving.h"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+#include <unordered_map>
+
+#include "sim/config.h"
+#include "sim/platform.h"
+#include "sim/replay.h"
+#include "sim/serving_metrics.h"
+#include "sim/streams.h"
+#include "sim/timeline.h"
+#include "sim/transfer_planner.h"
+#include "traces/request_synthetic.h"
+#include "traces/request_trace.h"
+
+namespace kvtier {
+
+ParamList serving_params() {
+  return {
+      any("requests", json(),
+          "the request stream: {\"kind\": \"trace\", \"path\": Mooncake JSONL or Azure CSV} | {\"kind\": \"synthetic\", "
+          "generator params (docs/replay.md)} | {\"kind\": \"identical\", \"count\", \"input_tokens\", "
+          "\"output_tokens\", \"interval_s\"}",
+          ParamType::Object),
+      integer("limit", 0, "serve only the first N requests of the stream (0: all)", 0, 1e8),
+      positive("time_scale", 1.0, "arrival times are multiplied by this (0.5: twice the request rate)"),
+      integer("max_running", 256, "sequences in one iteration (vLLM max_num_seqs)", 1, 1 << 20),
+      integer("max_batched_tokens", 8192, "tokens computed in one iteration (vLLM max_num_batched_tokens)", 1, 1 << 24),
+      num("watermark", 0.01,
+          "fraction of the GPU's KV pool kept free when admitting a prompt, so running sequences can grow (vLLM's "
+          "default 0.01)",
+          0, 0.5),
+      boolean("chunked_prefill", false, "split prompts longer than the iteration's token budget over iterations"),
+      str("order", "fcfs", "waiting queue order: fcfs (arrival) or shortest_prompt", {"fcfs", "shortest_prompt"}),
+      str("preemption", "swap",
+          "when the GPU's KV pool runs out: swap (whole sequences to host memory and back, vLLM swap) or recompute "
+          "(drop their KV, prefill again)",
+          {"swap", "recompute"}),
+      num("swap_space_GiB", 4.0, "memory reserved for swapped-out KV (vLLM's swap_space, 4 GiB by default)", 0),
+      str("swap_tier", "",
+          "the tier that holds swapped-out sequences (default: the first host-memory tier below the GPU; an SSD "
+          "tier swaps to flash, as HiFC does)"),
+      any("prefix_cache", json::object(),
+          "{\"enabled\": true, \"write\": \"write_through\" | \"on_finish\", \"policy\": eviction policy of every "
+          "cache tier (lru), \"inclusive\": false}: the tiers below the GPU keep prompt blocks for reuse",
+          ParamType::Object),
+      any("slo", json::object(), "{\"ttft_s\": limit, \"tpot_s\": limit}: goodput counts requests within both",
+          ParamType::Object),
+      boolean("coarsen", true,
+              "iterations with nothing to load run as one kernel for all layers (same times; false: layer by layer)"),
+      boolean("request_csv", true, "write requests.csv (one line per request) beside result.json"),
+  };
+}
+
+namespace {
+
+ParamList prefix_cache_params() {
+  return {
+      boolean("enabled", true, "keep prompt blocks in the tiers below the GPU for reuse"),
+      str("write", "write_through",
+          "when a prompt's new blocks are written down: write_through (as its prefill completes) or on_finish (when "
+          "the request leaves the GPU)",
+          {"write_through", "on_finish"}),
+      any("policy", "lru", "eviction policy of every cache tier (a name or {\"name\": ..., params})"),
+      boolean("inclusive", false, "a block in a tier is also in every tier below (default: exclusive)"),
+      str("match", "prefix",
+          "which cached blocks of a prompt are loaded: prefix (its leading run, as vLLM and LMCache serve prefixes) or "
+          "any (every cached block wherever it is in the prompt, as MatKV loads retrieved chunks)",
+          {"prefix", "any"}),
+      boolean("warm", false,
+              "the cache starts holding every block of the request stream, written before time 0 (MatKV: the "
+              "corpus's KV is precomputed on flash), as far as the tiers hold them"),
+  };
+}
+
+ParamList slo_params() {
+  return {
+      num("ttft_s", 0.0, "time to first token limit, seconds (0: none)", 0),
+      num("tpot_s", 0.0, "time per output token limit, seconds (0: none)", 0),
+  };
+}
+
+ParamList identical_params() {
+  return {
+      str("kind", "identical", "identical requests"),
+      integer("count", 1, "requests", 1, 1e7),
+      integer("input_tokens", 4096, "prompt tokens of each", 1, 1 << 24),
+      integer("output_tokens", 64, "output tokens of each (the first comes out of prefill)", 1, 1 << 24),
+      num("interval_s", 0.0, "seconds between arrivals (0: all at time 0)", 0),
+  };
+}
+
+}  // namespace
+
+ServingSimulation::~ServingSimulation() = default;
+
+ServingSimulation::ServingSimulation(json& cfg) : cfg_(cfg) {
+  s_.hw = parse_hardware(cfg_["hardware"], "hardware");
+  s_.topo = std::make_unique<Topology>(s_.hw);
+  s_.model = parse_llm(cfg_["model"], "model");
+  json& sv = cfg_["serving"];
+  resolve_params(sv, serving_params(), "serving");
+  resolve_params(sv["prefix_cache"], prefix_cache_params(), "serving.prefix_cache");
+  resolve_params(sv["slo"], slo_params(), "serving.slo");
+  limits_.block_tokens = static_cast<uint32_t>(get_int(cfg_["workload"], "block_tokens"));
+  limits_.max_running = static_cast<uint32_t>(get_int(sv, "max_running"));
+  limits_.max_batched_tokens = static_cast<uint32_t>(get_int(sv, "max_batched_tokens"));
+  limits_.chunked_prefill = sv["chunked_prefill"].get<bool>();
+  limits_.watermark = sv["watermark"].get<double>();
+  limits_.order = sv["order"] == "fcfs" ? QueueOrder::Fcfs : QueueOrder::ShortestPrompt;
+  limits_.preemption = sv["preemption"] == "swap" ? PreemptionMode::Swap : PreemptionMode::Recompute;
+  coarsen_ = sv["coarsen"].get<bool>();
+  slo_ttft_s_ = sv["slo"]["ttft_s"].get<double>();
+  slo_tpot_s_ = sv["slo"]["tpot_s"].get<double>();
+  const json& pc = sv["prefix_cache"];
+  write_through_ = pc["write"] == "write_through";
+  match_any_ = pc["match"] == "any";
+  inclusive_ = pc["inclusive"].get<bool>();
+
+  // The GPU: its memory less the weights is the paged KV pool; tier 0.
+  s_.gpu_dev = static_cast<size_t>(s_.hw.device_index(s_.hw.gpu));
+  const DeviceModel& gpu = *s_.hw.devices[s_.gpu_dev].model;
+  s_.gpu_model = &gpu;
+  s_.gpu_flops = gpu.flops();
+  s_.gpu_mem_Bps = gpu.memory_Bps();
+  s_.gpu_launch_s = gpu.launch_overhead_s();
+  if (s_.gpu_flops <= 0 || s_.gpu_mem_Bps <= 0)
+    throw ConfigError("hardware.gpu: device '" + s_.hw.gpu + "' cannot run attention (no FLOP/s or memory bandwidth)");
+  if (s_.hw.tiers.empty() || s_.hw.device_index(s_.hw.tiers[0]) != static_cast<int>(s_.gpu_dev))
+    throw ConfigError("hardware.tiers: serving keeps running sequences' KV on the GPU: the first tier must be the GPU (" +
+                      s_.hw.gpu + ")");
+  const double kv_tok = static_cast<double>(s_.model.kv_bytes_per_token());
+  const double gpu_kv = gpu.capacity_bytes() - s_.model.weight_bytes();
+  limits_.gpu_blocks = gpu_kv > 0 ? static_cast<uint64_t>(gpu_kv / (kv_tok * limits_.block_tokens)) : 0;
+  if (limits_.gpu_blocks == 0)
+    throw ConfigError("hardware.devices." + s_.hw.gpu + ": no room for one KV block of " +
+                      std::to_string(limits_.block_tokens) + " tokens after " +
+                      plain_numbers(std::to_string(s_.model.weight_bytes() / 1e9)) + " GB of weights");
+  for (size_t i = 0; i < s_.hw.tiers.size(); ++i) s_.tier_dev.push_back(static_cast<size_t>(s_.hw.device_index(s_.hw.tiers[i])));
+  s_.gpu_tier = true;
+  s_.codec.assign(s_.tier_dev.size() * s_.model.layers, CompressionSpec{});
+  for (size_t t = 1; t < s_.tier_dev.size(); ++t) {
+    const size_t d = s_.tier_dev[t];
+    s_.topo->route(d, s_.gpu_dev);
+    s_.topo->route(s_.gpu_dev, d);
+    if (t + 1 < s_.tier_dev.size()) s_.topo->route(d, s_.tier_dev[t + 1]);
+    c_.wear.emplace_back(*s_.hw.devices[d].model);
+  }
+  c_.wear.insert(c_.wear.begin(), FlashWear(gpu));
+
+  // Swap space: in the named tier, or the first host-memory tier below the GPU.
+  const double swap_bytes = sv["swap_space_GiB"].get<double>() * 1073741824.0;
+  const std::string swap_tier = sv["swap_tier"].get<std::string>();
+  for (size_t t = 1; t < s_.tier_dev.size(); ++t)
+    if (swap_tier.empty() ? s_.hw.devices[s_.tier_dev[t]].model->role() == DeviceRole::Memory : s_.hw.tiers[t] == swap_tier) {
+      swap_dev_ = static_cast<int>(s_.tier_dev[t]);
+      break;
+    }
+  if (!swap_tier.empty() && swap_dev_ < 0)
+    throw ConfigError("serving.swap_tier: '" + swap_tier + "' is not a tier below the GPU in hardware.tiers");
+  if (limits_.preemption == PreemptionMode::Swap) {
+    if (swap_dev_ < 0)
+      throw ConfigError("serving.preemption: swap needs a host-memory tier below the GPU in hardware.tiers (or serving.swap_tier); use recompute");
+    limits_.swap_blocks = static_cast<uint64_t>(swap_bytes / (kv_tok * limits_.block_tokens));
+  }
+
+  // The requests, all read now: their checks come before anything runs.
+  const json& rq = sv["requests"];
+  if (!rq.is_object() || !rq.contains("kind") || !rq["kind"].is_string())
+    throw ConfigError("serving.requests: expected an object with \"kind\": \"trace\", \"synthetic\" or \"identical\"");
+  const std::string kind = rq["kind"].get<std::string>();
+  const uint64_t limit = static_cast<uint64_t>(get_int(sv, "limit"));
+  const double scale = sv["time_scale"].get<double>();
+  std::unordered_map<uint64_t, uint32_t> dense;
+  auto add = [&](const Request& r) {
+    ServingRequest q;
+    q.id = static_cast<uint32_t>(reqs_.size());
+    q.arrival_s = r.arrival_s * scale;
+    q.input_tokens = r.input_tokens;
+    q.output_tokens = std::max<uint32_t>(1, r.output_tokens);
+    q.prefix_blocks.reserve(r.blocks.size());
+    for (uint64_t b : r.blocks) {
+      auto it = dense.emplace(b, static_cast<uint32_t>(dense.size())).first;
+      q.prefix_blocks.push_back(it->second);
+    }
+    reqs_.push_back(std::move(q));
+  };
+  std::unique_ptr<RequestSource> src;
+  json& rqm = sv["requests"];
+  if (kind == "trace") {
+    if (!rqm.contains("path") || !rqm["path"].is_string())
+      throw ConfigError("serving.requests.path: expected the path of a Mooncake JSONL or Azure CSV trace");
+    for (auto it = rqm.begin(); it != rqm.end(); ++it)
+      if (it.key() != "kind" && it.key() != "path" && !is_annotation_key(it.key()))
+        throw ConfigError("serving.requests." + it.key() + ": unknown key (a trace takes kind and path)");
+    src = open_request_trace(find_data_file(rqm["path"].get<std::string>(), "", "serving.requests.path"));
+  } else if (kind == "synthetic") {
+    json p = rqm;
+    p.erase("kind");
+    src = std::make_unique<SyntheticRequests>(p, "serving.requests");
+    for (auto it = p.begin(); it != p.end(); ++it) rqm[it.key()] = *it;
+  } else if (kind == "identical") {
+    resolve_params(rqm, identical_params(), "serving.requests");
+    const uint64_t n = static_cast<uint64_t>(get_int(rqm, "count"));
+    Request r;
+    r.input_tokens = static_cast<uint32_t>(get_int(rqm, "input_tokens"));
+    r.output_tokens = static_cast<uint32_t>(get_int(rqm, "output_tokens"));
+    for (uint64_t i = 0; i < n && (limit == 0 || i < limit); ++i) {
+      r.arrival_s = double(i) * rqm["interval_s"].get<double>();
+      add(r);  // no block ids: identical prompts are distinct, nothing to reuse
+    }
+    source_name_ = "identical requests";
+  } else {
+    throw ConfigError("serving.requests.kind: expected \"trace\", \"synthetic\" or \"identical\", got \"" + kind + "\"");
+  }
+  if (src) {
+    source_name_ = src->name();
+    prefix_bt_ = src->block_tokens();
+    Request r;
+    while ((limit == 0 || reqs_.size() < limit) && src->next(r)) add(r);
+  }
+  if (reqs_.empty()) throw ConfigError("serving.requests: " + source_name_ + " has no requests");
+  distinct_blocks_ = dense.size();
+  const uint64_t pool_tokens = limits_.gpu_blocks * limits_.block_tokens;
+  for (const ServingRequest& q : reqs_) {
+    const uint64_t need = uint64_t(q.input_tokens) + q.output_tokens;
+    const uint64_t admit = (uint64_t(q.input_tokens) + limits_.block_tokens - 1) / limits_.block_tokens +
+                           static_cast<uint64_t>(limits_.watermark * double(limits_.gpu_blocks));
+    if (need > pool_tokens || admit > limits_.gpu_blocks)
+      throw ConfigError(source_name_ + ": request " + std::to_string(q.id) + " needs the KV of " + std::to_string(need) +
+                        " tokens but the GPU holds " + std::to_string(pool_tokens) +
+                        " (it can never run, even alone; add GPU memory or shorten it)");
+    if (!limits_.chunked_prefill && q.input_tokens > limits_.max_batched_tokens)
+      throw ConfigError("serving.max_batched_tokens: " + std::to_string(limits_.max_batched_tokens) +
+                        " can never admit request " + std::to_string(q.id) + " of " + source_name_ + " (" +
+                        std::to_string(q.input_tokens) + " prompt tokens); raise it or set serving.chunked_prefill");
+  }
+
+  // The prefix cache: every tier below the GPU, in blocks of the trace's hash size.
+  cache_on_ = pc["enabled"].get<bool>() && distinct_blocks_ > 0 && s_.tier_dev.size() > 1;
+  if (cache_on_) {
+    cache_cfg_ = std::make_unique<ReplayConfig>();
+    cache_cfg_->inclusive = inclusive_;
+    cache_cfg_->block_tokens = prefix_bt_;
+    cache_cfg_->block_bytes = static_cast<uint64_t>(kv_tok) * prefix_bt_;
+    for (size_t t = 1; t < s_.tier_dev.size(); ++t) {
+      double cap = s_.hw.devices[s_.tier_dev[t]].model->capacity_bytes();
+      if (static_cast<int>(s_.tier_dev[t]) == swap_dev_ && limits_.preemption == PreemptionMode::Swap) cap -= swap_bytes;
+      ReplayTierSpec ts;
+      ts.name = s_.hw.tiers[t];
+      ts.capacity_blocks = cap > 0 ? static_cast<uint64_t>(cap / double(cache_cfg_->block_bytes)) : 0;
+      if (ts.capacity_blocks == 0)
+        throw ConfigError("hardware.devices." + ts.name + ": holds no prefix-cache block of " +
+                          std::to_string(cache_cfg_->block_bytes) + " bytes (" + std::to_string(prefix_bt_) +
+                          " tokens)" + (static_cast<int>(s_.tier_dev[t]) == swap_dev_ ? " besides the swap space" : ""));
+      ts.policy = pc["policy"].is_string() ? json{{"name", pc["policy"]}} : pc["policy"];
+      cache_cfg_->tiers.push_back(ts);
+      cache_dev_.push_back(s_.tier_dev[t]);
+    }
+    cache_ = std::make_unique<ReplaySession>(*cache_cfg_, distinct_blocks_);
+    json policy = cache_cfg_->tiers[0].policy;
+    cfg_["serving"]["prefix_cache"]["policy"] = policy;
+    if (pc["warm"].get<bool>()) {
+      // Precomputed before time 0, in stream order: what the tiers hold of it is what they keep.
+      for (const ServingRequest& q : reqs_)
+        for (uint32_t b : q.prefix_blocks) cache_->reference(b);
+    }
+    for (uint32_t u = 0; u < cache_->tiers(); ++u) inserted_seen_.push_back(cache_->inserted(u));
+  }
+}
+
+// The prompt tokens the cache holds: its longest run of leading blocks in
+// any tier (as vLLM and LMCache serve prefixes), split by the tier each
+// block is in. A peek: recency changes only once the request is admitted.
+uint32_t ServingSimulation::lookup(ServingRequest& r) {
+  if (!cache_ || r.generated > 0) return 0;  // after a recompute the prompt grew beyond what is hashed
+  const size_t T = cache_->tiers();
+  r.hit_tokens.assign(T, 0);
+  uint64_t tokens = 0;
+  uint64_t pos = 0;
+  for (uint32_t b : r.prefix_blocks) {
+    if (pos >= r.input_tokens) break;
+    const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(prefix_bt_, r.input_tokens - pos));
+    pos += n;
+    const uint32_t h = cache_->holder(b);
+    if (h >= T) {
+      if (match_any_) continue;
+      break;
+    }
+    r.hit_tokens[h] += n;
+    tokens += n;
+  }
+  return static_cast<uint32_t>(tokens);
+}
+
+// New prompt blocks go down to the cache: one reference each (a block
+// another request wrote meanwhile is just a hit).
+void ServingSimulation::write_down(ServingRequest& r) {
+  if (!cache_) return;
+  for (uint32_t b : r.prefix_blocks) cache_->reference(b);
+}
+
+// What the cache inserted since the last call becomes transfers: into its
+// top tier from the GPU; into lower tiers from the tier above (exclusive:
+// demotions) or from the GPU (inclusive: written to every tier). Off the
+// critical path, sharing links with everything else.
+void ServingSimulation::submit_cache_moves() {
+  if (!cache_) return;
+  const double bb = double(cache_cfg_->block_bytes);
+  for (uint32_t u = 0; u < cache_->tiers(); ++u) {
+    const uint64_t n = cache_->inserted(u) - inserted_seen_[u];
+    if (n == 0) continue;
+    inserted_seen_[u] = cache_->inserted(u);
+    const size_t to = cache_dev_[u];
+    const size_t from = (u == 0 || inclusive_) ? s_.gpu_dev : cache_dev_[u - 1];
+    const double bytes = double(n) * bb;
+    const JobId j = board_->create();
+    std::vector<JobId> deps;
+    add_dep(deps, last_write_);
+    planner_->stream(from, to).submit(TransferJob{j, from, to, bytes, std::move(deps), -1, 0, "cache write"});
+    last_write_ = j;
+    cache_write_bytes_ += bytes;
+    if (s_.hw.devices[to].model->is_storage()) {
+      c_.ssd_bytes_written += bytes;
+      c_.wear[u + 1].record_write(bytes);
+    }
+  }
+}
+
+// One layer's kernel for the whole iteration: every token through the
+// weights once; attention of each decode token over its sequence's pages
+// (whole blocks, as paged attention reads them) and of each prefill chunk
+// over what precedes it, causally.
+double ServingSimulation::layer_kernel_s(const IterationPlan& p) const {
+  const LlmSpec& m = s_.model;
+  const double hd = double(m.heads) * m.head_dim, kvl = double(m.kv_bytes_per_token_layer());
+  const double bt = limits_.block_tokens;
+  double tokens = 0, attn = 0, kv = 0;
+  for (const IterationItem& it : p.items) {
+    tokens += it.tokens;
+    if (it.prefill) {
+      const double k = it.tokens, past = it.past;
+      attn += 2.0 * k * (2.0 * past + k) * hd;
+      kv += (past + k) * kvl;
+    } else {
+      const double pages = std::ceil((double(it.past) + 1.0) / bt) * bt;
+      attn += 4.0 * pages * hd;
+      kv += pages * kvl;
+    }
+  }
+  return s_.kernel_s(m.weight_flops_per_token_layer() * tokens + attn, m.weight_bytes_per_layer() + kv);
+}
+
+void ServingSimulation::sample_occupancy() {
+  const double now = sg4::Engine::get_clock();
+  for (size_t t = 0; t < occ_now_.size(); ++t) occ_area_[t] += occ_now_[t] * (now - occ_t_);
+  occ_t_ = now;
+  const double kv_blk = double(s_.model.kv_bytes_per_token()) * limits_.block_tokens;
+  occ_now_[0] = double(sched_->used_blocks()) * kv_blk;
+  for (size_t u = 0; cache_ && u < cache_->tiers(); ++u) occ_now_[u + 1] = double(cache_->used(uint32_t(u))) * double(cache_cfg_->block_bytes);
+  if (swap_dev_ >= 0)
+    for (size_t t = 1; t < s_.tier_dev.size(); ++t)
+      if (static_cast<int>(s_.tier_dev[t]) == swap_dev_) occ_now_[t] += double(sched_->swapped_blocks()) * kv_blk;
+  for (size_t t = 0; t < occ_now_.size(); ++t) {
+    occ_peak_[t] = std::max(occ_peak_[t], occ_now_[t]);
+    if (timeline_->enabled()) timeline_->counter(occ_track_[t], now, occ_now_[t]);
+  }
+}
+
+void ServingSimulation::iteration(const IterationPlan& p, uint64_t index) {
+  const LlmSpec& m = s_.model;
+  const double now = sg4::Engine::get_clock();
+  const double kv_blk = double(m.kv_bytes_per_token()) * limits_.block_tokens;
+  const size_t L = m.layers;
+  std::vector<JobId> before;  // swaps: done before the forward pass, as vLLM's cache operations are
+  for (uint32_t id : p.swapped_out) {
+    const ServingRequest& r = reqs_[id];
+    const double bytes = double(r.gpu_blocks) * kv_blk;
+    const JobId j = board_->create();
+    planner_->stream(s_.gpu_dev, size_t(swap_dev_)).submit(TransferJob{j, s_.gpu_dev, size_t(swap_dev_), bytes, {}, -1, 0, "swap out"});
+    before.push_back(j);
+    swap_bytes_ += bytes;
+    ++swapped_out_;
+  }
+  for (uint32_t id : p.swapped_in) {
+    const ServingRequest& r = reqs_[id];
+    const double bytes = double(sched_->blocks_for(r.ctx - 1)) * kv_blk;
+    const JobId j = board_->create();
+    std::vector<JobId> deps(before.begin(), before.end());  // the room it comes into is freed by the swaps out
+    planner_->stream(size_t(swap_dev_), s_.gpu_dev).submit(TransferJob{j, size_t(swap_dev_), s_.gpu_dev, bytes, std::move(deps), -1, 0, "swap in"});
+    before.push_back(j);
+    swap_bytes_ += bytes;
+    ++swapped_in_;
+  }
+  recomputed_ += p.recomputed.size();
+  // Prefix hits of newly admitted prompts: loaded layer by layer from the tier holding them.
+  const size_t T = cache_ ? cache_->tiers() : 0;
+  std::vector<double> load_tokens(T, 0.0);
+  for (const IterationItem& it : p.items) {
+    ServingRequest& r = reqs_[it.req];
+    if (r.first_scheduled_s < 0) r.first_scheduled_s = now;
+    if (!it.prefill || it.loaded == 0 || it.past != it.loaded) continue;
+    uint32_t left = it.loaded;  // the cached tokens, less the last one recomputed
+    for (size_t u = 0; u < T; ++u) {
+      const uint32_t n = std::min(left, r.hit_tokens[u]);
+      r.hit_tokens[u] = n;
+      load_tokens[u] += n;
+      left -= n;
+    }
+    for (uint32_t b : r.prefix_blocks) {  // used now: recency, promotion
+      if (cache_->holder(b) >= T) {
+        if (match_any_) continue;
+        break;
+      }
+      cache_->reference(b);
+    }
+  }
+  std::vector<std::vector<JobId>> loads(L);
+  bool any_load = false;
+  for (size_t u = 0; u < T; ++u) {
+    if (load_tokens[u] == 0) continue;
+    any_load = true;
+    const size_t from = cache_dev_[u];
+    const double bytes = load_tokens[u] * double(m.kv_bytes_per_token_layer());
+    for (size_t l = 0; l < L; ++l) {
+      const JobId j = board_->create();
+      std::vector<JobId> deps;
+      add_dep(deps, last_write_);  // a block written moments ago is read once it is there
+      TransferJob job{j, from, s_.gpu_dev, bytes, std::move(deps), -1, 0, "prefix load"};
+      job.layer = static_cast<int32_t>(l);
+      planner_->stream(from, s_.gpu_dev).submit(std::move(job));
+      loads[l].push_back(j);
+      cache_load_bytes_ += bytes;
+    }
+  }
+  for (JobId j : before) board_->wait(j);
+  const double layer_s = layer_kernel_s(p);
+  auto exec = [&](double seconds, const std::string& name, int64_t layer) {
+    const double t0 = sg4::Engine::get_clock();
+    sg4::Host* h = platform_->host(s_.gpu_dev);
+    sg4::ExecPtr e = sg4::this_actor::exec_init(seconds * h->get_speed());
+    e->set_host(h);
+    e->start();
+    e->wait();
+    const double t1 = sg4::Engine::get_clock();
+    c_.gpu_busy_s += t1 - t0;
+    if (timeline_->enabled())
+      timeline_->slice(gpu_track_, name, t0, t1,
+                       json{{"iteration", index}, {"layer", layer}, {"sequences", p.items.size()}, {"computed_tokens", p.computed_tokens}});
+  };
+  if (coarsen_ && !any_load) {
+    double total = 0;
+    for (size_t l = 0; l < L; ++l) total += layer_s;
+    exec(total, "iter " + std::to_string(index), -1);
+  } else {
+    ++layered_iterations_;
+    for (size_t l = 0; l < L; ++l) {
+      for (JobId j : loads[l]) board_->wait(j);
+      exec(layer_s, "iter " + std::to_string(index) + " L" + std::to_string(l), static_cast<int64_t>(l));
+    }
+  }
+  ++iterations_;
+}
+
+void ServingSimulation::drive() {
+  sched_ = std::make_unique<Scheduler>(limits_, reqs_, [this](ServingRequest& r) { return lookup(r); });
+  size_t next = 0;
+  uint64_t done = 0;
+  while (done < reqs_.size()) {
+    const double now = sg4::Engine::get_clock();
+    while (next < reqs_.size() && reqs_[next].arrival_s <= now) sched_->arrive(static_cast<uint32_t>(next++));
+    if (sched_->idle()) {
+      sg4::this_actor::sleep_until(reqs_[next].arrival_s);
+      continue;
+    }
+    const IterationPlan& p = sched_->plan();
+    if (p.items.empty()) {
+      // Nothing fits now (the pool is held by sequences that cannot grow):
+      // only an arrival can change that; with none left the trace cannot be served.
+      if (next >= reqs_.size())
+        throw ConfigError("serving: the GPU's KV pool (" + std::to_string(limits_.gpu_blocks) +
+                          " blocks) cannot hold the running sequences; raise memory or lower serving.max_running");
+      sg4::this_actor::sleep_until(reqs_[next].arrival_s);
+      continue;
+    }
+    iteration(p, iterations_);
+    const double end = sg4::Engine::get_clock();
+    for (const IterationItem& it : p.items)
+      if (write_through_ && it.completes_prefill && reqs_[it.req].generated == 0) write_down(reqs_[it.req]);
+    for (uint32_t id : sched_->complete(end)) {
+      ++done;
+      if (!write_through_) write_down(reqs_[id]);
+    }
+    submit_cache_moves();
+    sample_occupancy();
+  }
+  planner_->stop();
+}
+
+json ServingSimulation::run(const std::string& timeline_path) {
+  start_simgrid();
+  platform_ = std::make_unique<Platform>(s_.hw, *s_.topo);
+  platform_->set_request_bytes(double(s_.model.kv_bytes_per_token()) * limits_.block_tokens);
+  board_ = std::make_unique<JobBoard>();
+  timeline_ = std::make_unique<Timeline>();
+  if (!timeline_path.empty()) timeline_->open(timeline_path);
+  gpu_track_ = timeline_->track(Timeline::Streams, s_.hw.gpu + " compute");
+  for (auto& st : platform_->stats()) st.track = timeline_->track(Timeline::Links, st.name);
+  if (timeline_->enabled())
+    for (const auto& name : s_.hw.tiers) occ_track_.push_back(timeline_->counter_track(name + " occupancy", "bytes"));
+  occ_area_.assign(s_.hw.tiers.size(), 0.0);
+  occ_peak_.assign(s_.hw.tiers.size(), 0.0);
+  occ_now_.assign(s_.hw.tiers.size(), 0.0);
+  planner_ = std::make_unique<TransferPlanner>(s_, c_, *platform_, *board_, *timeline_);
+  planner_->make_streams({});
+  planner_->start();
+  std::exception_ptr failure;
+  sg4::Actor::create(s_.hw.gpu + " compute", platform_->controller(), [this, &failure] {
+    try {
+      drive();
+    } catch (...) {
+      failure = std::current_exception();
+      sg4::Actor::kill_all();
+    }
+  });
+  sg4::Engine::get_instance()->run();
+  if (failure) std::rethrow_exception(failure);
+  const double end = sg4::Engine::get_clock();
+  sample_occupancy();
+  timeline_->close();
+
+  ServingTotals tot;
+  tot.end_s = end;
+  tot.iterations = iterations_;
+  tot.layered_iterations = layered_iterations_;
+  tot.preemptions = sched_->preemptions();
+  tot.swapped_out = swapped_out_;
+  tot.swapped_in = swapped_in_;
+  tot.recomputed = recomputed_;
+  tot.gpu_busy_s = c_.gpu_busy_s;
+  tot.slo_ttft_s = slo_ttft_s_;
+  tot.slo_tpot_s = slo_tpot_s_;
+  json m = serving_metrics(reqs_, tot);
+  m["swap_bytes"] = swap_bytes_;
+  m["prefix_cache"] = {{"enabled", cache_ != nullptr}, {"load_bytes", cache_load_bytes_}, {"write_bytes", cache_write_bytes_},
+                       {"distinct_blocks", distinct_blocks_}, {"block_tokens", prefix_bt_}};
+  m["kv_pool_blocks"] = limits_.gpu_blocks;
+  m["ssd_bytes_written"] = c_.ssd_bytes_written;
+  m["tiers"] = json::object();
+  for (size_t t = 0; t < s_.hw.tiers.size(); ++t) {
+    json& tj = m["tiers"][s_.hw.tiers[t]];
+    uint64_t hits = 0;
+    for (const auto& r : reqs_)
+      if (t > 0 && t - 1 < r.hit_tokens.size()) hits += r.hit_tokens[t - 1];
+    if (t > 0) tj["hit_tokens"] = hits;
+    tj["peak_bytes"] = occ_peak_[t];
+    tj["mean_bytes"] = end > 0 ? occ_area_[t] / end : 0.0;
+    if (t > 0 && s_.hw.devices[s_.tier_dev[t]].model->is_storage()) {
+      tj["nand_bytes_written"] = c_.wear[t].nand_bytes_written();
+      const double y = end > 0 ? c_.wear[t].years_to_wear_out(c_.wear[t].host_bytes_written() / end) : 0.0;
+      if (std::isfinite(y) && y > 0) tj["years_to_wear_out"] = y;
+    }
+  }
+  m["links"] = json::object();
+  for (const auto& st : platform_->stats()) {
+    json& lj = m["links"][st.name];
+    lj["bytes"] = st.bytes;
+    lj["busy_fraction"] = end > 0 ? st.busy_s / end : 0.0;
+    lj["utilization"] = end > 0 && st.bandwidth_Bps > 0 ? st.bytes / (st.bandwidth_Bps * end) : 0.0;
+  }
+  return m;
+}
+
+std::string ServingSimulation::requests_csv() const {
+  std::vector<std::string> tiers(s_.hw.tiers.begin() + 1, s_.hw.tiers.end());
+  return serving_requests_csv(reqs_, tiers);
+}
+
+}  // namespace kvtier

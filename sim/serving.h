@@ -1,0 +1,93 @@
+// The serving engine: a stream of requests through one GPU's paged KV pool
+// and a tiered prefix cache, iteration by iteration, on SimGrid.
+//
+// Requests arrive at their trace times (scaled by `time_scale`); the
+// scheduler (sim/scheduler.h) forms each iteration's batch by continuous
+// batching and preempts by swap or recompute. A newly admitted prompt's
+// blocks found in the prefix cache (the hardware's tiers below the GPU:
+// DRAM, CXL, SSD, SmartSSD, each with its eviction policy, as `kvtier
+// replay` runs them) are loaded into the GPU layer by layer, overlapped with
+// that iteration's compute (CachedAttention's layer-wise preload); the rest
+// is computed. New prompt blocks are written down to the cache when their
+// prefill completes (write-through) or when the request leaves the GPU
+// (on_finish); blocks the cache demotes move down between its tiers. Every
+// move is a transfer on the same streams and links as the decode engine's.
+//
+// Iterations with nothing to load run as one kernel for all layers (their
+// layers cannot overlap anything); others run layer by layer, each layer
+// waiting for its loads. Both give the same times for the same work
+// (`coarsen: false` runs every iteration layer by layer, to check it).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sim/engine_metrics.h"
+#include "sim/engine_setup.h"
+#include "sim/scheduler.h"
+#include "sim/streams.h"
+
+namespace kvtier {
+
+class Platform;
+class JobBoard;
+class Timeline;
+class TransferPlanner;
+class ReplaySession;
+struct ReplayConfig;
+
+ParamList serving_params();
+
+class ServingSimulation {
+ public:
+  explicit ServingSimulation(json& cfg);  // validates everything; cfg is resolved in place
+  ~ServingSimulation();
+  json run(const std::string& timeline_path);
+  // One line per request (requests.csv beside result.json).
+  std::string requests_csv() const;
+
+ private:
+  void drive();
+  uint32_t lookup(ServingRequest& r);
+  void iteration(const IterationPlan& p, uint64_t index);
+  void write_down(ServingRequest& r);
+  void submit_cache_moves();
+  double layer_kernel_s(const IterationPlan& p) const;
+  void sample_occupancy();
+
+  json& cfg_;
+  EngineSetup s_;
+  EngineCounters c_;
+  SchedulerLimits limits_;
+  std::vector<ServingRequest> reqs_;
+  std::string source_name_;
+  uint32_t prefix_bt_ = 0;         // tokens per prefix-cache block (the trace's hash blocks)
+  uint64_t distinct_blocks_ = 0;
+  bool cache_on_ = false, write_through_ = true, inclusive_ = false, coarsen_ = true, match_any_ = false;
+  double slo_ttft_s_ = 0, slo_tpot_s_ = 0;
+  int swap_dev_ = -1;              // the host memory that holds swapped-out sequences
+  std::vector<size_t> cache_dev_;  // per cache tier: its device
+  std::unique_ptr<ReplayConfig> cache_cfg_;
+  std::unique_ptr<ReplaySession> cache_;
+  std::vector<uint64_t> inserted_seen_;  // per cache tier: inserts already turned into transfers
+
+  // Run state.
+  std::unique_ptr<Platform> platform_;
+  std::unique_ptr<JobBoard> board_;
+  std::unique_ptr<Timeline> timeline_;
+  std::unique_ptr<TransferPlanner> planner_;
+  std::unique_ptr<Scheduler> sched_;
+  uint32_t gpu_track_ = 0;
+  std::vector<uint32_t> occ_track_;
+  uint64_t iterations_ = 0, layered_iterations_ = 0;
+  uint64_t swapped_out_ = 0, swapped_in_ = 0, recomputed_ = 0;
+  double cache_write_bytes_ = 0, cache_load_bytes_ = 0, swap_bytes_ = 0;
+  std::vector<double> occ_area_;   // per tier (GPU first): bytes x seconds, for the time-averaged occupancy
+  std::vector<double> occ_peak_;
+  double occ_t_ = 0;
+  std::vector<double> occ_now_;
+  JobId last_write_ = kNoJob;      // loads of blocks still being written wait for the write
+};
+
+}  // namespace kvtier
