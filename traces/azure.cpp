@@ -87,7 +87,7 @@ class AzureReader : public RequestSource {
     int Y, M, D, h, m, n = 0;
     double sec;
     if (std::sscanf(s.c_str(), "%d-%d-%d %d:%d:%lf%n", &Y, &M, &D, &h, &m, &sec, &n) != 6 || size_t(n) != s.size() ||
-        s.size() > 40 || Y < 1970 || Y > 9999 || M < 1 || M > 12 || D < 1 || D > 31 || h < 0 || h > 23 || m < 0 || m > 59 || sec < 0 || sec >= 61)
+        s.size() > 40 || Y < 1970 || Y > 9999 || M < 1 || M > 12 || D < 1 || D > 31 || h < 0 || h > 23 || m < 0 || m > 59 || !(sec >= 0 && sec < 61))  // NaN fails both
       fail("TIMESTAMP: expected a date and time like 2023-11-16 18:17:03.9799600, got \"" + s + "\"");
     std::tm tm{};
     tm.tm_year = Y - 1900;
