@@ -72,6 +72,18 @@ json expand_section(json sec, const std::string& file, const std::string& where,
           base[s] = expand_section(sec[s], file, s, depth);
           sec.erase(s);
         }
+    // Likewise a policy that names its own preset (or a file) replaces the
+    // base's policy: merged, the base's "name" would override the preset's.
+    if (where == "preset" && sec.contains("policies") && sec["policies"].is_object() && base.contains("policies") &&
+        base["policies"].is_object()) {
+      std::vector<std::string> replaced;
+      for (auto it = sec["policies"].begin(); it != sec["policies"].end(); ++it)
+        if (it.value().is_string() || (it.value().is_object() && it.value().contains("preset"))) {
+          base["policies"][it.key()] = it.value();
+          replaced.push_back(it.key());
+        }
+      for (const auto& k : replaced) sec["policies"].erase(k);
+    }
     base.merge_patch(sec);  // null deletes a key of the base
     return base;
   }

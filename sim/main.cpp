@@ -91,7 +91,7 @@ int cmd_run(const std::string& config, const std::vector<std::string>& sets, con
   Simulation sim(cfg);  // validates everything before anything runs or is written
   const std::string dir = out_dir_for(cfg);
   const std::string tl = cfg["sim"]["timeline"].get<std::string>();
-  check_run_outputs(dir, tl);  // --out and --timeline problems before the simulation runs
+  check_run_outputs(dir, tl, cfg["sim"]["step_csv"].get<bool>());  // --out, --timeline problems before the run
   // Every output is staged and renamed into place only when all of them are
   // written, result.json last; a failure (or SIGINT/SIGTERM) leaves nothing.
   StagedOutputs outputs;

@@ -76,14 +76,17 @@ void check_creatable(const std::filesystem::path& p, const std::string& what) {
 
 }  // namespace
 
-void check_run_outputs(const std::string& out_dir, const std::string& timeline) {
+void check_run_outputs(const std::string& out_dir, const std::string& timeline, bool steps_csv) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const fs::path dir(out_dir);
   if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
     throw ConfigError("--out " + out_dir + ": exists and is not a folder (result.json goes into a folder)");
-  if (fs::is_directory(dir / "result.json", ec))
-    throw ConfigError("--out " + out_dir + ": " + (dir / "result.json").string() + " is a folder");
+  for (const char* f : {"result.json", "steps.csv"}) {
+    if (std::string(f) == "steps.csv" && !steps_csv) continue;
+    for (const fs::path& p : {dir / f, dir / (std::string(f) + ".tmp")})
+      if (fs::is_directory(p, ec)) throw ConfigError("--out " + out_dir + ": " + p.string() + " is a folder");
+  }
   check_creatable(dir, "--out " + out_dir);
   if (timeline.empty()) return;
   const fs::path tl(timeline);
@@ -91,6 +94,8 @@ void check_run_outputs(const std::string& out_dir, const std::string& timeline) 
     throw ConfigError("--timeline " + timeline + ": is a folder; expected a file name such as " +
                       (tl / "timeline.json").string());
   if (tl.filename().empty()) throw ConfigError("--timeline " + timeline + ": expected a file name");
+  for (const std::string& t : {timeline + ".tmp", timeline + ".tmp.tmp"})
+    if (fs::is_directory(t, ec)) throw ConfigError("--timeline " + timeline + ": " + t + " is a folder");
   if (fs::weakly_canonical(tl, ec) == fs::weakly_canonical(dir / "result.json", ec))
     throw ConfigError("--timeline " + timeline + ": is the run's result.json");
   check_creatable(tl.has_parent_path() ? tl.parent_path() : fs::path("."), "--timeline " + timeline);
@@ -223,9 +228,15 @@ void StagedOutputs::write(const std::string& final_path, const std::string& cont
 }
 
 void StagedOutputs::commit() {
-  for (const auto& [tmp, final_path] : files_)
-    if (std::rename(tmp.c_str(), final_path.c_str()) != 0)
-      throw ConfigError(final_path + ": could not rename the finished file into place: " + std::strerror(errno));
+  for (size_t i = 0; i < files_.size(); ++i) {
+    const auto& [tmp, final_path] = files_[i];
+    if (std::rename(tmp.c_str(), final_path.c_str()) != 0) {
+      const std::string why = std::strerror(errno);
+      // The files already renamed belong to this failed run: take them back out.
+      for (size_t k = 0; k < i; ++k) ::unlink(files_[k].second.c_str());
+      throw ConfigError(final_path + ": could not rename the finished file into place: " + why);
+    }
+  }
   committed_ = true;
   g_cleanup_armed = 0;
 }

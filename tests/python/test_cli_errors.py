@@ -131,3 +131,29 @@ def test_out_dir_that_is_a_file_is_bad_input(kvtier, tmp_path):
     assert p.returncode == 2, p.stderr
     lines = p.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("kvtier: error:") and str(tmp_path / "afile") in lines[0]
+
+
+@pytest.mark.parametrize("as_object", [False, True])
+def test_policy_preset_under_a_top_level_preset_replaces_the_base_policy(kvtier, tmp_path, as_object):
+    # Merged into the base's {"name": "lru"}, the preset's own name was overridden.
+    (tmp_path / "pol.json").write_text(json.dumps({"name": "h2o", "recent": 3}))
+    ev = {"preset": "pol.json"} if as_object else "pol.json"
+    cfg = tmp_path / "c.json"
+    cfg.write_text(json.dumps({"preset": str(DEFAULT_CONFIG), "policies": {"eviction": ev}}))
+    p = kvtier("config", cfg, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["policies"]["eviction"]["name"] == "h2o"
+    assert json.loads(p.stdout)["policies"]["eviction"]["recent"] == 3
+
+
+def test_step_csv_failure_leaves_no_result(kvtier, tmp_path):
+    # steps.csv cannot be written (a folder of that name): result.json must not appear either.
+    out = tmp_path / "out"
+    (out / "steps.csv").mkdir(parents=True)
+    p = kvtier("run", DEFAULT_CONFIG, "--out", out, "--set", "workload.decode_steps=2", "--set", "sim.step_csv=true",
+               "--timeline", tmp_path / "tl" / "t.json", cwd=tmp_path)
+    assert p.returncode == 2, p.stderr
+    assert len(p.stderr.splitlines()) == 1, p.stderr
+    assert sorted(x.name for x in out.iterdir()) == ["steps.csv"]
+    assert not (tmp_path / "tl").exists()
+    assert not list(tmp_path.rglob("*.tmp"))
