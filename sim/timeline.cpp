@@ -200,7 +200,9 @@ void Timeline::close() {
     }
   }
   std::fputs("\n]}\n", out_);
-  bool ok = std::fclose(out_) == 0;
+  // A write that failed earlier (a full disk) only shows in the error flag.
+  bool ok = !std::ferror(out_);
+  ok = std::fclose(out_) == 0 && ok;
   out_ = nullptr;
   if (!ok || std::rename(tmp_.c_str(), path_.c_str()) != 0) {
     std::remove(tmp_.c_str());

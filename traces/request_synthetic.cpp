@@ -54,7 +54,7 @@ struct LengthDist {
 
 ParamList synthetic_request_params() {
   return {integer("requests", 1000, "requests to generate (all turns counted); replay arrivals may end sooner", 1, 1e9),
-          integer("seed", 1, "random seed: the same parameters and seed give the same stream"),
+          integer("seed", 1, "random seed: the same parameters and seed give the same stream", 0, 9007199254740992.0),
           integer("block_tokens", 512, "tokens per KV block", 1, 1 << 20),
           any("arrival", json::object(), "arrival process: {kind: poisson|gamma|replay, rate_per_s, cv, trace, time_scale}",
               ParamType::Object),
@@ -161,7 +161,7 @@ SyntheticRequests::SyntheticRequests(json& p, const std::string& where) : impl_(
   json& g = p["rag"];
   resolve_params(g,
                  {num("fraction", 0.0, "share of conversations that are one retrieval-augmented request", 0.0, 1.0),
-                  integer("corpus_chunks", 10000, "chunks in the corpus", 1, 1ull << 40),
+                  integer("corpus_chunks", 10000, "chunks in the corpus (a popularity table of this many entries)", 1, 1 << 24),
                   integer("chunk_tokens", 512, "tokens per chunk (a multiple of block_tokens)", 1, 1 << 20),
                   integer("chunks_per_request", 4, "distinct chunks retrieved per request", 1, 4096),
                   num("zipf_alpha", 1.0, "chunk popularity: P(rank k) ~ 1 / k^alpha", 0.0, 10.0),

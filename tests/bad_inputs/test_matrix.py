@@ -74,13 +74,29 @@ def gen_damaged_binary(path):
                      (0xFFFFFFFF).to_bytes(4, "little") * 2)
 
 
+def gen_big_config(path):
+    # 17 MiB of valid JSON: refused by size before it is parsed.
+    path.write_text('{"preset": "configs/default.json", "note": "' + "x" * (17 << 20) + '"}')
+
+
+def gen_huge_mooncake(path):
+    with open(path, "w") as f:
+        f.write('{"timestamp": 0, "input_length": 1024, "output_length": 1, "hash_ids": [1, 2]}\n')
+        f.write('{"timestamp": 1, "input_length": 1024, "output_length": 1, "hash_ids": [' + "1," * (17 << 19) + "1]}\n")
+
+
+def gen_deep_trace_header(path):
+    path.write_text('{"format": "kvtier-attention-trace", "version": 1, "model": ' + deep() + "}\n")
+
+
 def gen_unreadable(path):
     path.chmod(0)
 
 
 GENERATORS = {"binary": gen_binary, "deep_config": gen_deep_config, "deep_sweep": gen_deep_sweep,
               "deep_mooncake": gen_deep_mooncake, "huge_line": gen_huge_line, "damaged_binary": gen_damaged_binary,
-              "unreadable": gen_unreadable}
+              "unreadable": gen_unreadable, "big_config": gen_big_config, "huge_mooncake": gen_huge_mooncake,
+              "deep_trace_header": gen_deep_trace_header}
 
 
 def listing(folder):
