@@ -322,11 +322,16 @@ void ServingSimulation::submit_cache_moves() {
     planner_->stream(from, to).submit(TransferJob{j, from, to, bytes, std::move(deps), -1, 0, "cache write"});
     last_write_ = j;
     cache_write_bytes_ += bytes;
-    if (s_.hw.devices[to].model->is_storage()) {
-      c_.ssd_bytes_written += bytes;
-      c_.wear[u + 1].record_write(bytes);
-    }
+    record_write(to, bytes);
   }
+}
+
+// Bytes written into a storage device wear its flash.
+void ServingSimulation::record_write(size_t dev, double bytes) {
+  if (!s_.hw.devices[dev].model->is_storage()) return;
+  c_.ssd_bytes_written += bytes;
+  for (size_t t = 1; t < s_.tier_dev.size(); ++t)
+    if (s_.tier_dev[t] == dev) c_.wear[t].record_write(bytes);
 }
 
 // One layer's kernel for the whole iteration: every token through the
@@ -358,6 +363,7 @@ void ServingSimulation::sample_occupancy() {
   for (size_t t = 0; t < occ_now_.size(); ++t) occ_area_[t] += occ_now_[t] * (now - occ_t_);
   occ_t_ = now;
   const double kv_blk = double(s_.model.kv_bytes_per_token()) * limits_.block_tokens;
+  std::fill(occ_now_.begin(), occ_now_.end(), 0.0);
   occ_now_[0] = double(sched_->used_blocks()) * kv_blk;
   for (size_t u = 0; cache_ && u < cache_->tiers(); ++u) occ_now_[u + 1] = double(cache_->used(uint32_t(u))) * double(cache_cfg_->block_bytes);
   if (swap_dev_ >= 0)
@@ -383,6 +389,7 @@ void ServingSimulation::iteration(const IterationPlan& p, uint64_t index) {
     before.push_back(j);
     swap_bytes_ += bytes;
     ++swapped_out_;
+    record_write(static_cast<size_t>(swap_dev_), bytes);
   }
   for (uint32_t id : p.swapped_in) {
     const ServingRequest& r = reqs_[id];

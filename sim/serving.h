@@ -55,6 +55,7 @@ class ServingSimulation {
   void submit_cache_moves();
   double layer_kernel_s(const IterationPlan& p) const;
   void sample_occupancy();
+  void record_write(size_t dev, double bytes);
 
   json& cfg_;
   EngineSetup s_;
