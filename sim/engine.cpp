@@ -39,7 +39,8 @@ Simulation::Simulation(json& cfg) : cfg_(cfg) {
 
   json& pol = cfg_["policies"];
   const json defaults = {{"eviction", "lru"},   {"promotion", "on_access"}, {"placement", "top"},
-                         {"prefetch", "none"},  {"evaluation", "trace"},    {"compression", "none"}};
+                         {"prefetch", "none"},  {"evaluation", "trace"},    {"compression", "none"},
+                         {"weights", "gpu"}};
   for (auto it = pol.begin(); it != pol.end(); ++it)
     if (!defaults.contains(it.key()) && !is_annotation_key(it.key())) {
       std::vector<std::string> fams;
@@ -56,6 +57,7 @@ Simulation::Simulation(json& cfg) : cfg_(cfg) {
   s_.pol.prefetch = Registry<PrefetchPolicy>::instance().create(pol["prefetch"], "policies.prefetch");
   s_.pol.eval = Registry<EvaluationPolicy>::instance().create(pol["evaluation"], "policies.evaluation");
   s_.pol.compress = Registry<CompressionPolicy>::instance().create(pol["compression"], "policies.compression");
+  const auto weights = Registry<WeightPolicy>::instance().create(pol["weights"], "policies.weights");
 
   // The trace.
   const uint64_t seed = cfg_["sim"]["seed"].get<uint64_t>();
@@ -78,6 +80,12 @@ Simulation::Simulation(json& cfg) : cfg_(cfg) {
   for (size_t i = 0; i < s_.hw.devices.size(); ++i) {
     if (s_.hw.devices[i].kind == "cpu" && s_.cpu_dev < 0) s_.cpu_dev = static_cast<int>(i);
     if (fpga_kernel(*s_.hw.devices[i].model) && s_.fpga_dev < 0) s_.fpga_dev = static_cast<int>(i);
+  }
+  if (pol["weights"]["name"] != "gpu") {
+    std::vector<size_t> tiers;
+    for (const auto& name : s_.hw.tiers) tiers.push_back(static_cast<size_t>(s_.hw.device_index(name)));
+    s_.weights = WeightStream::from_config(weights->plan(), s_.hw, s_.model, tiers, s_.gpu_dev, s_.cpu_dev, s_.batch,
+                                           pol["compression"]["name"].get<std::string>());
   }
   kv_ = std::make_unique<KvStore>(s_, c_);  // the block table and the tiers' capacity
   BlockTable& t_ = kv_->table();

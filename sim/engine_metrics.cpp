@@ -117,6 +117,7 @@ json engine_metrics(const EngineSetup& s, EngineCounters& c, const KvStore& kv, 
                          {"copy_to_gpu_s", copy_s},
                          {"ttft_s", std::max(0.0, c.next_load_end - decode_end) + copy_s + query_s}};
   }
+  if (s.weights) m["weights"] = s.weights->metrics();  // policies.weights: where they live, what streamed
   m["tiers"] = json::object();
   for (size_t t = 0; t < nt; ++t) {
     json& tj = m["tiers"][table.tiers[t].name];

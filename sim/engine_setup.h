@@ -16,6 +16,7 @@
 #include "models/topology.h"
 #include "policies/common.h"
 #include "policies/policy.h"
+#include "sim/weight_stream.h"
 #include "traces/attention_trace.h"
 
 namespace kvtier {
@@ -60,6 +61,9 @@ struct EngineSetup {
   ScoringRates rates;
   double fpga_compute_Bps = 0;  // the FPGA's kernel alone (its NAND read is a transfer)
   std::unique_ptr<ThermalModel> thermal;
+  // policies.weights other than "gpu": where the weights live and how they
+  // stream (null: every weight on the GPU, one batch, the default schedule).
+  std::unique_ptr<WeightStream> weights;
 
   size_t tiers() const { return tier_dev.size(); }
   // Blocks a sequence has per layer once decode step `step` has its token.

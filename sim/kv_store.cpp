@@ -25,8 +25,17 @@ KvStore::KvStore(EngineSetup& s, EngineCounters& c) : s_(s), c_(c) {
     std::string why;
     if (d == s_.gpu_dev) {
       s_.gpu_tier = true;
-      cap -= model.weight_bytes();
-      why = " after " + std::to_string(model.weight_bytes() / 1e9) + " GB of weights";
+      // With policies.weights, the GPU keeps its share of the weights and
+      // the buffers streamed layers land in.
+      const double w = s_.weights ? s_.weights->gpu_bytes() + s_.weights->gpu_staging_bytes() : model.weight_bytes();
+      cap -= w;
+      why = " after " + std::to_string(w / 1e9) + " GB of weights";
+    } else if (s_.weights && s_.weights->tier_bytes(static_cast<int>(i)) > 0) {
+      // Host memory and disk hold the weights' other shares (DRAM also the
+      // buffer disk weights pass through); KV gets the rest.
+      const double w = s_.weights->tier_bytes(static_cast<int>(i));
+      cap -= w;
+      why = " after " + std::to_string(w / 1e9) + " GB of weights (policies.weights)";
     }
     TierInfo ti;
     ti.name = hw.tiers[i];
@@ -34,7 +43,9 @@ KvStore::KvStore(EngineSetup& s, EngineCounters& c) : s_(s), c_(c) {
     // A tier that stores blocks compressed holds proportionally more of them.
     double frac = 0;
     for (uint32_t l = 0; l < model.layers; ++l) {
-      s_.codec.push_back(s_.pol.compress->spec(static_cast<TierId>(i), l));
+      // policies.weights.compress_cache: group-wise 4-bit KV in every tier.
+      s_.codec.push_back(s_.weights && s_.weights->plan().compress_cache ? s_.weights->cache_codec(s_.gpu_mem_Bps)
+                                                                         : s_.pol.compress->spec(static_cast<TierId>(i), l));
       frac += s_.codec.back().stored_fraction() / model.layers;
     }
     ti.capacity_blocks = cap > 0 ? static_cast<uint64_t>(cap / (bb * frac)) : 0;
@@ -46,7 +57,7 @@ KvStore::KvStore(EngineSetup& s, EngineCounters& c) : s_(s), c_(c) {
     t_.tiers.push_back(ti);
   }
   if (t_.tiers.size() > 8) throw ConfigError("hardware.tiers: at most 8 tiers");
-  if (!s_.gpu_tier && model.weight_bytes() > s_.gpu_model->capacity_bytes())
+  if (!s_.gpu_tier && !s_.weights && model.weight_bytes() > s_.gpu_model->capacity_bytes())
     throw ConfigError("hardware.devices." + hw.gpu + ": the model's weights (" + std::to_string(model.weight_bytes() / 1e9) +
                       " GB) do not fit in the GPU");
   if (!s_.pol.evict->drops() && total_blocks > capacity_blocks)

@@ -4,6 +4,8 @@
 #include <memory>
 #include <stdexcept>
 
+#include "models/cpu_attention.h"
+
 namespace kvtier {
 
 LayerPipeline::LayerPipeline(EngineSetup& s, EngineCounters& c, KvStore& kv, TransferPlanner& planner,
@@ -32,6 +34,10 @@ void LayerPipeline::flush(Slot* slot) {
 // prefill phases), with its KV blocks in the args.
 void LayerPipeline::compute(double seconds, const char* phase, int64_t step, uint32_t layer, uint64_t kv_blocks) {
   seconds += tp_.take_gpu_codec_s();
+  if (s_.weights) {
+    seconds += weights_codec_s_;
+    weights_codec_s_ = 0;
+  }
   const double t0 = sg4::Engine::get_clock();
   sg4::ExecPtr e = sg4::this_actor::exec_init(seconds * gpu_host_->get_speed());
   e->set_host(gpu_host_);
@@ -64,7 +70,21 @@ void LayerPipeline::prefill() {
       double flops = s_.model.weight_flops_per_token_layer() * T * s_.batch +
                      2.0 * T * T * s_.model.heads * s_.model.head_dim * s_.batch;
       double bytes = s_.model.weight_bytes_per_layer() + T * s_.batch * s_.model.kv_bytes_per_token_layer();
-      compute(s_.kernel_s(flops, bytes), "prefill", -1, l, 0);
+      if (s_.weights) {
+        // The layer's weights first; compressed weights are restored for every GPU batch.
+        wait_weights(l, -1);
+        const WeightPlan& p = s_.weights->plan();
+        double extra = 0;
+        if (p.compress_weights)
+          extra = p.gpu_batches * s_.weights->quant().decompress_s(s_.model.weight_bytes_per_layer(), s_.gpu_mem_Bps);
+        compute(s_.kernel_s(flops, bytes) + extra, "prefill", -1, l, 0);
+        if (p.activations_on_cpu) {
+          const double h = 2.0 * s_.model.model_dim() * T * s_.batch;
+          move_activations(h, h, -1, l);
+        }
+      } else {
+        compute(s_.kernel_s(flops, bytes), "prefill", -1, l, 0);
+      }
     }
     // The prompt's own attention is what its blocks have been used for so
     // far: H2O's accumulated mass, top-k's history, HKM's ranking start from it.
@@ -80,10 +100,12 @@ void LayerPipeline::prefill() {
     // The whole prompt arrives at once: budgets (H2O) apply to the whole of
     // it, once its masses are known, not block by block as it is allocated.
     kv_.defer_budget(true);
+    double gpu_kept_tokens = 0;  // prompt KV that stays on the GPU (compress_cache quantizes it there)
     for (uint32_t s = 0; s < s_.batch; ++s)
       for (uint32_t i = 0; i < ctx_blocks; ++i) {
         BlockId b = t_.id(s, l, i);
         const TierId t = kv_.allocate(b, ctx_blocks);
+        if (s_.weights && s_.gpu_tier && t == 0) gpu_kept_tokens += double(kv_.held_tokens(b));
         if (t == kDropped || (!s_.prefill_compute && !s_.prefill_load)) continue;
         if (s_.prefill_load) {
           if (t != src) kv_.pending(b) = tp_.add(src, t, l, kv_.data_bytes(b), kNoJob);
@@ -95,6 +117,9 @@ void LayerPipeline::prefill() {
         }
       }
     kv_.defer_budget(false);
+    if (s_.weights && s_.weights->plan().compress_cache && s_.prefill_compute)
+      weights_codec_s_ += s_.weights->quant().compress_s(gpu_kept_tokens * double(s_.model.kv_bytes_per_token_layer()),
+                                                          s_.gpu_mem_Bps);
     for (uint32_t s = 0; s < s_.batch; ++s) kv_.enforce_budget(s, l);
     if (s_.prefill_compute || s_.prefill_load) {
       tp_.open_ids(loads[l]);
@@ -263,6 +288,9 @@ void LayerPipeline::select(uint64_t k) {
   const size_t gpu_ep = s_.gpu_tier ? 0 : nt;
   kv_.set_tokens_now(s_.ctx + step + 1);
   slot.kv_tokens = 0;
+  slot.cpu_tokens = 0;
+  const bool cpu_attn = s_.weights && s_.weights->plan().cpu_attention;
+  const int host_tier = s_.weights ? s_.weights->homes().dram_tier : -1;
   for (BlockId b : sel_) {
     const TierId t = t_.tier[b];
     const double bb = kv_.data_bytes(b);
@@ -280,6 +308,19 @@ void LayerPipeline::select(uint64_t k) {
     }
     if (s_.gpu_tier && t == 0) {
       if (!board_.done(kv_.pending(b))) slot.waits.push_back(kv_.pending(b));
+      continue;
+    }
+    if (cpu_attn) {
+      // FlexGen's CPU attention: the KV stays in host memory and the CPU
+      // reads it there (what is on disk is read into host memory first);
+      // it waits for the block's last write (the new token) to land.
+      slot.kv_tokens -= kv_.held_tokens(b);
+      slot.cpu_tokens += kv_.held_tokens(b);
+      if (!board_.done(kv_.pending(b))) slot.waits.push_back(kv_.pending(b));
+      if (static_cast<int>(t) != host_tier) {
+        const JobId j = tp_.add(t, static_cast<size_t>(host_tier), layer, bb, kv_.pending(b));
+        if (slot.waits.empty() || slot.waits.back() != j) slot.waits.push_back(j);
+      }
       continue;
     }
     // Still being written down from a tier: the data is read from there
@@ -404,6 +445,7 @@ void LayerPipeline::load_next_request() {
 }
 
 void LayerPipeline::drive() {
+  weight_iters_ = (s_.prefill_compute ? s_.model.layers : 0) + uint64_t(s_.steps) * s_.model.layers;
   prefill();
   c_.prefill_end = sg4::Engine::get_clock();
   c_.decode_start = c_.prefill_end;
@@ -453,12 +495,16 @@ void LayerPipeline::drive() {
       c_.cpu_idle_s += std::max(0.0, tf - tc);
       c_.fpga_idle_s += std::max(0.0, tc - tf);
     }
-    const double tokens = static_cast<double>(slot.kv_tokens);
-    const double kv_bytes = tokens * static_cast<double>(s_.model.kv_bytes_per_token_layer());
-    double flops = s_.model.weight_flops_per_token_layer() * s_.batch + 4.0 * tokens * s_.model.heads * s_.model.head_dim;
-    double bytes = s_.model.weight_bytes_per_layer() + kv_bytes;
-    compute(s_.kernel_s(flops, bytes) + slot.extra_gpu_s, "decode", static_cast<int64_t>(k / s_.model.layers),
-            static_cast<uint32_t>(k % s_.model.layers), slot.kv_blocks);
+    if (s_.weights) {
+      offload_compute(slot, k);
+    } else {
+      const double tokens = static_cast<double>(slot.kv_tokens);
+      const double kv_bytes = tokens * static_cast<double>(s_.model.kv_bytes_per_token_layer());
+      double flops = s_.model.weight_flops_per_token_layer() * s_.batch + 4.0 * tokens * s_.model.heads * s_.model.head_dim;
+      double bytes = s_.model.weight_bytes_per_layer() + kv_bytes;
+      compute(s_.kernel_s(flops, bytes) + slot.extra_gpu_s, "decode", static_cast<int64_t>(k / s_.model.layers),
+              static_cast<uint32_t>(k % s_.model.layers), slot.kv_blocks);
+    }
     append(k);
     if (k % s_.model.layers == s_.model.layers - 1) {
       c_.step_end.push_back(sg4::Engine::get_clock());
@@ -468,4 +514,96 @@ void LayerPipeline::drive() {
   }
   tp_.stop();
 }
+
+void LayerPipeline::wait_weights(uint32_t layer, int32_t step) {
+  WeightStream* w = s_.weights.get();
+  if (!w->streams()) return;
+  auto st = [this](size_t a, size_t b) -> Stream& { return tp_.stream(a, b); };
+  JobId mine;
+  if (!w->plan().overlap) {
+    mine = w->load(layer, step, board_, st);
+  } else {
+    // FlexGen's overlap: layer l+1's load is issued as layer l starts
+    // computing (the first layer's has nothing to hide behind).
+    if (weight_iter_ == 0) next_weights_ = w->load(layer, step, board_, st);
+    mine = next_weights_;
+    if (weight_iter_ + 1 < weight_iters_) {
+      const uint32_t L = s_.model.layers;
+      next_weights_ = w->load((layer + 1) % L, layer + 1 == L ? step + 1 : step, board_, st);
+    }
+  }
+  ++weight_iter_;
+  const double t0 = sg4::Engine::get_clock();
+  board_.wait(mine);
+  w->wait_s += sg4::Engine::get_clock() - t0;
+}
+
+void LayerPipeline::offload_compute(Slot& slot, uint64_t k) {
+  const uint32_t L = s_.model.layers, layer = static_cast<uint32_t>(k % L);
+  const int32_t step = static_cast<int32_t>(k / L);
+  wait_weights(layer, step);
+  WeightStream& w = *s_.weights;
+  const WeightPlan& p = w.plan();
+  const GroupQuant& q = w.quant();
+  // The batch as gpu_batches GPU batches (FlexGen's zig-zag): each reads the
+  // layer's weights from GPU memory and its own share of the KV.
+  const double G = p.gpu_batches;
+  const double tok = static_cast<double>(s_.model.kv_bytes_per_token_layer());
+  const double d = s_.model.model_dim();
+  const double gpu_tokens = static_cast<double>(slot.kv_tokens) / G, cpu_tokens = static_cast<double>(slot.cpu_tokens) / G;
+  const double wb = s_.model.weight_bytes_per_layer();
+  const double restore_w = p.compress_weights ? q.decompress_s(wb, s_.gpu_mem_Bps) : 0.0;
+  const double restore_kv = p.compress_cache ? q.decompress_s(gpu_tokens * tok, s_.gpu_mem_Bps) : 0.0;
+  const double seqs = static_cast<double>(s_.batch) / G;
+  for (uint32_t g = 0; g < p.gpu_batches; ++g) {
+    const double flops = s_.model.weight_flops_per_token_layer() * seqs + 4.0 * gpu_tokens * d;
+    const double bytes = wb + gpu_tokens * tok;
+    compute(s_.kernel_s(flops, bytes) + restore_w + restore_kv + (g == 0 ? slot.extra_gpu_s : 0.0), "decode", step, layer,
+            slot.kv_blocks);
+    if (p.cpu_attention && cpu_tokens > 0) {
+      // Between the QKV projection and the output projection: the query
+      // goes to the CPU (the new K and V go with the append), the output
+      // comes back.
+      move_activations(2.0 * d * seqs, 2.0 * d * seqs, step, layer);
+      cpu_attention(cpu_tokens, step, layer);
+    }
+    // FlexGen synchronises every stream at the end of each (layer, GPU
+    // batch) iteration (flex_opt.py: sync() in the generation loop), so the
+    // next layer's weights, issued with this layer's first GPU batch, must
+    // have arrived before the second one starts.
+    if (g == 0 && p.overlap && p.gpu_batches > 1 && w.streams() && !board_.done(next_weights_)) {
+      const double t0 = sg4::Engine::get_clock();
+      board_.wait(next_weights_);
+      w.wait_s += sg4::Engine::get_clock() - t0;
+    }
+  }
+  if (p.activations_on_cpu) move_activations(2.0 * d * s_.batch, 2.0 * d * s_.batch, step, layer);
+}
+
+void LayerPipeline::cpu_attention(double tokens, int32_t step, uint32_t layer) {
+  WeightStream& w = *s_.weights;
+  const double d = s_.model.model_dim();
+  const double sec = cpu_attention_s(cpu_attention_cost(tokens, d, static_cast<double>(s_.model.kv_bytes_per_token_layer())),
+                                     w.cpu_flops, w.cpu_mem_Bps);
+  const size_t cpu = static_cast<size_t>(s_.cpu_dev);
+  TransferJob job{board_.create(), 0, 0, 0, {}, s_.cpu_dev, sec, "attention"};
+  job.step = step;
+  job.layer = static_cast<int32_t>(layer);
+  const JobId id = job.id;
+  tp_.stream(cpu, cpu).submit(std::move(job));
+  board_.wait(id);
+  w.cpu_attention_s += sec;
+}
+
+void LayerPipeline::move_activations(double bytes_out, double bytes_in, int32_t step, uint32_t layer) {
+  const size_t gpu = s_.gpu_dev, host = static_cast<size_t>(s_.weights->homes().dram);
+  for (int dir = 0; dir < 2; ++dir) {
+    const size_t from = dir == 0 ? gpu : host, to = dir == 0 ? host : gpu;
+    TransferJob job{board_.create(), from, to, dir == 0 ? bytes_out : bytes_in, {}, -1, 0, "activations"};
+    job.step = step;
+    job.layer = static_cast<int32_t>(layer);
+    tp_.stream(from, to).submit(std::move(job));
+  }
+}
+
 }  // namespace kvtier

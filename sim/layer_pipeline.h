@@ -28,6 +28,7 @@ class LayerPipeline {
     std::vector<JobId> waits;
     uint64_t kv_blocks = 0;
     uint64_t kv_tokens = 0;            // tokens those blocks hold (whole blocks unless transfer_unit is tokens)
+    uint64_t cpu_tokens = 0;           // of those, attended on the CPU where they live (policies.weights.cpu_attention)
     double extra_gpu_s = 0;            // decompression on the GPU before attention
     JobId score_cpu = kNoJob, score_fpga = kNoJob;  // APP scoring of this layer
     JobId score_read = kNoJob, score_move_cpu = kNoJob;  // the FPGA's NAND read; keys moved to the host
@@ -38,6 +39,16 @@ class LayerPipeline {
   void append(uint64_t k);
   void compute(double seconds, const char* phase, int64_t step, uint32_t layer, uint64_t kv_blocks);
   void load_next_request();
+  // policies.weights (sim/weight_stream.h): waits for layer `layer`'s
+  // weights, issuing the next layer's load first when loads overlap compute.
+  void wait_weights(uint32_t layer, int32_t step);
+  // One decode layer under policies.weights: gpu_batches kernels that share
+  // one weight load, each followed by its CPU attention where that is on.
+  void offload_compute(Slot& slot, uint64_t k);
+  // Attention of `tokens` cached tokens on the CPU; the GPU waits for it.
+  void cpu_attention(double tokens, int32_t step, uint32_t layer);
+  // Hidden states (or a query and an attention output) to host memory and back, off the critical path.
+  void move_activations(double bytes_out, double bytes_in, int32_t step, uint32_t layer);
   // Samples tier occupancy, then submits every open transfer.
   void flush(Slot* slot);
 
@@ -60,6 +71,9 @@ class LayerPipeline {
   std::vector<uint32_t> pred_;
   std::vector<float> obs_mass_;
   double thermal_t_ = 0;
+  JobId next_weights_ = kNoJob;          // the load issued one layer ahead
+  uint64_t weight_iter_ = 0, weight_iters_ = 0;  // layer computations so far, and in the run
+  double weights_codec_s_ = 0;           // GPU codec work of policies.weights for the next kernel
 };
 
 }  // namespace kvtier

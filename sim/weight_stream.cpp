@@ -1,9 +1,101 @@
 #include "sim/weight_stream.h"
 
+#include <cmath>
+
+#include "policies/policy.h"
+
 namespace kvtier {
+
+namespace {
+std::string gb(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g", bytes / 1e9);
+  return buf;
+}
+}  // namespace
 
 WeightStream::WeightStream(const WeightPlan& plan, double layer_bytes, uint32_t layers, Homes homes)
     : plan_(plan), layer_bytes_(layer_bytes), layers_(layers), homes_(homes) {}
+
+std::unique_ptr<WeightStream> WeightStream::from_config(const WeightPlan& plan, const Hardware& hw, const LlmSpec& model,
+                                                        const std::vector<size_t>& tiers, size_t gpu_dev, int cpu_dev,
+                                                        uint32_t batch, const std::string& compression) {
+  const std::string P = "policies.weights";
+  if (plan.gpu_batches == 0 || batch % plan.gpu_batches != 0)
+    throw ConfigError(P + ".gpu_batches: " + std::to_string(plan.gpu_batches) + " does not divide workload.batch " +
+                      std::to_string(batch) + " into equal GPU batches");
+  Homes h;
+  h.gpu = static_cast<int>(gpu_dev);
+  for (size_t t = 0; t < tiers.size(); ++t)
+    if (tiers[t] != gpu_dev) {
+      h.dram_tier = static_cast<int>(t);
+      h.dram = static_cast<int>(tiers[t]);
+      break;
+    }
+  if (!tiers.empty() && tiers.back() != gpu_dev && static_cast<int>(tiers.size()) - 1 != h.dram_tier) {
+    h.disk_tier = static_cast<int>(tiers.size()) - 1;
+    h.disk = static_cast<int>(tiers.back());
+  }
+  const bool needs_host = plan.cpu > 0 || plan.disk > 0 || plan.cpu_attention || plan.activations_on_cpu;
+  if (needs_host && h.dram < 0)
+    throw ConfigError(P + ": weights, attention or activations in host memory need a tier below the GPU in hardware.tiers");
+  if (plan.disk > 0 && h.disk < 0)
+    throw ConfigError(P + ".disk_percent: weights on disk need a second tier below the GPU (the lowest is the disk) in "
+                      "hardware.tiers");
+  if (plan.cpu_attention && cpu_dev < 0)
+    throw ConfigError(P + ".cpu_attention: hardware.devices needs a device of kind cpu");
+  const uint32_t wbits = model.weight_bits ? model.weight_bits : model.dtype_bytes * 8;
+  if (plan.compress_weights && wbits != 16)
+    throw ConfigError(P + ".compress_weights: group-wise 4-bit compression takes 16-bit weights; model.weight_dtype is " +
+                      model.weight_dtype + " (" + std::to_string(wbits) + " bits)");
+  if (plan.compress_cache && model.dtype_bytes != 2)
+    throw ConfigError(P + ".compress_cache: group-wise 4-bit compression takes 16-bit KV; model.dtype_bytes is " +
+                      std::to_string(model.dtype_bytes));
+  if (plan.compress_cache && compression != "none")
+    throw ConfigError("policies.compression: must be none when policies.weights.compress_cache compresses the KV (got '" +
+                      compression + "')");
+  if (plan.compress_cache && plan.cpu_attention)
+    throw ConfigError(P + ".compress_cache: compressed KV with cpu_attention (the CPU restoring it) is not modelled");
+  GroupQuant q;
+  const double layer = model.weight_bytes_per_layer() / (plan.compress_weights ? q.ratio() : 1.0);
+  auto ws = std::make_unique<WeightStream>(plan, layer, model.layers, h);
+  // Whatever holds a share must hold all of it.
+  auto fits = [&](int dev, double bytes, const char* param) {
+    if (dev < 0 || bytes <= 0) return;
+    const auto& d = hw.devices[static_cast<size_t>(dev)];
+    const double cap = d.model->capacity_bytes();
+    if (bytes > cap)
+      throw ConfigError("hardware.devices." + d.name + ": " + gb(bytes) + " GB of weights (" + P + "." + param +
+                        ") do not fit its " + gb(cap) + " GB");
+  };
+  fits(h.gpu, ws->gpu_bytes() + ws->gpu_staging_bytes(), "gpu_percent");
+  fits(h.dram, ws->dram_bytes() + ws->dram_staging_bytes(), "cpu_percent");
+  fits(h.disk, ws->disk_bytes(), "disk_percent");
+  if (plan.cpu_attention) {
+    const DeviceModel& cpu = *hw.devices[static_cast<size_t>(cpu_dev)].model;
+    ws->cpu_flops = cpu.flops();
+    ws->cpu_mem_Bps = cpu.memory_Bps() > 0 ? cpu.memory_Bps() : hw.devices[static_cast<size_t>(h.dram)].model->read_Bps();
+    if (ws->cpu_flops <= 0 || ws->cpu_mem_Bps <= 0)
+      throw ConfigError(P + ".cpu_attention: the cpu device has no FLOP/s or memory bandwidth");
+  }
+  return ws;
+}
+
+double WeightStream::tier_bytes(int tier) const {
+  double b = 0;
+  if (tier == homes_.dram_tier) b += dram_bytes() + dram_staging_bytes();
+  if (tier == homes_.disk_tier) b += disk_bytes();
+  return b;
+}
+
+CompressionSpec WeightStream::cache_codec(double gpu_mem_Bps) const {
+  CompressionSpec c;
+  c.key_ratio = c.value_ratio = quant_.ratio();
+  c.compress_Bps = quant_.compress_Bps(gpu_mem_Bps);
+  c.decompress_Bps = quant_.decompress_Bps(gpu_mem_Bps);
+  c.on_gpu = true;
+  return c;
+}
 
 JobId WeightStream::load(uint32_t layer, int32_t step, JobBoard& board,
                          const std::function<Stream&(size_t, size_t)>& stream) {
@@ -32,6 +124,19 @@ JobId WeightStream::load(uint32_t layer, int32_t step, JobBoard& board,
   }
   ++loads_;
   return last;
+}
+
+json WeightStream::metrics() const {
+  return json{{"gpu_bytes", gpu_bytes()},
+              {"dram_bytes", dram_bytes()},
+              {"disk_bytes", disk_bytes()},
+              {"gpu_staging_bytes", gpu_staging_bytes()},
+              {"bytes_to_gpu", to_gpu_},
+              {"bytes_from_disk", from_disk_},
+              {"loads", loads_},
+              {"gpu_batches", plan_.gpu_batches},
+              {"wait_s", wait_s},
+              {"cpu_attention_s", cpu_attention_s}};
 }
 
 }  // namespace kvtier

@@ -5,12 +5,22 @@
 // traffic, so weight loads and KV fetches contend for the links they share.
 // The layer pipeline decides when a layer's load is issued (one layer ahead
 // with overlap, just before its compute without) and waits for it.
+//
+// Homes: the cpu share lives in the first tier below the GPU (host memory),
+// the disk share in the lowest tier. Their capacity for KV is what the
+// weights (and the buffers they pass through) leave.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <string>
 #include <vector>
 
+#include "models/group_quant.h"
+#include "models/hardware.h"
+#include "models/llm.h"
+#include "policies/policy.h"
 #include "policies/weights.h"
 #include "sim/streams.h"
 
@@ -18,14 +28,23 @@ namespace kvtier {
 
 class WeightStream {
  public:
-  // Devices the shares live on (-1: none); `layer_bytes` is one layer's
-  // weights as stored (compressed if the plan compresses).
   struct Homes {
-    int gpu = -1, dram = -1, disk = -1;
+    int gpu = -1, dram = -1, disk = -1;          // devices (-1: none)
+    int dram_tier = -1, disk_tier = -1;          // their tiers
   };
+  // `layer_bytes`: one layer's weights as stored (compressed if the plan compresses).
   WeightStream(const WeightPlan& plan, double layer_bytes, uint32_t layers, Homes homes);
 
+  // Validates policies.weights against the hardware, the model and the
+  // workload (ConfigError naming the JSON path) and builds the stream.
+  // `tiers`: hardware.tiers as device indices; `compression`: the name of
+  // policies.compression.
+  static std::unique_ptr<WeightStream> from_config(const WeightPlan& plan, const Hardware& hw, const LlmSpec& model,
+                                                   const std::vector<size_t>& tiers, size_t gpu_dev, int cpu_dev,
+                                                   uint32_t batch, const std::string& compression);
+
   const WeightPlan& plan() const { return plan_; }
+  const Homes& homes() const { return homes_; }
   bool streams() const { return !plan_.all_on_gpu(); }
   // Resident bytes of the whole model on each home.
   double gpu_bytes() const { return plan_.gpu * layer_bytes_ * layers_; }
@@ -37,6 +56,11 @@ class WeightStream {
   // DRAM buffer a disk share passes through: one layer's disk share (two with overlap).
   double dram_staging_bytes() const { return (plan_.overlap ? 2.0 : 1.0) * plan_.disk * layer_bytes_; }
   double streamed_layer_bytes() const { return (plan_.cpu + plan_.disk) * layer_bytes_; }
+  // Bytes tier `tier` gives to weights (resident share and staging).
+  double tier_bytes(int tier) const;
+  // The KV codec of every tier under compress_cache (group-wise 4-bit, on the GPU).
+  CompressionSpec cache_codec(double gpu_mem_Bps) const;
+  const GroupQuant& quant() const { return quant_; }
 
   // Issues the copy of layer `layer`'s streamed share to the GPU; `stream`
   // gives the Stream between two devices. Returns the job the layer's
@@ -45,16 +69,18 @@ class WeightStream {
   // means all are.
   JobId load(uint32_t layer, int32_t step, JobBoard& board, const std::function<Stream&(size_t, size_t)>& stream);
 
-  // Bytes copied so far, into the GPU and from disk into DRAM.
-  double bytes_to_gpu() const { return to_gpu_; }
-  double bytes_from_disk() const { return from_disk_; }
-  uint64_t loads() const { return loads_; }
+  // Counters the pipeline adds to.
+  double wait_s = 0;           // GPU compute stalled waiting for weights
+  double cpu_attention_s = 0;  // CPU busy with attention
+  double cpu_flops = 0, cpu_mem_Bps = 0;  // the CPU attention runs at (set by from_config)
+  json metrics() const;
 
  private:
   WeightPlan plan_;
   double layer_bytes_;
   uint32_t layers_;
   Homes homes_;
+  GroupQuant quant_;
   double to_gpu_ = 0, from_disk_ = 0;
   uint64_t loads_ = 0;
 };

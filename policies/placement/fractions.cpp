@@ -36,6 +36,17 @@ class FractionsPlacement : public PlacementPolicy {
       throw ConfigError("policies.placement.percent: " + std::to_string(percent_.size()) + " shares for " +
                         std::to_string(table.tiers.size()) + " tiers (hardware.tiers); expected one per tier");
     batch_ = table.batch;
+    // A share that does not fit its tier is a configuration error, not an
+    // overflow for eviction to sort out: FlexGen sizes its tensors up front.
+    std::vector<uint64_t> seqs(percent_.size(), 0);
+    for (uint32_t s = 0; s < table.batch; ++s) ++seqs[place(table.id(s, 0, 0), table)];
+    for (size_t t = 0; t < percent_.size(); ++t) {
+      const uint64_t need = seqs[t] * table.layers * uint64_t(table.blocks_per_seq_layer);
+      if (need > table.tiers[t].capacity_blocks)
+        throw ConfigError("policies.placement.percent[" + std::to_string(t) + "]: " + std::to_string(need) +
+                          " KV blocks of " + std::to_string(seqs[t]) + " sequences do not fit tier '" + table.tiers[t].name +
+                          "' (" + std::to_string(table.tiers[t].capacity_blocks) + " blocks after any weights)");
+    }
   }
   TierId place(BlockId b, const BlockTable& table) override {
     // The middle of sequence s on [0, 100): the tier whose share covers it.
