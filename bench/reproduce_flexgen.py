@@ -226,12 +226,12 @@ def section(results, calibrations, steps):
                 r = results[(cal, system, model)]
                 pub = PUBLISHED[system][model]
                 if "error" in r:
-                    cells += [fmt(pub), "cannot run"]
+                    cells += [f"{pub:g}", "cannot run"]
                 else:
                     mark = ""
                     if system in TARGET:
                         mark = " (within)" if within(r, pub) else " (misses)"
-                    cells += [fmt(pub), f"{fmt(r['tokens_per_s'])}{mark}"]
+                    cells += [f"{pub:g}", f"{fmt(r['tokens_per_s'])}{mark}"]
             L.append(f"| {slabel} | " + " | ".join(cells) + " |")
         L += ["", "| system | model | batch | kvtier / published | prefill s | prefill bound | decode step s | decode bound | weights streamed GB |",
               "|---|---|---|---|---|---|---|---|---|"]
