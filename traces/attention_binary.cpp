@@ -115,6 +115,18 @@ BinaryTraceReader::BinaryTraceReader(const std::string& path) : AttentionFileSou
   f_ = std::fopen(path.c_str(), "rb");
   if (!f_) throw ConfigError(path + ": cannot open attention trace");
   dctx_ = ZSTD_createDCtx();
+  // A constructor that throws runs no destructor: until this one ends, the
+  // guard closes the file and frees the zstd context if anything below throws.
+  struct Guard {
+    BinaryTraceReader* r;
+    ~Guard() {
+      if (!r) return;
+      std::fclose(r->f_);
+      r->f_ = nullptr;
+      ZSTD_freeDCtx(static_cast<ZSTD_DCtx*>(r->dctx_));
+      r->dctx_ = nullptr;
+    }
+  } guard{this};
   unsigned char b[12];
   if (std::fread(b, 1, 12, f_) != 12 || std::memcmp(b, kBinaryTraceMagic, 8) != 0)
     throw ConfigError(path + ": not a kvtier binary attention trace (bad magic or shorter than its 12-byte start)");
@@ -158,6 +170,7 @@ BinaryTraceReader::BinaryTraceReader(const std::string& path) : AttentionFileSou
   if (!err.empty()) fail(err);
   if (tag == kEnd) ended_ = true;
   else if (tag != kRecords) fail("unexpected chunk " + tag_name(tag));
+  guard.r = nullptr;
 }
 
 BinaryTraceReader::~BinaryTraceReader() {
