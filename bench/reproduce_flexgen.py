@@ -74,24 +74,28 @@ def load(path):
         return json.load(f)
 
 
-def run_cell(system, model, calibration, steps, out_dir, timelines):
+def run_cell(system, model, calibration, steps, out_dir, timelines, bounds=True):
     cfg_path = f"configs/flexgen/{system}_{model}.json"
     cfg = load(cfg_path)
     tag = f"{system}_{model}_{calibration}"
     res = os.path.join(out_dir, tag)
     tl = os.path.join(out_dir, tag + ".timeline.json")
-    cmd = [BIN, "run", os.path.join(ROOT, cfg_path), "--out", res, "-q", "--timeline", tl,
+    cmd = [BIN, "run", os.path.join(ROOT, cfg_path), "--out", res, "-q",
            "--set", f"hardware={CALIBRATIONS[calibration]}", "--set", f"workload.decode_steps={steps}"]
+    if bounds or timelines:
+        cmd += ["--timeline", tl]
     p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     if p.returncode != 0:
         msg = (p.stderr or p.stdout).strip().splitlines()
         return {"error": msg[-1] if msg else f"exit {p.returncode}"}
     with open(os.path.join(res, "result.json")) as f:
         m = json.load(f)["metrics"]
-    prefill_bound = timeline_bound(tl, m, 0.0, m["ttft_s"])
-    decode_bound = timeline_bound(tl, m, m["ttft_s"], m["simulated_time_s"])
-    if not timelines:
-        os.remove(tl)
+    prefill_bound = decode_bound = "-"
+    if bounds or timelines:
+        prefill_bound = timeline_bound(tl, m, 0.0, m["ttft_s"])
+        decode_bound = timeline_bound(tl, m, m["ttft_s"], m["simulated_time_s"])
+        if not timelines:
+            os.remove(tl)
     batch = cfg["workload"]["batch"]
     decode_s = (GEN_TOKENS - 1) * m["all_steps_mean_latency_s"]
     total = m["ttft_s"] + decode_s
@@ -175,12 +179,12 @@ def fmt(x):
     return f"{x:.3g}"
 
 
-def run_all(calibrations, steps, out_dir, timelines):
+def run_all(calibrations, steps, out_dir, timelines, bounds=True):
     results = {}
     for cal in calibrations:
         for system, _ in SYSTEMS:
             for model, _ in MODELS:
-                results[(cal, system, model)] = run_cell(system, model, cal, steps, out_dir, timelines)
+                results[(cal, system, model)] = run_cell(system, model, cal, steps, out_dir, timelines, bounds)
     return results
 
 
@@ -277,10 +281,11 @@ def main(argv=None):
                                                 "for a full run of both calibrations)")
     ap.add_argument("--json", default=None, help="write the results as JSON here")
     ap.add_argument("--timelines", action="store_true", help="write each run's timeline next to its result")
+    ap.add_argument("--no-bounds", action="store_true", help="skip reading the bounds from the timelines (faster)")
     a = ap.parse_args(argv)
     cals = ["fitted", "datasheet"] if a.calibration == "both" else [a.calibration]
     os.makedirs(a.out, exist_ok=True)
-    results = run_all(cals, a.steps, a.out, a.timelines)
+    results = run_all(cals, a.steps, a.out, a.timelines, not a.no_bounds)
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"|".join(k): v for k, v in results.items()}, f, indent=1)
