@@ -131,6 +131,7 @@ static double effective_max(const ParamSpec& s) {
 }
 
 static double effective_min(const ParamSpec& s) {
+  if (s.min_exclusive && s.min == 0) return kMinPositive;
   if (std::isfinite(s.min)) return s.min;
   return s.type == ParamType::Integer ? -kMaxPlainInteger : -kMaxPlainNumber;
 }
@@ -199,12 +200,13 @@ void resolve_params(json& obj, const ParamList& specs, const std::string& where,
     if (s.type == ParamType::Number || s.type == ParamType::Integer) {
       const long double x = as_long_double(v);
       const double lo = effective_min(s), hi = effective_max(s);
-      const bool low = s.min_exclusive ? !(x > lo) : !(x >= lo);
+      const bool exclusive = s.min_exclusive && lo != kMinPositive;
+      const bool low = exclusive ? !(x > lo) : !(x >= lo);
       const bool integral_ok = s.type != ParamType::Integer || v.is_number_integer();
       if (low || x > hi || !std::isfinite(static_cast<double>(x)) || !integral_ok) {
         std::ostringstream m;
         m << path << ": " << brief_dump(v) << " is out of range, expected "
-          << (s.type == ParamType::Integer ? "an integer " : "a value ") << (s.min_exclusive ? "> " : ">= ")
+          << (s.type == ParamType::Integer ? "an integer " : "a value ") << (exclusive ? "> " : ">= ")
           << bound_text(lo) << " and <= " << bound_text(hi);
         throw ConfigError(m.str());
       }
@@ -250,7 +252,8 @@ std::string describe(const ParamList& specs, const std::string& indent) {
     if (!s.def.is_null()) o << ", default " << s.def.dump();
     else if (s.type != ParamType::Any) o << ", required";
     if (s.type == ParamType::Number || s.type == ParamType::Integer) {
-      o << ", " << (s.min_exclusive ? "(" : "[") << bound_text(effective_min(s)) << ".." << bound_text(effective_max(s))
+      const bool exclusive = s.min_exclusive && effective_min(s) != kMinPositive;
+      o << ", " << (exclusive ? "(" : "[") << bound_text(effective_min(s)) << ".." << bound_text(effective_max(s))
         << "]";
     }
     if (!s.choices.empty()) {

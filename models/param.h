@@ -77,6 +77,9 @@ long long get_int(const json& obj, const std::string& key);
 constexpr double kMaxPlainInteger = 2147483647.0;  // 2^31 - 1
 constexpr double kMaxPlainNumber = 1e15;
 constexpr double kMaxTimeUs = 1e9;  // 1000 s
+// A positive quantity (a rate, a capacity) is at least this much: smaller
+// rates make times that overflow to infinity, which SimGrid cannot schedule.
+constexpr double kMinPositive = 1e-12;
 // JSON nested deeper than this is rejected while it is parsed, before any
 // recursive processing can exhaust the stack.
 constexpr int kMaxJsonDepth = 256;

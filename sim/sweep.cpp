@@ -390,6 +390,17 @@ Sweep load_sweep(const std::string& file, const std::vector<std::string>& cli_se
   std::vector<size_t> axis_size;
   for (const json* v : gv) axis_size.push_back(v->size());
   for (const auto& l : zips) axis_size.push_back(l.size);
+  {
+    // Counted before anything is expanded: a product of axes can be astronomically large.
+    uint64_t total = entries.size();
+    bool over = false;
+    for (size_t n : axis_size) over = over || __builtin_mul_overflow(total, uint64_t(n), &total);
+    over = over || __builtin_mul_overflow(total, uint64_t(seeds.size()), &total);
+    if (over || total > kMaxSweepPoints)
+      throw ConfigError(file + ": " + (over ? std::string("more than 2^64") : std::to_string(total)) +
+                        " points (points x grid x zip x seeds), more than the " + std::to_string(kMaxSweepPoints) +
+                        " a sweep may have (split it, or use --shard)");
+  }
   std::vector<json> overrides;
   for (const auto& e : entries) {
     std::vector<size_t> at(axis_size.size(), 0);
@@ -428,13 +439,13 @@ Sweep load_sweep(const std::string& file, const std::vector<std::string>& cli_se
     } catch (const ConfigError& e) {
       std::string msg = e.what();
       if (!inline_path.empty()) replace_all(msg, inline_path, file + " (inline base)");
-      throw ConfigError(file + ": point " + std::to_string(i) + " " + pt.overrides.dump() + ": " + msg);
+      throw ConfigError(file + ": point " + std::to_string(i) + " " + brief_dump(pt.overrides, 200) + ": " + msg);
     }
     pt.key = config_key(pt.config);
     auto [it, fresh] = first.emplace(pt.key, i);
     if (!fresh) {
       if (!quiet)
-        std::cerr << "kvtier: note: " << file << ": point " << i << " " << pt.overrides.dump()
+        std::cerr << "kvtier: note: " << file << ": point " << i << " " << brief_dump(pt.overrides, 200)
                   << " resolves to the same configuration as point " << it->second << "; it runs once\n";
       continue;
     }

@@ -16,6 +16,9 @@
 
 namespace kvtier {
 
+// The most points one sweep file may expand to (docs/config.md, Limits).
+constexpr uint64_t kMaxSweepPoints = 1000000;
+
 struct SweepOptions {
   std::string file;                 // the sweep JSON
   unsigned jobs = 0;                // points at once; 0 = the CPUs this process may use

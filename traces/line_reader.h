@@ -16,19 +16,25 @@ enum class LineRead { Ok, End, TooLong };
 // than `max_bytes` bytes; the stream is left inside it.
 inline LineRead read_line_limited(std::istream& in, std::string& line, size_t max_bytes = kMaxTraceLineBytes) {
   line.clear();
-  std::streambuf* sb = in.rdbuf();
-  if (!sb) return LineRead::End;
+  char buf[1 << 16];
   bool any = false;
   for (;;) {
-    const int c = sb->sbumpc();
-    if (c == std::char_traits<char>::eof()) {
-      if (!any) in.setstate(std::ios::eofbit | std::ios::failbit);
-      return any ? LineRead::Ok : LineRead::End;
+    in.getline(buf, sizeof buf);  // in chunks: whole lines are read in bulk, never more than a chunk past the bound
+    const size_t n = static_cast<size_t>(in.gcount());
+    if (in.eof()) {  // the last line, without its '\n'
+      line.append(buf, n);
+      if (line.size() > max_bytes) return LineRead::TooLong;
+      return any || n > 0 ? LineRead::Ok : LineRead::End;
     }
+    if (!in.fail()) {  // a whole line; gcount counts the '\n' it took
+      line.append(buf, n - 1);
+      return line.size() > max_bytes ? LineRead::TooLong : LineRead::Ok;
+    }
+    if (in.bad() || n == 0) return any ? LineRead::Ok : LineRead::End;
+    line.append(buf, n);  // the chunk filled up before the line ended
+    in.clear();
     any = true;
-    if (c == '\n') return LineRead::Ok;
-    if (line.size() >= max_bytes) return LineRead::TooLong;
-    line.push_back(static_cast<char>(c));
+    if (line.size() > max_bytes) return LineRead::TooLong;
   }
 }
 
