@@ -104,8 +104,10 @@ int cmd_run(const std::string& config, const std::vector<std::string>& sets, con
   if (!quiet) {
     std::cout << "kvtier: " << cfg["name"].get<std::string>() << ": " << metrics["decode_tokens_per_s"].get<double>()
               << " tokens/s, TPOT " << metrics["mean_step_latency_s"].get<double>() * 1e3 << " ms, TTFT "
-              << metrics["ttft_s"].get<double>() << " s, attention recall " << metrics["attention_recall"].get<double>()
-              << ", simulated " << metrics["simulated_time_s"].get<double>() << " s\n"
+              << metrics["ttft_s"].get<double>() << " s";
+    // Attention recall needs a trace (workload.trace kind none has none).
+    if (metrics.contains("attention_recall")) std::cout << ", attention recall " << metrics["attention_recall"].get<double>();
+    std::cout << ", simulated " << metrics["simulated_time_s"].get<double>() << " s\n"
               << "kvtier: wrote " << (fs::path(dir) / "result.json").string() << "\n";
   }
   return 0;
