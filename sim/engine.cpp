@@ -5,6 +5,7 @@
 
 #include "models/fpga_ku15p.h"
 #include "sim/config.h"
+#include "sim/invariants.h"
 #include "sim/layer_pipeline.h"
 #include "sim/platform.h"
 #include "sim/streams.h"
@@ -145,6 +146,7 @@ Simulation::Simulation(json& cfg) : cfg_(cfg) {
 }
 json Simulation::run(const std::string& timeline_path) {
   start_simgrid();
+  const bool check = invariants_requested();
   const BlockTable& t = kv_->table();
   platform_ = std::make_unique<Platform>(s_.hw, *s_.topo);
   // Every transfer moves whole blocks (or tokens of one): requests of one block.
@@ -156,6 +158,8 @@ json Simulation::run(const std::string& timeline_path) {
   for (auto& st : platform_->stats()) st.track = timeline_->track(Timeline::Links, st.name);
   kv_->open_occupancy(*timeline_);
   planner_ = std::make_unique<TransferPlanner>(s_, c_, *platform_, *board_, *timeline_);
+  std::unique_ptr<InvariantChecker> checker;  // before any transfer is submitted: it counts them
+  if (check) checker = std::make_unique<InvariantChecker>(s_, *kv_, *board_, *platform_);
   std::vector<std::pair<size_t, size_t>> scoring_pairs;
   const size_t gpu = s_.gpu_dev, fpga = static_cast<size_t>(s_.fpga_dev);
   const size_t host = static_cast<size_t>(s_.host_mem_dev), ssd = static_cast<size_t>(s_.ssd_dev);
@@ -180,6 +184,7 @@ json Simulation::run(const std::string& timeline_path) {
   c_.hits.assign(s_.tiers() + 1, 0);
   pipeline_ = std::make_unique<LayerPipeline>(s_, c_, *kv_, *planner_, *platform_, *board_, *timeline_, gpu_track);
 
+  if (check) pipeline_->check_with(checker.get());
   // An exception must not escape an actor (SimGrid would abort): keep it,
   // end every actor, and rethrow once the engine has returned.
   std::exception_ptr failure;
@@ -194,6 +199,7 @@ json Simulation::run(const std::string& timeline_path) {
   sg4::Engine::get_instance()->run();
   if (failure) std::rethrow_exception(failure);
   const double end = sg4::Engine::get_clock();
+  if (checker) checker->at_end();
   kv_->close_occupancy();
   timeline_->close();
   return engine_metrics(s_, c_, *kv_, *platform_, end);

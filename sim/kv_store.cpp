@@ -2,6 +2,7 @@
 
 #include <stdexcept>
 
+#include "sim/invariants.h"
 #include "sim/transfer_planner.h"
 
 namespace kvtier {
@@ -190,7 +191,8 @@ void KvStore::enforce_budget(uint32_t seq, uint32_t layer) {
 TierId KvStore::allocate(BlockId b, uint32_t final_blocks) {
   TierId t = s_.pol.place->place_in(b, final_blocks, t_);
   if (t >= t_.tiers.size()) throw std::logic_error("placement policy returned a tier that does not exist");
-  while (!make_room(t)) {
+  static const bool skip_room = planted_fault("allocate_without_room");  // shows the invariant checker at work
+  while (!skip_room && !make_room(t)) {
     if (t + 1u >= t_.tiers.size())
       throw ConfigError("hardware.tiers: no room for a new KV block in any tier (all blocks pinned or tiers full)");
     ++t;

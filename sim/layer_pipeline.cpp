@@ -368,6 +368,13 @@ void LayerPipeline::select(uint64_t k) {
       tp_.depend(a, gpu_ep, slot.score_fpga);
       tp_.depend(a, gpu_ep, slot.score_read);
     }
+  // What attention will read on the GPU (predictions below may move blocks it
+  // reads through a staging buffer up too: those are not its data).
+  if (check_) {
+    slot.on_gpu.clear();
+    for (BlockId b : sel_)
+      if (s_.gpu_tier && t_.tier[b] == 0) slot.on_gpu.push_back(b);
+  }
   // Predictions for the next step of this layer ride behind the demand fetches.
   if (s_.gpu_tier && step + 1 < s_.steps) {
     const uint32_t n1 = s_.blocks_at(step + 1);
@@ -481,9 +488,16 @@ void LayerPipeline::drive() {
       gpu_busy_t0 = c_.gpu_busy_s;
     }
     t_.pin_stamp = k + 1;
+    // This layer's weights (and, with overlap, the next layer's) are issued
+    // before the next layer's KV is selected: FlexGen loads layer l+1's
+    // weights as layer l starts, ahead of the cache loads of its GPU batches.
+    const JobId weights_job = s_.weights ? issue_weights(static_cast<uint32_t>(k % s_.model.layers),
+                                                         static_cast<int32_t>(k / s_.model.layers))
+                                         : kNoJob;
     while (next < N && next <= k + depth_) select(next++);
     Slot& slot = ring_[k % ring_.size()];
     for (JobId j : slot.waits) board_.wait(j);
+    if (check_) check_->before_attention(static_cast<uint32_t>(k / s_.model.layers), static_cast<uint32_t>(k % s_.model.layers), slot.on_gpu);
     if (slot.score_cpu != kNoJob) {
       const double tc = board_.duration(slot.score_cpu) +
                         (slot.score_move_cpu != kNoJob ? board_.duration(slot.score_move_cpu) : 0.0);
@@ -496,7 +510,7 @@ void LayerPipeline::drive() {
       c_.fpga_idle_s += std::max(0.0, tc - tf);
     }
     if (s_.weights) {
-      offload_compute(slot, k);
+      offload_compute(slot, k, weights_job);
     } else {
       const double tokens = static_cast<double>(slot.kv_tokens);
       const double kv_bytes = tokens * static_cast<double>(s_.model.kv_bytes_per_token_layer());
@@ -510,14 +524,17 @@ void LayerPipeline::drive() {
       c_.step_end.push_back(sg4::Engine::get_clock());
       kv_.background_demotion();
       flush(nullptr);
+      if (check_) check_->after_step(static_cast<uint32_t>(k / s_.model.layers));
     }
   }
   tp_.stop();
 }
 
-void LayerPipeline::wait_weights(uint32_t layer, int32_t step) {
+void LayerPipeline::wait_weights(uint32_t layer, int32_t step) { await_weights(issue_weights(layer, step)); }
+
+JobId LayerPipeline::issue_weights(uint32_t layer, int32_t step) {
   WeightStream* w = s_.weights.get();
-  if (!w->streams()) return;
+  if (!w->streams()) return kNoJob;
   auto st = [this](size_t a, size_t b) -> Stream& { return tp_.stream(a, b); };
   JobId mine;
   if (!w->plan().overlap) {
@@ -533,15 +550,20 @@ void LayerPipeline::wait_weights(uint32_t layer, int32_t step) {
     }
   }
   ++weight_iter_;
-  const double t0 = sg4::Engine::get_clock();
-  board_.wait(mine);
-  w->wait_s += sg4::Engine::get_clock() - t0;
+  return mine;
 }
 
-void LayerPipeline::offload_compute(Slot& slot, uint64_t k) {
+void LayerPipeline::await_weights(JobId j) {
+  if (board_.done(j)) return;
+  const double t0 = sg4::Engine::get_clock();
+  board_.wait(j);
+  s_.weights->wait_s += sg4::Engine::get_clock() - t0;
+}
+
+void LayerPipeline::offload_compute(Slot& slot, uint64_t k, JobId weights) {
   const uint32_t L = s_.model.layers, layer = static_cast<uint32_t>(k % L);
   const int32_t step = static_cast<int32_t>(k / L);
-  wait_weights(layer, step);
+  await_weights(weights);
   WeightStream& w = *s_.weights;
   const WeightPlan& p = w.plan();
   const GroupQuant& q = w.quant();

@@ -11,6 +11,7 @@
 
 #include "sim/engine_metrics.h"
 #include "sim/engine_setup.h"
+#include "sim/invariants.h"
 #include "sim/kv_store.h"
 #include "sim/transfer_planner.h"
 
@@ -22,6 +23,7 @@ class LayerPipeline {
                 JobBoard& board, Timeline& timeline, uint32_t gpu_track);
   // The whole run; called from the GPU's compute actor.
   void drive();
+  void check_with(InvariantChecker* c) { check_ = c; }
 
  private:
   struct Slot {  // what one selected (step, layer) hands to the GPU
@@ -30,6 +32,7 @@ class LayerPipeline {
     uint64_t kv_tokens = 0;            // tokens those blocks hold (whole blocks unless transfer_unit is tokens)
     uint64_t cpu_tokens = 0;           // of those, attended on the CPU where they live (policies.weights.cpu_attention)
     double extra_gpu_s = 0;            // decompression on the GPU before attention
+    std::vector<BlockId> on_gpu;       // with invariants checked: the blocks attention uses that live on the GPU
     JobId score_cpu = kNoJob, score_fpga = kNoJob;  // APP scoring of this layer
     JobId score_read = kNoJob, score_move_cpu = kNoJob;  // the FPGA's NAND read; keys moved to the host
   };
@@ -42,9 +45,13 @@ class LayerPipeline {
   // policies.weights (sim/weight_stream.h): waits for layer `layer`'s
   // weights, issuing the next layer's load first when loads overlap compute.
   void wait_weights(uint32_t layer, int32_t step);
+  // Its two halves: issue (returns the job the layer waits for) and wait.
+  JobId issue_weights(uint32_t layer, int32_t step);
+  void await_weights(JobId j);
   // One decode layer under policies.weights: gpu_batches kernels that share
-  // one weight load, each followed by its CPU attention where that is on.
-  void offload_compute(Slot& slot, uint64_t k);
+  // one weight load (`weights`, issued by issue_weights), each followed by
+  // its CPU attention where that is on.
+  void offload_compute(Slot& slot, uint64_t k, JobId weights);
   // Attention of `tokens` cached tokens on the CPU; the GPU waits for it.
   void cpu_attention(double tokens, int32_t step, uint32_t layer);
   // Hidden states (or a query and an attention output) to host memory and back, off the critical path.
@@ -63,6 +70,7 @@ class LayerPipeline {
   sg4::Host* gpu_host_ = nullptr;
   uint32_t gpu_track_ = 0;
   uint32_t depth_ = 0;
+  InvariantChecker* check_ = nullptr;
   std::vector<Slot> ring_;
   std::vector<AttentionRecord> recs_;  // this (step, layer)'s records, one per trace sequence
   std::vector<float> mass_of_;         // per block index: the current record's mass

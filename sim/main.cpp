@@ -12,6 +12,7 @@
 #include "sim/cli_validate.h"
 #include "sim/config.h"
 #include "sim/engine.h"
+#include "sim/invariants.h"
 #include "sim/serving.h"
 #include "sim/result.h"
 #include "sim/sweep.h"
@@ -157,6 +158,10 @@ int main(int argc, char** argv) {
   run->add_option("--timeline", timeline, "write a Chrome trace-event timeline to this file");
   run->add_option("--seed", seed, "seed (overrides sim.seed)")->expected(1);
   run->add_flag("--quiet,-q", quiet, "print nothing on success");
+  bool check_invariants = false;
+  run->add_flag("--check-invariants", check_invariants,
+                "check the engine's invariants while it runs (capacities, block states, data on the GPU before "
+                "attention, link bytes); a violation stops the run");
 
   auto* trace = app.add_subcommand("trace", "attention and request traces");
   trace->require_subcommand(1);
@@ -234,7 +239,10 @@ int main(int argc, char** argv) {
 
   try {
     if (int rc = validate_cmd(); rc >= 0) return rc;
-    if (*run) return cmd_run(config, sets, out, timeline, seed, quiet);
+    if (*run) {
+      if (check_invariants) request_invariants();
+      return cmd_run(config, sets, out, timeline, seed, quiet);
+    }
     if (*gen) return cmd_trace_gen(gen_config, gen_sets, gen_out);
     if (int rc = 0; run_trace_commands(*trace_cmds, rc)) return rc;
     if (int rc = request_cmds(); rc >= 0) return rc;

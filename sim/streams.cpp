@@ -40,7 +40,17 @@ Stream::Stream(std::string name, Platform& platform, JobBoard& board, Timeline& 
   track_ = timeline_.track(Timeline::Streams, name_);
 }
 
+namespace {
+std::function<void(const TransferJob&)>& observer() {
+  static std::function<void(const TransferJob&)> f;
+  return f;
+}
+}  // namespace
+
+void Stream::observe(std::function<void(const TransferJob&)> f) { observer() = std::move(f); }
+
 void Stream::submit(TransferJob job) {
+  if (observer()) observer()(job);
   queue_.push_back(std::move(job));
   cv_->notify_one();
 }

@@ -6,6 +6,7 @@
 
 #include <simgrid/s4u.hpp>
 #include <deque>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,9 @@ class Stream {
   Stream(std::string name, Platform& platform, JobBoard& board, Timeline& timeline);
   const std::string& name() const { return name_; }
   void submit(TransferJob job);
+  // Called with every job submitted to any stream (the invariant checker's
+  // count of what should cross each link); empty: nothing is called.
+  static void observe(std::function<void(const TransferJob&)> f);
   void start();  // creates the actor on the controller host
   void stop();   // the actor ends once its queue is empty
 
