@@ -39,6 +39,8 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 
 std::unique_ptr<AttentionWriter> make_writer(const std::string& path, const std::string& to, const std::string& mass,
                                              int level, const AttentionHeader& h, uint32_t groups) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw ConfigError("--out " + path + ": is a folder, expected a file name");
   const std::string kind = to.empty() ? (ends_with(path, ".jsonl") ? "jsonl" : "binary") : to;
   if (kind == "jsonl") {
     if (mass != "f32") throw ConfigError("--mass " + mass + ": JSON lines keep masses as float32; use --to binary");

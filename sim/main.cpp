@@ -127,6 +127,8 @@ int cmd_trace_gen(const std::string& config, const std::vector<std::string>& set
                          cfg["sim"]["seed"].get<uint64_t>());
   AttentionHeader h = gen.header();
   h.model = cfg["model"];
+  std::error_code ec;
+  if (fs::is_directory(out, ec)) throw ConfigError("--out " + out + ": is a folder, expected a file name");
   JsonlAttentionWriter writer(out, h);
   AttentionRecord rec;
   uint64_t n = 0;

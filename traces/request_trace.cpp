@@ -1,5 +1,6 @@
 #include "traces/request_trace.h"
 
+#include <filesystem>
 #include <fstream>
 #include <unordered_map>
 #include <unordered_set>
@@ -15,6 +16,8 @@ const char* to_string(RequestTraceKind k) {
 }
 
 RequestTraceKind detect_request_trace(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw ConfigError(path + ": is a folder, expected a request trace file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw ConfigError(path + ": cannot open the request trace");
   std::string line;
