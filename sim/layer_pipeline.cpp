@@ -368,6 +368,13 @@ void LayerPipeline::select(uint64_t k) {
       tp_.depend(a, gpu_ep, slot.score_fpga);
       tp_.depend(a, gpu_ep, slot.score_read);
     }
+  // What attention will read on the GPU (predictions below may move blocks it
+  // reads through a staging buffer up too: those are not its data).
+  if (check_) {
+    slot.on_gpu.clear();
+    for (BlockId b : sel_)
+      if (s_.gpu_tier && t_.tier[b] == 0) slot.on_gpu.push_back(b);
+  }
   // Predictions for the next step of this layer ride behind the demand fetches.
   if (s_.gpu_tier && step + 1 < s_.steps) {
     const uint32_t n1 = s_.blocks_at(step + 1);
@@ -490,6 +497,7 @@ void LayerPipeline::drive() {
     while (next < N && next <= k + depth_) select(next++);
     Slot& slot = ring_[k % ring_.size()];
     for (JobId j : slot.waits) board_.wait(j);
+    if (check_) check_->before_attention(static_cast<uint32_t>(k / s_.model.layers), static_cast<uint32_t>(k % s_.model.layers), slot.on_gpu);
     if (slot.score_cpu != kNoJob) {
       const double tc = board_.duration(slot.score_cpu) +
                         (slot.score_move_cpu != kNoJob ? board_.duration(slot.score_move_cpu) : 0.0);
@@ -516,6 +524,7 @@ void LayerPipeline::drive() {
       c_.step_end.push_back(sg4::Engine::get_clock());
       kv_.background_demotion();
       flush(nullptr);
+      if (check_) check_->after_step(static_cast<uint32_t>(k / s_.model.layers));
     }
   }
   tp_.stop();

@@ -11,6 +11,7 @@
 
 #include "sim/engine_metrics.h"
 #include "sim/engine_setup.h"
+#include "sim/invariants.h"
 #include "sim/kv_store.h"
 #include "sim/transfer_planner.h"
 
@@ -22,6 +23,7 @@ class LayerPipeline {
                 JobBoard& board, Timeline& timeline, uint32_t gpu_track);
   // The whole run; called from the GPU's compute actor.
   void drive();
+  void check_with(InvariantChecker* c) { check_ = c; }
 
  private:
   struct Slot {  // what one selected (step, layer) hands to the GPU
@@ -30,6 +32,7 @@ class LayerPipeline {
     uint64_t kv_tokens = 0;            // tokens those blocks hold (whole blocks unless transfer_unit is tokens)
     uint64_t cpu_tokens = 0;           // of those, attended on the CPU where they live (policies.weights.cpu_attention)
     double extra_gpu_s = 0;            // decompression on the GPU before attention
+    std::vector<BlockId> on_gpu;       // with invariants checked: the blocks attention uses that live on the GPU
     JobId score_cpu = kNoJob, score_fpga = kNoJob;  // APP scoring of this layer
     JobId score_read = kNoJob, score_move_cpu = kNoJob;  // the FPGA's NAND read; keys moved to the host
   };
@@ -67,6 +70,7 @@ class LayerPipeline {
   sg4::Host* gpu_host_ = nullptr;
   uint32_t gpu_track_ = 0;
   uint32_t depth_ = 0;
+  InvariantChecker* check_ = nullptr;
   std::vector<Slot> ring_;
   std::vector<AttentionRecord> recs_;  // this (step, layer)'s records, one per trace sequence
   std::vector<float> mass_of_;         // per block index: the current record's mass
