@@ -1,5 +1,6 @@
 #include "cuda_validate/cpu_attention.h"
 
+#include <cpuid.h>
 #include <immintrin.h>
 
 #include <cmath>
@@ -37,7 +38,10 @@ namespace {
 
 bool has_f16c() {
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c") && __builtin_cpu_supports("fma");
+  // F16C from CPUID leaf 1 (ECX bit 29): clang before 16 rejects "f16c" in __builtin_cpu_supports.
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  const bool f16c = __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
+  return __builtin_cpu_supports("avx") && f16c && __builtin_cpu_supports("fma");
 }
 
 // Running softmax state of one query head.
