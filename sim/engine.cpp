@@ -70,14 +70,7 @@ Simulation::Simulation(json& cfg) : cfg_(cfg) {
   if (s_.trace) s_.trace_name = source_name(*s_.trace);
 
   // Blocks and tiers.
-  s_.gpu_dev = static_cast<size_t>(s_.hw.device_index(s_.hw.gpu));
-  const DeviceModel& gpu = *s_.hw.devices[s_.gpu_dev].model;
-  s_.gpu_model = &gpu;
-  s_.gpu_flops = gpu.flops();
-  s_.gpu_mem_Bps = gpu.memory_Bps();
-  s_.gpu_launch_s = gpu.launch_overhead_s();
-  if (s_.gpu_flops <= 0 || s_.gpu_mem_Bps <= 0)
-    throw ConfigError("hardware.gpu: device '" + s_.hw.gpu + "' cannot run attention (no FLOP/s or memory bandwidth)");
+  s_.bind_gpu();
   for (size_t i = 0; i < s_.hw.devices.size(); ++i) {
     if (s_.hw.devices[i].kind == "cpu" && s_.cpu_dev < 0) s_.cpu_dev = static_cast<int>(i);
     if (fpga_kernel(*s_.hw.devices[i].model) && s_.fpga_dev < 0) s_.fpga_dev = static_cast<int>(i);

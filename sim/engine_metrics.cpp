@@ -19,6 +19,17 @@ double percentile(std::vector<double> v, double q) {
 }
 }  // namespace
 
+json link_metrics(Platform& platform, double end) {
+  json links = json::object();
+  for (const auto& st : platform.stats()) {
+    json& lj = links[st.name];
+    lj["bytes"] = st.bytes;
+    lj["busy_fraction"] = end > 0 ? st.busy_s / end : 0.0;  // occupancy: some transfer active
+    lj["utilization"] = end > 0 && st.bandwidth_Bps > 0 ? st.bytes / (st.bandwidth_Bps * end) : 0.0;
+  }
+  return links;
+}
+
 json engine_metrics(const EngineSetup& s, EngineCounters& c, const KvStore& kv, Platform& platform, double end) {
   const BlockTable& table = kv.table();
   const size_t nt = table.tiers.size();
@@ -132,13 +143,8 @@ json engine_metrics(const EngineSetup& s, EngineCounters& c, const KvStore& kv, 
       if (std::isfinite(y) && y > 0) tj["years_to_wear_out"] = y;
     }
   }
-  m["links"] = json::object();
-  for (const auto& st : platform.stats()) {
-    json& lj = m["links"][st.name];
-    lj["bytes"] = st.bytes;
-    lj["busy_fraction"] = end > 0 ? st.busy_s / end : 0.0;  // occupancy: some transfer active
-    lj["utilization"] = end > 0 && st.bandwidth_Bps > 0 ? st.bytes / (st.bandwidth_Bps * end) : 0.0;
-  }
+  m["links"] = link_metrics(platform, end);
+
   return m;
   return m;
 }

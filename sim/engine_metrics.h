@@ -42,6 +42,10 @@ struct EngineCounters {
   size_t next_dst_dev = 0;
 };
 
+// Per link: bytes, busy_fraction (some transfer active), utilization (bytes /
+// (bandwidth x time)).
+json link_metrics(Platform& platform, double end);
+
 // The metrics of a run that ended at simulated time `end`.
 json engine_metrics(const EngineSetup& s, EngineCounters& c, const KvStore& kv, Platform& platform, double end);
 

@@ -66,6 +66,17 @@ struct EngineSetup {
   std::unique_ptr<WeightStream> weights;
 
   size_t tiers() const { return tier_dev.size(); }
+  // The device hardware.gpu names: its model and rates; ConfigError if it
+  // cannot run attention.
+  void bind_gpu() {
+    gpu_dev = static_cast<size_t>(hw.device_index(hw.gpu));
+    gpu_model = hw.devices[gpu_dev].model.get();
+    gpu_flops = gpu_model->flops();
+    gpu_mem_Bps = gpu_model->memory_Bps();
+    gpu_launch_s = gpu_model->launch_overhead_s();
+    if (gpu_flops <= 0 || gpu_mem_Bps <= 0)
+      throw ConfigError("hardware.gpu: device '" + hw.gpu + "' cannot run attention (no FLOP/s or memory bandwidth)");
+  }
   // Blocks a sequence has per layer once decode step `step` has its token.
   uint32_t blocks_at(uint32_t step) const { return (ctx + step + bt) / bt; }
   // Stored bytes / raw bytes of a block of `layer` in `tier`.

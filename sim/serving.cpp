@@ -120,14 +120,8 @@ ServingSimulation::ServingSimulation(json& cfg) : cfg_(cfg) {
   inclusive_ = pc["inclusive"].get<bool>();
 
   // The GPU: its memory less the weights is the paged KV pool; tier 0.
-  s_.gpu_dev = static_cast<size_t>(s_.hw.device_index(s_.hw.gpu));
-  const DeviceModel& gpu = *s_.hw.devices[s_.gpu_dev].model;
-  s_.gpu_model = &gpu;
-  s_.gpu_flops = gpu.flops();
-  s_.gpu_mem_Bps = gpu.memory_Bps();
-  s_.gpu_launch_s = gpu.launch_overhead_s();
-  if (s_.gpu_flops <= 0 || s_.gpu_mem_Bps <= 0)
-    throw ConfigError("hardware.gpu: device '" + s_.hw.gpu + "' cannot run attention (no FLOP/s or memory bandwidth)");
+  s_.bind_gpu();
+  const DeviceModel& gpu = *s_.gpu_model;
   if (s_.hw.tiers.empty() || s_.hw.device_index(s_.hw.tiers[0]) != static_cast<int>(s_.gpu_dev))
     throw ConfigError("hardware.tiers: serving keeps running sequences' KV on the GPU: the first tier must be the GPU (" +
                       s_.hw.gpu + ")");
@@ -570,13 +564,7 @@ json ServingSimulation::run(const std::string& timeline_path) {
       if (std::isfinite(y) && y > 0) tj["years_to_wear_out"] = y;
     }
   }
-  m["links"] = json::object();
-  for (const auto& st : platform_->stats()) {
-    json& lj = m["links"][st.name];
-    lj["bytes"] = st.bytes;
-    lj["busy_fraction"] = end > 0 ? st.busy_s / end : 0.0;
-    lj["utilization"] = end > 0 && st.bandwidth_Bps > 0 ? st.bytes / (st.bandwidth_Bps * end) : 0.0;
-  }
+  m["links"] = link_metrics(*platform_, end);
   return m;
 }
 
