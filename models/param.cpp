@@ -206,8 +206,10 @@ void resolve_params(json& obj, const ParamList& specs, const std::string& where,
       if (low || x > hi || !std::isfinite(static_cast<double>(x)) || !integral_ok) {
         std::ostringstream m;
         m << path << ": " << brief_dump(v) << " is out of range, expected "
-          << (s.type == ParamType::Integer ? "an integer " : "a value ") << (exclusive ? "> " : ">= ")
-          << bound_text(lo) << " and <= " << bound_text(hi);
+          << (s.type == ParamType::Integer ? "an integer " : "a value ");
+        if (lo == kMinPositive && s.min_exclusive) m << "> 0 (at least " << bound_text(lo) << ")";
+        else m << (exclusive ? "> " : ">= ") << bound_text(lo);
+        m << " and <= " << bound_text(hi);
         throw ConfigError(m.str());
       }
     }
