@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "sim/config.h"
+#include "sim/invariants.h"
 #include "sim/platform.h"
 #include "sim/replay.h"
 #include "sim/serving_metrics.h"
@@ -465,10 +466,36 @@ void ServingSimulation::iteration(const IterationPlan& p, uint64_t index) {
   ++iterations_;
 }
 
+// With invariants checked (sim/invariants.h): the pool and the swap space
+// within their sizes, the blocks held by requests adding up to the pool's
+// use, time never going back.
+void ServingSimulation::check_iteration(double now) {
+  auto fail = [&](const std::string& what) {
+    throw InvariantError("invariant violated at simulated time " + std::to_string(now) + " s, iteration " +
+                         std::to_string(iterations_) + ": " + what);
+  };
+  if (now < last_check_t_) fail("time went back from " + std::to_string(last_check_t_));
+  last_check_t_ = now;
+  if (sched_->used_blocks() > limits_.gpu_blocks)
+    fail("the GPU's KV pool holds " + std::to_string(sched_->used_blocks()) + " blocks, above its " +
+         std::to_string(limits_.gpu_blocks));
+  if (sched_->swapped_blocks() > limits_.swap_blocks)
+    fail("swapped-out KV takes " + std::to_string(sched_->swapped_blocks()) + " blocks, above the swap space's " +
+         std::to_string(limits_.swap_blocks));
+  uint64_t held = 0;
+  for (const ServingRequest& r : reqs_)
+    if (r.state == ServingRequest::State::Running) held += r.gpu_blocks;
+    else if (r.state != ServingRequest::State::Swapped && r.gpu_blocks != 0)
+      fail("request " + std::to_string(r.id) + " holds " + std::to_string(r.gpu_blocks) + " GPU blocks but is not running");
+  if (held != sched_->used_blocks())
+    fail("running requests hold " + std::to_string(held) + " blocks, the pool counts " + std::to_string(sched_->used_blocks()));
+}
+
 void ServingSimulation::drive() {
   sched_ = std::make_unique<Scheduler>(limits_, reqs_, [this](ServingRequest& r) { return lookup(r); });
   size_t next = 0;
   uint64_t done = 0;
+  const bool check = invariants_requested();
   while (done < reqs_.size()) {
     const double now = sg4::Engine::get_clock();
     while (next < reqs_.size() && reqs_[next].arrival_s <= now) sched_->arrive(static_cast<uint32_t>(next++));
@@ -496,6 +523,7 @@ void ServingSimulation::drive() {
     }
     submit_cache_moves();
     sample_occupancy();
+    if (check) check_iteration(end);
   }
   planner_->stop();
 }

@@ -56,6 +56,7 @@ class ServingSimulation {
   double layer_kernel_s(const IterationPlan& p) const;
   void sample_occupancy();
   void record_write(size_t dev, double bytes);
+  void check_iteration(double now);
 
   json& cfg_;
   EngineSetup s_;
@@ -88,7 +89,8 @@ class ServingSimulation {
   std::vector<double> occ_peak_;
   double occ_t_ = 0;
   std::vector<double> occ_now_;
-  JobId last_write_ = kNoJob;      // loads of blocks still being written wait for the write
+  JobId last_write_ = kNoJob;
+  double last_check_t_ = 0;      // loads of blocks still being written wait for the write
 };
 
 }  // namespace kvtier
