@@ -1,5 +1,7 @@
 #include "sim/platform.h"
 
+#include <signal.h>
+
 #include <simgrid/kernel/resource/NetworkModelIntf.hpp>
 #include <xbt/log.h>
 
@@ -37,7 +39,13 @@ sg4::Engine& start_simgrid() {
   static int argc = 1;
   static char* argv[] = {arg0, nullptr};
 #endif
+  // SimGrid installs its own SIGINT handler (it ends the process with exit
+  // status 1); kvtier's (sim/result.cpp: remove staged outputs, exit 130)
+  // stays in place.
+  struct sigaction before_int;
+  sigaction(SIGINT, nullptr, &before_int);
   static sg4::Engine engine(&argc, argv);
+  sigaction(SIGINT, &before_int, nullptr);
   xbt_log_control_set("root.thresh:critical");
   // See shared/reference/simgrid-3.32.md: LV08's TCP corrections are wrong for
   // PCIe; CM02 without cross-traffic and without the TCP-gamma window cap
