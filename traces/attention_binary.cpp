@@ -371,7 +371,7 @@ void BinaryTraceWriter::write(const AttentionRecord& rec, const std::vector<floa
   int64_t prev = 0;
   for (uint32_t b : rec.blocks) {
     const int64_t d = static_cast<int64_t>(b) - prev;
-    varint(static_cast<uint64_t>((d << 1) ^ (d >> 63)));
+    varint((static_cast<uint64_t>(d) << 1) ^ static_cast<uint64_t>(d >> 63));  // zigzag; shifting a negative d is UB
     prev = b;
   }
   for (float m : rec.mass) mass(m);
