@@ -83,7 +83,7 @@ extern "C" size_t LLVMFuzzerCustomMutator(uint8_t* data, size_t size, size_t max
   size_t pos = kStart;
   for (const Chunk& k : chunks) {
     std::memcpy(data + pos, k.header, kChunkHeader);
-    std::memcpy(data + pos + kChunkHeader, k.comp.data(), k.comp.size());
+    if (!k.comp.empty()) std::memcpy(data + pos + kChunkHeader, k.comp.data(), k.comp.size());  // data() may be null
     pos += kChunkHeader + k.comp.size();
   }
   return total;
