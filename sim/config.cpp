@@ -34,9 +34,13 @@ std::string find_data_file(const std::string& path, const std::string& including
     if (!including_file.empty()) tries.push_back(fs::path(including_file).parent_path() / path);
     tries.push_back(fs::path(KVTIER_SOURCE_DIR) / path);
   }
+  // error_code overloads: a name the file system refuses (a component longer
+  // than NAME_MAX, say) is a file that is not there, not an exception.
+  std::error_code ec;
   for (const auto& t : tries)
-    if (fs::is_regular_file(t)) return t.string();
-  throw ConfigError(where + ": file '" + path + "' not found (looked in the current directory" +
+    if (fs::is_regular_file(t, ec)) return t.string();
+  const std::string shown = path.size() > 120 ? path.substr(0, 120) + "..." : path;
+  throw ConfigError(where + ": file '" + shown + "' not found (looked in the current directory" +
                     (including_file.empty() ? std::string(" and") : ", next to " + including_file + " and") + " in " +
                     KVTIER_SOURCE_DIR + ")");
 }
