@@ -138,6 +138,13 @@ void apply_set(json& cfg, const std::string& assignment) {
   if (!err.empty() && !syntax) throw ConfigError("--set " + path + ": " + err);
   if (!err.empty()) value = text;  // bare words are strings: --set policies.eviction.name=lru
   const std::string where = "--set " + path;
+  // A bare word is taken byte for byte: it must be text (JSON strings are
+  // UTF-8), or every later message that quotes it would fail.
+  try {
+    (void)value.dump();
+  } catch (const json::type_error&) {
+    throw ConfigError(where + ": the value is not valid UTF-8 text");
+  }
   json* node = &cfg;
   std::vector<std::string> keys;
   size_t start = 0;
