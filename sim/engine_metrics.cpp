@@ -9,13 +9,17 @@
 
 namespace kvtier {
 
+double nearest_rank(const std::vector<double>& sorted, double q) {
+  // The smallest value with at least q of the samples at or below it.
+  const size_t rank = static_cast<size_t>(std::ceil(q * static_cast<double>(sorted.size())));
+  return sorted[std::min(sorted.size() - 1, rank == 0 ? 0 : rank - 1)];
+}
+
 namespace {
 double percentile(std::vector<double> v, double q) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
-  // Nearest rank: the smallest value with at least q of the samples at or below it.
-  size_t rank = static_cast<size_t>(std::ceil(q * static_cast<double>(v.size())));
-  return v[std::min(v.size() - 1, rank == 0 ? 0 : rank - 1)];
+  return nearest_rank(v, q);
 }
 }  // namespace
 

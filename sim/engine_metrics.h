@@ -42,6 +42,9 @@ struct EngineCounters {
   size_t next_dst_dev = 0;
 };
 
+// The nearest-rank q-quantile of non-empty, sorted samples.
+double nearest_rank(const std::vector<double>& sorted, double q);
+
 // Per link: bytes, busy_fraction (some transfer active), utilization (bytes /
 // (bandwidth x time)).
 json link_metrics(Platform& platform, double end);

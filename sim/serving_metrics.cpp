@@ -5,13 +5,11 @@
 #include <numeric>
 #include <sstream>
 
+#include "sim/engine_metrics.h"
+
 namespace kvtier {
 
 namespace {
-double nearest_rank(const std::vector<double>& sorted, double q) {
-  const size_t rank = static_cast<size_t>(std::ceil(q * static_cast<double>(sorted.size())));
-  return sorted[std::min(sorted.size() - 1, rank == 0 ? 0 : rank - 1)];
-}
 double tpot(const ServingRequest& r) {
   return r.generated > 1 ? (r.finish_s - r.first_token_s) / double(r.generated - 1) : 0.0;
 }
