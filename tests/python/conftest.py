@@ -18,6 +18,13 @@ DEFAULT_CONFIG = ROOT / "configs" / "default.json"
 PLOTS = ROOT / "plots"
 
 
+def pytest_configure(config):
+    # Tests that hold a measurement of this host (wall time, resident memory) to a
+    # tolerance. A sanitizer build slows and inflates the measured side by its own
+    # factor, so the asan preset deselects them with -m "not host_timing".
+    config.addinivalue_line("markers", "host_timing: holds a wall-time or memory measurement of this host")
+
+
 def kvtier_binary():
     b = os.environ.get("KVTIER_BINARY") or str(ROOT / "build" / "kvtier")
     return Path(b) if os.path.isabs(b) else ROOT / b

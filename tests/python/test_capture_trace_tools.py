@@ -102,6 +102,7 @@ def _peak_rss_kb(args):
     return usage.ru_maxrss
 
 
+@pytest.mark.host_timing
 @pytest.mark.parametrize("fmt", ["jsonl", "binary"])
 def test_streaming_reads_in_bounded_memory(kvtier, tmp_path, fmt):
     """Ten times the steps: peak memory of reading every record stays the same."""

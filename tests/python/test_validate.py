@@ -46,6 +46,7 @@ def quick(kvtier, tmp_path_factory):
         return p, json.load(f), d
 
 
+@pytest.mark.host_timing
 def test_quick_validation_runs_and_holds_its_tolerance(quick):
     p, rep, _ = quick
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
@@ -73,6 +74,7 @@ def test_every_path_is_checked_on_sizes_it_was_not_fitted_to(quick):
     assert "engine_error" in paths["storage_read_qd1"]
 
 
+@pytest.mark.host_timing
 def test_pipeline_and_engine_make_the_same_cache_decisions(quick):
     _, rep, _ = quick
     scen = {e["scenario"]: e for e in rep["end_to_end"]}
