@@ -74,7 +74,9 @@ Simulation::Simulation(json& cfg) : cfg_(cfg) {
   for (size_t i = 0; i < s_.hw.devices.size(); ++i) {
     if (s_.hw.devices[i].kind == "cpu" && s_.cpu_dev < 0) s_.cpu_dev = static_cast<int>(i);
     if (fpga_kernel(*s_.hw.devices[i].model) && s_.fpga_dev < 0) s_.fpga_dev = static_cast<int>(i);
+    if (s_.hw.devices[i].kind == "dram" && s_.staging_dev < 0) s_.staging_dev = static_cast<int>(i);
   }
+  if (s_.staging_dev < 0) s_.staging_dev = s_.cpu_dev;
   if (pol["weights"]["name"] != "gpu") {
     std::vector<size_t> tiers;
     for (const auto& name : s_.hw.tiers) tiers.push_back(static_cast<size_t>(s_.hw.device_index(name)));

@@ -68,6 +68,7 @@ json engine_metrics(const EngineSetup& s, EngineCounters& c, const KvStore& kv, 
   // is the first decode step.
   m["ttft_s"] = s.prefill_compute || s.prefill_load ? c.prefill_end : (all.empty() ? 0.0 : all.front());
   m["gpu_busy_fraction"] = end > 0 ? c.gpu_busy_s / end : 0.0;
+  m["cpu_codec_s"] = c.cpu_codec_s;
   // Attention recall is a mass, and needs a trace; block counts have their own name.
   if (s.trace) m["attention_recall"] = c.total_mass > 0 ? c.used_mass / c.total_mass : 1.0;
   m["block_recall"] = c.accesses ? 1.0 - double(c.dropped_accesses) / double(c.accesses) : 1.0;
@@ -123,9 +124,9 @@ json engine_metrics(const EngineSetup& s, EngineCounters& c, const KvStore& kv, 
     // above the flash), the next batch's KV still crosses to the GPU, on an
     // idle link once this decode is done.
     double copy_s = 0;
-    if (c.next_dst_dev != s.gpu_dev && c.next_load_bytes > 0) {
+    if (c.next_dst_dev != s.gpu_dev && c.next_copy_bytes > 0) {
       const PlatformRoute& r = platform.route(c.next_dst_dev, s.gpu_dev);
-      copy_s = r.latency_s + c.next_load_bytes / (r.bottleneck_Bps * platform.bandwidth_factor(c.next_dst_dev, s.gpu_dev, c.next_load_bytes));
+      copy_s = r.latency_s + c.next_copy_bytes / (r.bottleneck_Bps * platform.bandwidth_factor(c.next_dst_dev, s.gpu_dev, c.next_copy_bytes));
     }
     m["next_request"] = {{"load_end_s", c.next_load_end},
                          {"load_hidden", c.next_load_end <= decode_end},

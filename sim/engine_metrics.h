@@ -30,6 +30,7 @@ struct EngineCounters {
   std::vector<uint64_t> peak_blocks;  // per tier
   // Bytes.
   double ssd_bytes_written = 0, fetched_bytes = 0;
+  double cpu_codec_s = 0;  // CPU (de)compression work submitted, seconds (all its cores together)
   std::vector<FlashWear> wear;  // per tier (storage tiers only matter)
   PrefetchStats prefetch;
   // APP scoring.
@@ -39,6 +40,7 @@ struct EngineCounters {
   double thermal_peak_C = 0, throttled_s = 0;
   // MatKV's next request, loaded while this one decodes.
   double next_load_end = -1, next_load_bytes = 0;
+  double next_copy_bytes = 0;  // what then crosses to the GPU (uncompressed where the CPU decompressed it)
   size_t next_dst_dev = 0;
 };
 

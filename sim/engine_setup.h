@@ -58,6 +58,10 @@ struct EngineSetup {
   const DeviceModel* gpu_model = nullptr;
   int cpu_dev = -1, fpga_dev = -1;        // scoring and codec devices, if the hardware has them
   int ssd_dev = -1, host_mem_dev = -1;    // APP: the SmartSSD tier next to the FPGA; host memory
+  // Host memory a CPU codec works in when the data comes from or goes to
+  // storage (the CPU cannot decompress in place on a drive): the first DRAM
+  // device, else the CPU's own port; -1 without a CPU.
+  int staging_dev = -1;
   ScoringRates rates;
   double fpga_compute_Bps = 0;  // the FPGA's kernel alone (its NAND read is a transfer)
   std::unique_ptr<ThermalModel> thermal;

@@ -386,7 +386,7 @@ void LayerPipeline::select(uint64_t k) {
         const BlockId b = t_.id(s, layer, i);
         const TierId t = t_.tier[b];
         if (t >= nt || t == 0 || kv_.prefetched(b) || !kv_.make_room(0)) continue;
-        const JobId pj = tp_.add_prefetch(t, kv_.data_bytes(b) * s_.fraction(t, layer), kv_.pending(b));
+        const JobId pj = tp_.add_prefetch(t, layer, kv_.data_bytes(b), kv_.pending(b));
         kv_.move(b, t, 0);
         kv_.pending(b) = pj;
         kv_.pending_src(b) = KvStore::kNoSource;
@@ -430,22 +430,43 @@ void LayerPipeline::append(uint64_t k) {
 void LayerPipeline::load_next_request() {
   const size_t nt = t_.tiers.size();
   const size_t src = s_.tier_dev[nt - 1];
-  const size_t dst = nt >= 2 && s_.tier_dev[nt - 2] != src ? s_.tier_dev[nt - 2] : s_.gpu_dev;
+  const bool to_gpu = !(nt >= 2 && s_.tier_dev[nt - 2] != src);
+  const size_t dst = to_gpu ? s_.gpu_dev : s_.tier_dev[nt - 2];
   if (src == dst) return;
   c_.next_dst_dev = dst;
   auto loader = std::make_shared<Stream>("next request " + s_.hw.devices[src].name + "->" + s_.hw.devices[dst].name,
                                          platform_, board_, timeline_);
+  // A CPU codec on the flash tier decompresses each layer in host memory as
+  // it lands, on a queue of its own (so layer l+1 reads while l decompresses);
+  // what then crosses to the GPU is uncompressed.
+  std::shared_ptr<Stream> codec;
   const double ctx_blocks = (s_.ctx + s_.bt - 1) / s_.bt;
   JobId last = kNoJob;
   for (uint32_t l = 0; l < s_.model.layers; ++l) {
+    const CompressionSpec& c = s_.codec[(nt - 1) * s_.model.layers + l];
+    const double raw = s_.batch * ctx_blocks * static_cast<double>(t_.block_bytes);
+    const double bytes = raw * c.stored_fraction();
+    const bool host_decompress = !to_gpu && !c.on_gpu && c.decompress_Bps > 0 && c.stored_fraction() < 1.0 &&
+                                 s_.fraction(nt - 2, l) >= 1.0;
     last = board_.create();
-    const double bytes = s_.batch * ctx_blocks * static_cast<double>(t_.block_bytes) * s_.fraction(nt - 1, l);
     loader->submit(TransferJob{last, src, dst, bytes, {}, -1, 0, "next-request load"});
+    if (host_decompress) {
+      if (!codec) codec = std::make_shared<Stream>("next request decompress", platform_, board_, timeline_);
+      const JobId d = board_.create();
+      codec->submit(TransferJob{d, 0, 0, 0, {last}, s_.cpu_dev, raw / c.decompress_Bps, "decompress"});
+      c_.cpu_codec_s += raw / c.decompress_Bps;
+      last = d;
+    }
     c_.next_load_bytes += bytes;
+    c_.next_copy_bytes += host_decompress ? raw : bytes;
   }
   loader->start();
   loader->stop();  // ends once its queue is drained
-  sg4::Actor::create("next request", platform_.controller(), [this, loader, last] {
+  if (codec) {
+    codec->start();
+    codec->stop();
+  }
+  sg4::Actor::create("next request", platform_.controller(), [this, loader, codec, last] {
     board_.wait(last);
     c_.next_load_end = sg4::Engine::get_clock();
   });

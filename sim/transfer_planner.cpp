@@ -43,6 +43,23 @@ void TransferPlanner::make_streams(const std::vector<std::pair<size_t, size_t>>&
     for (size_t b : eps)
       if (a != b) want(a, b);
   if (s_.cpu_dev >= 0) want(static_cast<size_t>(s_.cpu_dev), static_cast<size_t>(s_.cpu_dev));
+  // A CPU codec on a storage tier works through host memory (submit_through_host).
+  if (s_.staging_dev >= 0) {
+    const size_t host = static_cast<size_t>(s_.staging_dev);
+    for (size_t t = 0; t < s_.tiers(); ++t) {
+      bool host_codec = false;
+      for (uint32_t l = 0; l < s_.model.layers; ++l) {
+        const CompressionSpec& c = s_.codec[t * s_.model.layers + l];
+        host_codec = host_codec || (!c.on_gpu && c.stored_fraction() < 1.0);
+      }
+      const size_t d = s_.tier_dev[t];
+      if (!host_codec || !hw.devices[d].model->is_storage() || d == host) continue;
+      want(d, host);
+      want(host, d);
+      want(host, gpu);
+      want(gpu, host);
+    }
+  }
   if (s_.fpga_dev >= 0) want(static_cast<size_t>(s_.fpga_dev), static_cast<size_t>(s_.fpga_dev));
   for (const auto& [a, b] : extra) want(a, b);
 }
@@ -63,8 +80,14 @@ Stream& TransferPlanner::stream(size_t from, size_t to) {
 }
 
 JobId TransferPlanner::add(size_t from_ep, size_t to_ep, uint32_t layer, double raw_bytes, JobId wait_for) {
+  Batch& bt = batches_[from_ep * (s_.tiers() + 1) + to_ep];
+  accumulate(bt, from_ep, to_ep, layer, raw_bytes, wait_for);
+  return bt.id;
+}
+
+void TransferPlanner::accumulate(Batch& bt, size_t from_ep, size_t to_ep, uint32_t layer, double raw_bytes,
+                                 JobId wait_for) {
   const size_t n = s_.tiers();
-  Batch& bt = batches_[from_ep * (n + 1) + to_ep];
   if (bt.id == kNoJob) bt.id = board_.create();
   const size_t low = (from_ep == n) ? to_ep : (to_ep == n) ? from_ep : std::max(from_ep, to_ep);
   const size_t high = (from_ep == n || to_ep == n) ? n : std::min(from_ep, to_ep);
@@ -76,7 +99,9 @@ JobId TransferPlanner::add(size_t from_ep, size_t to_ep, uint32_t layer, double 
   // compressed bytes and runs on the GPU.
   const bool host_codec_at_gpu = f < 1.0 && !c.on_gpu && (high == n || (s_.gpu_tier && high == 0));
   bt.bytes += raw_bytes * (host_codec_at_gpu ? 1.0 : f);
-  bt.codec_before_write = host_codec_at_gpu;
+  bt.stored += raw_bytes * f;
+  ++bt.pieces;
+  bt.host_codec_at_gpu = host_codec_at_gpu;
   const bool high_plain = high == n || s_.fraction(high, layer) >= 1.0;
   if (f < 1.0 && high_plain) {
     const bool decompress = from_ep == low;
@@ -85,14 +110,11 @@ JobId TransferPlanner::add(size_t from_ep, size_t to_ep, uint32_t layer, double 
     bt.decompress = decompress;
   }
   if (!board_.done(wait_for)) add_dep(bt.deps, wait_for);
-  return bt.id;
 }
 
-JobId TransferPlanner::add_prefetch(size_t from, double wire_bytes, JobId wait_for) {
+JobId TransferPlanner::add_prefetch(size_t from, uint32_t layer, double raw_bytes, JobId wait_for) {
   Batch& bt = prefetch_batches_[from];
-  if (bt.id == kNoJob) bt.id = board_.create();
-  bt.bytes += wire_bytes;
-  if (!board_.done(wait_for)) add_dep(bt.deps, wait_for);
+  accumulate(bt, from, 0, layer, raw_bytes, wait_for);
   return bt.id;
 }
 
@@ -118,8 +140,12 @@ void TransferPlanner::submit(Batch& bt, size_t a, size_t b, bool critical, std::
   if (bt.id == kNoJob) return;
   const size_t n = s_.tiers();
   const size_t from = ep_dev(a), to = ep_dev(b);
+  const bool on_gpu = s_.codec[std::max(a == n ? b : a, b == n ? a : b) * s_.model.layers].on_gpu;
   if (from == to) {  // GPU tier to GPU: nothing moves
     board_.finish(bt.id);
+  } else if (bt.codec_s > 0 && !on_gpu && bt.host_codec_at_gpu) {
+    submit_through_host(bt, a, b);
+    if (critical && waits) waits->push_back(bt.id);
   } else {
     if (s_.hw.devices[to].model->is_storage()) {
       c_.ssd_bytes_written += bt.bytes;
@@ -127,26 +153,22 @@ void TransferPlanner::submit(Batch& bt, size_t a, size_t b, bool critical, std::
     }
     if (b == n || (s_.gpu_tier && b == 0)) c_.fetched_bytes += bt.bytes;
     // Codec work: on the GPU it joins the next attention kernel; on the
-    // CPU it is its own job where the compressed data is: before a
+    // CPU it is its own job where the compressed data is, before a
     // compressing write to a lower tier and after a decompressing read
-    // from one, but before a read into the GPU and after a write from it
-    // (codec_before_write: the copy carries the uncompressed bytes).
-    const bool on_gpu = s_.codec[std::max(a == n ? b : a, b == n ? a : b) * s_.model.layers].on_gpu;
+    // from one (between a compressed tier and the GPU, submit_through_host).
     const size_t cpu = static_cast<size_t>(s_.cpu_dev);
     JobId transfer_id = bt.id;
-    const bool codec_first = bt.codec_before_write ? bt.decompress : !bt.decompress;
-    if (bt.codec_s > 0 && !on_gpu && codec_first) {
+    if (bt.codec_s > 0 && !on_gpu) c_.cpu_codec_s += bt.codec_s;
+    if (bt.codec_s > 0 && !on_gpu && !bt.decompress) {
       JobId cj = board_.create();
-      stream(cpu, cpu).submit(
-          TransferJob{cj, 0, 0, 0, std::move(bt.deps), s_.cpu_dev, bt.codec_s, bt.decompress ? "decompress" : "compress"});
+      stream(cpu, cpu).submit(TransferJob{cj, 0, 0, 0, std::move(bt.deps), s_.cpu_dev, bt.codec_s, "compress"});
       bt.deps = {cj};
     }
     stream(from, to).submit(TransferJob{transfer_id, from, to, bt.bytes, std::move(bt.deps), -1, 0, "transfer"});
     JobId ready = transfer_id;
-    if (bt.codec_s > 0 && !on_gpu && !codec_first) {
+    if (bt.codec_s > 0 && !on_gpu && bt.decompress) {
       ready = board_.create();
-      stream(cpu, cpu).submit(
-          TransferJob{ready, 0, 0, 0, {transfer_id}, s_.cpu_dev, bt.codec_s, bt.decompress ? "decompress" : "compress"});
+      stream(cpu, cpu).submit(TransferJob{ready, 0, 0, 0, {transfer_id}, s_.cpu_dev, bt.codec_s, "decompress"});
     }
     if (bt.codec_s > 0 && on_gpu) {
       if (critical && gpu_codec_s) *gpu_codec_s += bt.codec_s;
@@ -157,6 +179,66 @@ void TransferPlanner::submit(Batch& bt, size_t a, size_t b, bool critical, std::
   bt = Batch{};
 }
 
+// Between a tier a CPU codec stores compressed and the GPU, the data passes
+// through host memory: read from storage into a host buffer (compressed),
+// decompressed there by the CPU, copied to the GPU (uncompressed); a write
+// runs the other way. Host memory tiers (DRAM, CXL) are their own buffer:
+// the CPU works on them in place. Each block is its own codec frame, so the
+// stages overlap block by block, as double-buffered I/O does; blocks are
+// grouped into at most kChunks chunks per transfer, so a transfer is at most
+// 3 x kChunks activities. For uniform chunks and stages that do not contend
+// this takes sum(stage) / K + (K - 1) / K x max(stage) (plus each chunk's
+// link latency), against max(stage) for an ideal pipeline and sum(stage)
+// for store-and-forward.
+void TransferPlanner::submit_through_host(Batch& bt, size_t a, size_t b) {
+  constexpr uint32_t kChunks = 16;
+  const size_t n = s_.tiers();
+  const bool read = b == n || (s_.gpu_tier && b == 0);
+  const size_t tier_dev = ep_dev(read ? a : b), gpu = ep_dev(read ? b : a);
+  const bool bounce = s_.hw.devices[tier_dev].model->is_storage();
+  const size_t host = bounce ? static_cast<size_t>(s_.staging_dev) : tier_dev;
+  const size_t cpu = static_cast<size_t>(s_.cpu_dev);
+  c_.cpu_codec_s += bt.codec_s;
+  struct Stage {
+    Stream* st;
+    size_t from, to;
+    double bytes, seconds;
+  };
+  std::vector<Stage> stages;
+  if (read) {
+    if (bounce) stages.push_back({&stream(tier_dev, host), tier_dev, host, bt.stored, 0});
+    stages.push_back({&stream(cpu, cpu), 0, 0, 0, bt.codec_s});
+    stages.push_back({&stream(host, gpu), host, gpu, bt.bytes, 0});
+    c_.fetched_bytes += bt.bytes;
+  } else {
+    stages.push_back({&stream(gpu, host), gpu, host, bt.bytes, 0});
+    stages.push_back({&stream(cpu, cpu), 0, 0, 0, bt.codec_s});
+    if (bounce) stages.push_back({&stream(host, tier_dev), host, tier_dev, bt.stored, 0});
+    if (bounce) {
+      c_.ssd_bytes_written += bt.stored;
+      c_.wear[b].record_write(bt.stored);
+    }
+  }
+  const uint32_t k = std::max<uint32_t>(1, std::min(bt.pieces, kChunks));
+  std::vector<JobId> prev(k, kNoJob);
+  for (size_t si = 0; si < stages.size(); ++si) {
+    const Stage& g = stages[si];
+    const bool last_stage = si + 1 == stages.size();
+    for (uint32_t i = 0; i < k; ++i) {
+      const JobId id = last_stage && i + 1 == k ? bt.id : board_.create();
+      std::vector<JobId> deps = si == 0 ? bt.deps : std::vector<JobId>{prev[i]};
+      TransferJob job{id, g.from, g.to, g.bytes / k, std::move(deps), -1, 0, "transfer"};
+      if (g.seconds > 0) {
+        job.exec_on = s_.cpu_dev;
+        job.seconds = g.seconds / k;
+        job.label = read ? "decompress" : "compress";
+      }
+      g.st->submit(std::move(job));
+      prev[i] = id;
+    }
+  }
+}
+
 void TransferPlanner::flush(std::vector<JobId>* waits, double* gpu_codec_s) {
   const size_t n = s_.tiers();
   // Demand fetches first: streams are FIFO, so predicted blocks queue behind them.
@@ -165,7 +247,7 @@ void TransferPlanner::flush(std::vector<JobId>* waits, double* gpu_codec_s) {
       const bool into_gpu = a != n && (b == n || (s_.gpu_tier && b == 0 && a > 0));
       submit(batches_[a * (n + 1) + b], a, b, into_gpu, waits, gpu_codec_s);
     }
-  for (size_t t = 0; t < n; ++t) submit(prefetch_batches_[t], t, s_.gpu_tier ? 0 : n, false, waits, gpu_codec_s);
+  for (size_t t = 0; t < n; ++t) submit(prefetch_batches_[t], t, 0, false, waits, gpu_codec_s);
 }
 
 }  // namespace kvtier

@@ -40,8 +40,9 @@ class TransferPlanner {
   // from endpoint from_ep to to_ep; the transfer waits for `wait_for`
   // (whatever is still moving the block) unless that is done.
   JobId add(size_t from_ep, size_t to_ep, uint32_t layer, double raw_bytes, JobId wait_for);
-  // A predicted block read from tier `from` into the GPU, off the critical path.
-  JobId add_prefetch(size_t from, double wire_bytes, JobId wait_for);
+  // A predicted block of `layer` read from tier `from` into the GPU tier, off
+  // the critical path; bytes and codec work as add().
+  JobId add_prefetch(size_t from, uint32_t layer, double raw_bytes, JobId wait_for);
   // The open transfer from_ep -> to_ep, if any, also waits for j.
   void depend(size_t from_ep, size_t to_ep, JobId j);
   // The ids of every open transfer.
@@ -62,13 +63,17 @@ class TransferPlanner {
  private:
   struct Batch {
     JobId id = kNoJob;
-    double bytes = 0;      // on the wire (compressed where the tier stores compressed)
+    double bytes = 0;      // on the wire at the GPU's side (compressed where the tier stores compressed)
+    double stored = 0;     // as the lower tier stores them
+    uint32_t pieces = 0;   // blocks (or block parts) added
     double codec_s = 0;    // (de)compression work for these bytes
     bool decompress = false;
-    bool codec_before_write = false;  // a host codec at the GPU's side: the copy moves uncompressed bytes
+    bool host_codec_at_gpu = false;  // a CPU codec at the GPU's side: the copy moves uncompressed bytes
     std::vector<JobId> deps;
   };
+  void accumulate(Batch& bt, size_t from_ep, size_t to_ep, uint32_t layer, double raw_bytes, JobId wait_for);
   void submit(Batch& bt, size_t a, size_t b, bool critical, std::vector<JobId>* waits, double* gpu_codec_s);
+  void submit_through_host(Batch& bt, size_t a, size_t b);
   size_t ep_dev(size_t ep) const { return ep == s_.tiers() ? s_.gpu_dev : s_.tier_dev[ep]; }
 
   const EngineSetup& s_;

@@ -38,7 +38,7 @@ REG = json.load(open(REGRESSION))
 
 @pytest.mark.parametrize("name", sorted(REG["configs"]))
 def test_single_batch_numbers_unchanged(kvtier, tmp_path, name):
-    m = run_metrics(kvtier, tmp_path, ROOT / REG["configs"][name])
+    m = run_metrics(kvtier, tmp_path, ROOT / REG["configs"][name], *REG.get("sets", {}).get(name, []))
     compare(REG["metrics"][name], m, name)
 
 

@@ -1,0 +1,135 @@
+// A CPU codec works in host memory: data from a compressed tier on a drive
+// lands in a host buffer compressed, is decompressed there and crosses to
+// the GPU uncompressed; stages overlap block by block; predicted blocks and
+// the next request's load pay the same codec work.
+#include <catch2/catch.hpp>
+
+#include "sim_fixture.h"
+
+using namespace kvtier;
+using namespace kvtier::test;
+
+namespace {
+
+constexpr double kBlock = 128.0 * 512.0;  // tiny_model: 64 KiB per block per layer
+
+// GPU, host DRAM, CPU and an NVMe drive behind one root complex, with no
+// latencies, so a transfer takes bytes / bandwidth.
+json host_and_drive() {
+  return json{{"devices",
+               {{"gpu", fast_gpu(1.0)},
+                {"dram", {{"kind", "dram"}, {"capacity_GB", 100}, {"bandwidth_GBps", 1e6}, {"latency_us", 0}}},
+                {"cpu", {{"kind", "cpu"}, {"cores", 4}}},
+                {"ssd", {{"kind", "nvme"}, {"capacity_GB", 100}, {"read_GBps", 5}, {"write_GBps", 5}, {"latency_us", 0}}},
+                {"rc", {{"kind", "switch"}}}}},
+              {"links",
+               {{"pcie", {{"ends", {"rc", "gpu"}}, {"bandwidth_GBps", 10}, {"latency_us", 0}}},
+                {"dbus", {{"ends", {"rc", "dram"}}, {"bandwidth_GBps", 1e6}, {"latency_us", 0}, {"duplex", "fatpipe"}}},
+                {"cpu_port", {{"ends", {"rc", "cpu"}}, {"bandwidth_GBps", 1e6}, {"latency_us", 0}, {"duplex", "fatpipe"}}},
+                {"s", {{"ends", {"rc", "ssd"}}, {"bandwidth_GBps", 100}, {"latency_us", 0}}}}},
+              {"tiers", {"ssd"}}};
+}
+
+// One layer, 100 blocks of prompt streamed from the drive for one decode step.
+json stream_from_drive(const json& compression) {
+  return json{{"hardware", host_and_drive()},
+              {"model", tiny_model(1)},
+              {"workload", {{"context_tokens", 12800}, {"decode_steps", 1}, {"prefill", "none"}, {"trace", {{"kind", "none"}}}}},
+              {"policies", {{"evaluation", "exact"}, {"promotion", "none"}, {"compression", compression}}}};
+}
+
+double link_bytes(const json& m, const std::string& name) {
+  REQUIRE(m.contains("links"));
+  REQUIRE(m["links"].contains(name));
+  return m["links"][name]["bytes"].get<double>();
+}
+
+}  // namespace
+
+TEST_CASE("a CPU codec on a drive: the drive reads compressed bytes into host memory, PCIe carries them uncompressed") {
+  json lz4 = simulate(stream_from_drive({{"name", "lz4"}, {"ratio", 2.0}, {"from_tier", 0}}));
+  json plain = simulate(stream_from_drive("none"));
+  REQUIRE(lz4.contains("links"));
+  const double raw = 101 * kBlock;  // 12,800 prompt tokens + the new one: 101 blocks
+  CHECK(link_bytes(plain, "s:ssd->rc") == raw);
+  CHECK(link_bytes(lz4, "s:ssd->rc") == raw / 2);
+  CHECK(link_bytes(lz4, "pcie:rc->gpu") == raw);
+  CHECK(link_bytes(plain, "pcie:rc->gpu") == raw);
+  // The detour through host memory: into DRAM compressed, out uncompressed
+  // (the plain run moves drive to GPU directly, peer to peer).
+  // (dbus is a fatpipe: one count for both directions). The step's new
+  // token (512 bytes) goes the other way: out of the GPU uncompressed,
+  // compressed in DRAM, onto the drive at half.
+  const double token = 512;
+  CHECK(link_bytes(lz4, "s:rc->ssd") == token / 2);
+  CHECK(link_bytes(lz4, "dbus") == raw / 2 + raw + token + token / 2);
+  CHECK(link_bytes(plain, "dbus") == 0);
+  CHECK(lz4["cpu_codec_s"].get<double>() == Approx(raw / (4.97e9 * 4) + token / (0.78e9 * 4)).epsilon(1e-12));
+  CHECK(plain["cpu_codec_s"].get<double>() == 0);
+}
+
+TEST_CASE("the drive is written, and worn, by the compressed bytes of a CPU codec") {
+  // Prefill computes the prompt on the GPU and writes it down to the drive.
+  json cfg = stream_from_drive({{"name", "lz4"}, {"ratio", 2.0}, {"from_tier", 0}});
+  cfg["workload"]["prefill"] = "compute";
+  json lz4 = simulate(cfg);
+  cfg["policies"]["compression"] = "none";
+  json plain = simulate(cfg);
+  REQUIRE(plain.contains("ssd_bytes_written"));
+  REQUIRE(lz4.contains("ssd_bytes_written"));
+  CHECK(plain["ssd_bytes_written"].get<double>() > 0);
+  CHECK(lz4["ssd_bytes_written"].get<double>() == Approx(plain["ssd_bytes_written"].get<double>() / 2).epsilon(1e-12));
+  CHECK(link_bytes(lz4, "s:rc->ssd") == Approx(link_bytes(plain, "s:rc->ssd") / 2).epsilon(1e-12));
+}
+
+TEST_CASE("read, decompress and copy overlap block by block: sum / K + (K - 1) / K x max of the stages") {
+  // Three equal stages: the drive reads 100 x 64 KiB / 2 at 5 GB/s x its
+  // efficiency; the CPU decompresses 6.6 MB; the copy moves 6.6 MB at 10 GB/s.
+  // Decompression at 10 GB/s (2.5 per core x 4) makes it equal to the copy.
+  json m = simulate(stream_from_drive({{"name", "lz4"}, {"ratio", 2.0}, {"from_tier", 0}, {"decompress_GBps", 2.5}}));
+  json plain = simulate(stream_from_drive("none"));
+  REQUIRE(m.contains("mean_step_latency_s"));
+  const double raw = 101 * kBlock;
+  const double copy = raw / 10e9, codec = raw / 10e9;
+  // The drive's read, as the plain run measured it (its own efficiency
+  // curve applies), for half the bytes.
+  const double plain_step = plain["mean_step_latency_s"].get<double>();
+  const double read = 0.5 * plain_step;  // the plain step is the direct read at the drive's rate (slower than PCIe)
+  REQUIRE(plain_step > copy);
+  const double k = 16;
+  const double stages[3] = {read, codec, copy};
+  double sum = 0, mx = 0;
+  for (double s : stages) {
+    sum += s;
+    mx = std::max(mx, s);
+  }
+  const double step = m["mean_step_latency_s"].get<double>();
+  CHECK(step == Approx(sum / k + (k - 1) / k * mx).epsilon(0.02));
+  // Well below store-and-forward, at least the bottleneck stage.
+  CHECK(step < 0.6 * sum);
+  CHECK(step >= mx);
+}
+
+TEST_CASE("a predicted block from a CPU-codec tier pays its decompression like a fetched one") {
+  // GPU tier over a zstd DRAM tier; layer-ahead prefetch brings the next
+  // step's blocks up. Every block that crosses into the GPU is decompressed.
+  json hw = host_and_drive();
+  hw["devices"]["gpu"] = fast_gpu(60 * kBlock / 1e9);
+  hw["tiers"] = {"gpu", "dram"};
+  json cfg{{"hardware", hw},
+           {"model", tiny_model(2)},
+           {"workload", {{"context_tokens", 12800}, {"decode_steps", 8}, {"prefill", "none"}, {"trace", {{"kind", "synthetic"}}}}},
+           {"policies",
+            {{"evaluation", {{"name", "topk"}, {"budget", 0.2}}},
+             {"promotion", "on_access"},
+             {"prefetch", {{"name", "markov"}}},
+             {"compression", {{"name", "zstd"}, {"ratio", 2.0}, {"from_tier", 1}}}}}};
+  json m = simulate(cfg);
+  REQUIRE(m.contains("prefetch"));
+  REQUIRE(m["prefetch"]["prefetched_blocks"].get<double>() > 0);
+  // Bytes cross PCIe uncompressed: each one into the GPU was decompressed
+  // once, each one written down compressed once.
+  const double into_gpu = link_bytes(m, "pcie:rc->gpu"), out_of_gpu = link_bytes(m, "pcie:gpu->rc");
+  REQUIRE(into_gpu > 0);
+  CHECK(m["cpu_codec_s"].get<double>() == Approx(into_gpu / (1.55e9 * 4) + out_of_gpu / (0.51e9 * 4)).epsilon(1e-9));
+}
