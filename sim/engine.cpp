@@ -139,6 +139,28 @@ Simulation::Simulation(json& cfg) : cfg_(cfg) {
   s_.pol.eval->setup(t_);
   s_.pol.compress->setup(t_);
 }
+// KV read through the GPU (not kept in its tier) lands in staging buffers:
+// the layer computing and the layers fetched ahead of it. They take GPU
+// memory beside the weights and the GPU tier's KV (at its peak), and must fit.
+void Simulation::check_staging_fits() const {
+  const double staging = c_.staging_peak_bytes;
+  if (staging <= 0) return;
+  const BlockTable& t = kv_->table();
+  double tier = 0;
+  if (s_.gpu_tier) {
+    double frac = 0;
+    for (uint32_t l = 0; l < s_.model.layers; ++l) frac += s_.fraction(0, l) / s_.model.layers;
+    tier = static_cast<double>(c_.peak_blocks[0]) * static_cast<double>(t.block_bytes) * frac;
+  }
+  if (staging + tier <= s_.gpu_free_bytes) return;
+  auto gb = [](double b) { return std::to_string(b / 1e9); };
+  throw ConfigError("hardware.devices." + s_.hw.gpu + ": the KV read through the GPU needs " + gb(staging) +
+                    " GB of staging buffers at peak (the layer computing and those fetched ahead), but the GPU has " +
+                    gb(s_.gpu_free_bytes - tier) + " GB free after reserved_GB" +
+                    (s_.gpu_tier ? ", the weights and its tier's " + gb(tier) + " GB of KV" : std::string(" and the weights")) +
+                    "; expected the staging buffers to fit (a smaller batch, a shallower prefetch, or a smaller GPU tier)");
+}
+
 json Simulation::run(const std::string& timeline_path) {
   start_simgrid();
   const bool check = invariants_requested();
@@ -195,6 +217,7 @@ json Simulation::run(const std::string& timeline_path) {
   if (failure) std::rethrow_exception(failure);
   const double end = sg4::Engine::get_clock();
   if (checker) checker->at_end();
+  check_staging_fits();
   kv_->close_occupancy();
   timeline_->close();
   return engine_metrics(s_, c_, *kv_, *platform_, end);

@@ -44,6 +44,7 @@ class Simulation {
   double decode_start() const { return c_.decode_start; }
 
  private:
+  void check_staging_fits() const;
   json& cfg_;
   EngineSetup s_;
   EngineCounters c_;

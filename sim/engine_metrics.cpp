@@ -69,6 +69,7 @@ json engine_metrics(const EngineSetup& s, EngineCounters& c, const KvStore& kv, 
   m["ttft_s"] = s.prefill_compute || s.prefill_load ? c.prefill_end : (all.empty() ? 0.0 : all.front());
   m["gpu_busy_fraction"] = end > 0 ? c.gpu_busy_s / end : 0.0;
   m["cpu_codec_s"] = c.cpu_codec_s;
+  m["gpu_staging_peak_bytes"] = c.staging_peak_bytes;
   // Attention recall is a mass, and needs a trace; block counts have their own name.
   if (s.trace) m["attention_recall"] = c.total_mass > 0 ? c.used_mass / c.total_mass : 1.0;
   m["block_recall"] = c.accesses ? 1.0 - double(c.dropped_accesses) / double(c.accesses) : 1.0;

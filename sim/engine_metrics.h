@@ -30,6 +30,7 @@ struct EngineCounters {
   std::vector<uint64_t> peak_blocks;  // per tier
   // Bytes.
   double ssd_bytes_written = 0, fetched_bytes = 0;
+  double staging_peak_bytes = 0;  // decode: most KV in GPU staging buffers at once
   double cpu_codec_s = 0;  // CPU (de)compression work submitted, seconds (all its cores together)
   std::vector<FlashWear> wear;  // per tier (storage tiers only matter)
   PrefetchStats prefetch;

@@ -62,6 +62,9 @@ struct EngineSetup {
   // storage (the CPU cannot decompress in place on a drive): the first DRAM
   // device, else the CPU's own port; -1 without a CPU.
   int staging_dev = -1;
+  // The GPU's memory after reserved_GB and the weights it holds: room for the
+  // GPU tier's KV and the staging buffers KV streamed through the GPU lands in.
+  double gpu_free_bytes = 0;
   ScoringRates rates;
   double fpga_compute_Bps = 0;  // the FPGA's kernel alone (its NAND read is a transfer)
   std::unique_ptr<ThermalModel> thermal;

@@ -58,6 +58,10 @@ KvStore::KvStore(EngineSetup& s, EngineCounters& c) : s_(s), c_(c) {
     t_.tiers.push_back(ti);
   }
   if (t_.tiers.size() > 8) throw ConfigError("hardware.tiers: at most 8 tiers");
+  // What the GPU has for KV: its tier (if it is one) and the staging buffers
+  // KV streamed through it lands in.
+  s_.gpu_free_bytes = s_.gpu_model->capacity_bytes() -
+                      (s_.weights ? s_.weights->gpu_bytes() + s_.weights->gpu_staging_bytes() : model.weight_bytes());
   if (!s_.gpu_tier && !s_.weights && model.weight_bytes() > s_.gpu_model->capacity_bytes())
     throw ConfigError("hardware.devices." + hw.gpu + ": the model's weights (" + std::to_string(model.weight_bytes() / 1e9) +
                       " GB) do not fit in the GPU");

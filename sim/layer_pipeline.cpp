@@ -221,6 +221,7 @@ void LayerPipeline::select(uint64_t k) {
   t_.layer = layer;
   t_.now_s = sg4::Engine::get_clock();
   Slot& slot = ring_[k % ring_.size()];
+  tp_.take_staged_bytes();  // earlier flushes stage nothing this slot reads
   slot.waits.clear();  // keeps its capacity: no allocation per layer
   slot.kv_blocks = 0;
   slot.extra_gpu_s = 0;
@@ -397,6 +398,7 @@ void LayerPipeline::select(uint64_t k) {
     }
   }
   flush(&slot);
+  slot.staged_bytes = tp_.take_staged_bytes();
   slot.kv_blocks = sel_.size();
 }
 
@@ -518,6 +520,11 @@ void LayerPipeline::drive() {
     while (next < N && next <= k + depth_) select(next++);
     Slot& slot = ring_[k % ring_.size()];
     for (JobId j : slot.waits) board_.wait(j);
+    // Staging buffers in use while this layer computes: its own KV read
+    // through the GPU and that of the layers fetched ahead of it.
+    double staged = 0;
+    for (uint64_t j = k; j < next; ++j) staged += ring_[j % ring_.size()].staged_bytes;
+    c_.staging_peak_bytes = std::max(c_.staging_peak_bytes, staged);
     if (check_) check_->before_attention(static_cast<uint32_t>(k / s_.model.layers), static_cast<uint32_t>(k % s_.model.layers), slot.on_gpu);
     if (slot.score_cpu != kNoJob) {
       const double tc = board_.duration(slot.score_cpu) +

@@ -32,6 +32,7 @@ class LayerPipeline {
     uint64_t kv_tokens = 0;            // tokens those blocks hold (whole blocks unless transfer_unit is tokens)
     uint64_t cpu_tokens = 0;           // of those, attended on the CPU where they live (policies.weights.cpu_attention)
     double extra_gpu_s = 0;            // decompression on the GPU before attention
+    double staged_bytes = 0;           // KV read into GPU staging buffers (not the GPU tier) for this layer
     std::vector<BlockId> on_gpu;       // with invariants checked: the blocks attention uses that live on the GPU
     JobId score_cpu = kNoJob, score_fpga = kNoJob;  // APP scoring of this layer
     JobId score_read = kNoJob, score_move_cpu = kNoJob;  // the FPGA's NAND read; keys moved to the host

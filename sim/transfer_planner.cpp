@@ -152,6 +152,7 @@ void TransferPlanner::submit(Batch& bt, size_t a, size_t b, bool critical, std::
       c_.wear[b].record_write(bt.bytes);
     }
     if (b == n || (s_.gpu_tier && b == 0)) c_.fetched_bytes += bt.bytes;
+    if (b == n) staged_bytes_ += bt.bytes;
     // Codec work: on the GPU it joins the next attention kernel; on the
     // CPU it is its own job where the compressed data is, before a
     // compressing write to a lower tier and after a decompressing read
@@ -184,59 +185,57 @@ void TransferPlanner::submit(Batch& bt, size_t a, size_t b, bool critical, std::
 // decompressed there by the CPU, copied to the GPU (uncompressed); a write
 // runs the other way. Host memory tiers (DRAM, CXL) are their own buffer:
 // the CPU works on them in place. Each block is its own codec frame, so the
-// stages overlap block by block, as double-buffered I/O does; blocks are
-// grouped into at most kChunks chunks per transfer, so a transfer is at most
-// 3 x kChunks activities. For uniform chunks and stages that do not contend
-// this takes sum(stage) / K + (K - 1) / K x max(stage) (plus each chunk's
-// link latency), against max(stage) for an ideal pipeline and sum(stage)
-// for store-and-forward.
+// stages overlap block by block, as double-buffered I/O does with its reads
+// in flight together. The stages run as one activity each, side by side
+// (sharing links and cores as they would), and the transfer is done when
+// all are, plus the pipeline's fill: with K blocks and stage times s_i as
+// they ran, sum(s) / K + (K - 1) / K x max(s), from max(s) (many blocks) to
+// sum(s) (one block, store and forward).
 void TransferPlanner::submit_through_host(Batch& bt, size_t a, size_t b) {
-  constexpr uint32_t kChunks = 16;
   const size_t n = s_.tiers();
   const bool read = b == n || (s_.gpu_tier && b == 0);
   const size_t tier_dev = ep_dev(read ? a : b), gpu = ep_dev(read ? b : a);
   const bool bounce = s_.hw.devices[tier_dev].model->is_storage();
   const size_t host = bounce ? static_cast<size_t>(s_.staging_dev) : tier_dev;
   const size_t cpu = static_cast<size_t>(s_.cpu_dev);
-  c_.cpu_codec_s += bt.codec_s;
-  struct Stage {
-    Stream* st;
-    size_t from, to;
-    double bytes, seconds;
+  const char* codec = read ? "decompress" : "compress";
+  std::vector<JobId> stages;
+  auto copy = [&](size_t from, size_t to, double bytes) {
+    const JobId id = board_.create();
+    stream(from, to).submit(TransferJob{id, from, to, bytes, bt.deps, -1, 0, "transfer"});
+    stages.push_back(id);
   };
-  std::vector<Stage> stages;
+  c_.cpu_codec_s += bt.codec_s;
   if (read) {
-    if (bounce) stages.push_back({&stream(tier_dev, host), tier_dev, host, bt.stored, 0});
-    stages.push_back({&stream(cpu, cpu), 0, 0, 0, bt.codec_s});
-    stages.push_back({&stream(host, gpu), host, gpu, bt.bytes, 0});
+    if (bounce) copy(tier_dev, host, bt.stored);
     c_.fetched_bytes += bt.bytes;
+    if (b == n) staged_bytes_ += bt.bytes;
   } else {
-    stages.push_back({&stream(gpu, host), gpu, host, bt.bytes, 0});
-    stages.push_back({&stream(cpu, cpu), 0, 0, 0, bt.codec_s});
-    if (bounce) stages.push_back({&stream(host, tier_dev), host, tier_dev, bt.stored, 0});
+    copy(gpu, host, bt.bytes);
     if (bounce) {
       c_.ssd_bytes_written += bt.stored;
       c_.wear[b].record_write(bt.stored);
     }
   }
-  const uint32_t k = std::max<uint32_t>(1, std::min(bt.pieces, kChunks));
-  std::vector<JobId> prev(k, kNoJob);
-  for (size_t si = 0; si < stages.size(); ++si) {
-    const Stage& g = stages[si];
-    const bool last_stage = si + 1 == stages.size();
-    for (uint32_t i = 0; i < k; ++i) {
-      const JobId id = last_stage && i + 1 == k ? bt.id : board_.create();
-      std::vector<JobId> deps = si == 0 ? bt.deps : std::vector<JobId>{prev[i]};
-      TransferJob job{id, g.from, g.to, g.bytes / k, std::move(deps), -1, 0, "transfer"};
-      if (g.seconds > 0) {
-        job.exec_on = s_.cpu_dev;
-        job.seconds = g.seconds / k;
-        job.label = read ? "decompress" : "compress";
-      }
-      g.st->submit(std::move(job));
-      prev[i] = id;
+  const JobId work = board_.create();
+  stream(cpu, cpu).submit(TransferJob{work, 0, 0, 0, bt.deps, s_.cpu_dev, bt.codec_s, codec});
+  stages.push_back(work);
+  if (read) copy(host, gpu, bt.bytes);
+  else if (bounce) copy(host, tier_dev, bt.stored);
+  const double k = std::max<uint32_t>(1, bt.pieces);
+  const JobId done = bt.id;
+  JobBoard& board = board_;
+  sg4::Actor::create("through host", platform_.controller(), [&board, stages, k, done] {
+    double sum = 0, mx = 0;
+    for (JobId j : stages) {
+      board.wait(j);
+      sum += board.duration(j);
+      mx = std::max(mx, board.duration(j));
     }
-  }
+    const double fill = (sum - mx) / k;
+    if (fill > 0) sg4::this_actor::sleep_for(fill);
+    board.finish(done);
+  });
 }
 
 void TransferPlanner::flush(std::vector<JobId>* waits, double* gpu_codec_s) {

@@ -54,6 +54,13 @@ class TransferPlanner {
   // codec work for them to `gpu_codec_s`; other GPU codec work waits for
   // the next kernel (take_gpu_codec_s).
   void flush(std::vector<JobId>* waits, double* gpu_codec_s);
+  // Bytes submitted into the GPU endpoint (not its tier) since the last call:
+  // what lands in staging buffers, held there until the kernel reading it ends.
+  double take_staged_bytes() {
+    const double b = staged_bytes_;
+    staged_bytes_ = 0;
+    return b;
+  }
   double take_gpu_codec_s() {
     const double s = gpu_codec_s_;
     gpu_codec_s_ = 0;
@@ -86,6 +93,7 @@ class TransferPlanner {
   std::vector<Batch> batches_;           // (n+1) x (n+1) endpoints
   std::vector<Batch> prefetch_batches_;  // per tier: predicted blocks
   double gpu_codec_s_ = 0;               // GPU codec work waiting for the next kernel
+  double staged_bytes_ = 0;              // into the GPU endpoint, since take_staged_bytes
 };
 
 }  // namespace kvtier

@@ -199,3 +199,28 @@ TEST_CASE("transfer_unit tokens: a sequence's last, partial block moves only the
   CHECK(whole["links"]["pcie:rc->gpu"]["bytes"].get<double>() == 2 * kBlock);
   CHECK(tokens["links"]["pcie:rc->gpu"]["bytes"].get<double>() == 131 * 512.0);
 }
+
+TEST_CASE("KV streamed through the GPU takes staging buffers: the layer computing and those fetched ahead, and they must fit") {
+  // All KV in DRAM, two layers of 101 blocks (12,800 + 1 tokens) per step.
+  // With layer-ahead depth 1, the next layer's KV lands while this one
+  // computes: two layers' worth at once.
+  json hw = gpu_dram_ssd(1000, 6);
+  hw["tiers"] = {"dram"};
+  json cfg{{"hardware", hw},
+           {"model", tiny_model(2)},
+           {"workload", {{"context_tokens", 12800}, {"decode_steps", 4}, {"prefill", "none"}, {"trace", {{"kind", "none"}}}}},
+           {"policies", {{"evaluation", "exact"}, {"promotion", "none"}, {"prefetch", {{"name", "layer_ahead"}, {"depth", 1}}}}}};
+  json m = simulate(cfg);
+  REQUIRE(m.contains("gpu_staging_peak_bytes"));
+  CHECK(m["gpu_staging_peak_bytes"].get<double>() == 2 * 101 * kBlock);
+  cfg["policies"]["prefetch"] = "none";
+  json m0 = simulate(cfg);
+  REQUIRE(m0.contains("gpu_staging_peak_bytes"));
+  CHECK(m0["gpu_staging_peak_bytes"].get<double>() == 101 * kBlock);
+  // A GPU with 10 MB free cannot hold the 13.2 MB the prefetching design stages.
+  cfg["policies"]["prefetch"] = {{"name", "layer_ahead"}, {"depth", 1}};
+  cfg["hardware"]["devices"]["gpu"] = fast_gpu(0.010);
+  json tight = simulate(cfg);
+  REQUIRE(tight.contains("config_error"));
+  CHECK(tight["config_error"].get<std::string>().find("staging buffers") != std::string::npos);
+}
