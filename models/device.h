@@ -45,6 +45,15 @@ class DeviceModel {
   // measured on an H200 (two concurrent 256 MiB H2D cudaMemcpyAsync finished
   // at 1x and 2x the solo time, docs/validation.md).
   virtual int copy_engines() const { return 0; }
+  // Sustained FLOP/s of a layer's GEMMs (through the weights) and of its
+  // attention's batched matmuls, in prefill and in decode, where they were
+  // measured or fitted apart (FlexGen's cost model fits four such rates on a
+  // T4); 0 = not given: one roofline over the whole layer at flops().
+  struct KernelRates {
+    double prefill_gemm = 0, decode_gemm = 0, prefill_attention = 0, decode_attention = 0;
+    bool split() const { return prefill_gemm + decode_gemm + prefill_attention + decode_attention > 0; }
+  };
+  virtual KernelRates kernel_rates() const { return {}; }
   // One decode attention kernel over `kv_bytes` of KV (all heads, one layer):
   // memory-bound, so launch overhead plus bytes over memory bandwidth, or a
   // calibrated curve where the device has one. See models/gpu_compute.h for

@@ -25,6 +25,13 @@ class Gpu : public DeviceModel {
         integer("copy_engines", 0,
                 "copy engines per direction for copies with host-side memory: 0 = not modelled (concurrent copies "
                 "share the link), 1 = serialised (measured on H200)", 0, 1),
+        num("prefill_gemm_TFLOPS", 0.0,
+            "sustained FLOP/s of prefill GEMMs, TFLOP/s, as measured or fitted (not scaled by flops_efficiency); "
+            "0 = fp16_TFLOPS x flops_efficiency. Any of the four rates set: a layer takes launch + max(GEMM FLOPs / "
+            "rate, weight bytes / bandwidth) + max(attention FLOPs / rate, KV read time), not one roofline", 0),
+        num("decode_gemm_TFLOPS", 0.0, "sustained FLOP/s of decode GEMMs (few rows), TFLOP/s; 0 = as above", 0),
+        num("prefill_attention_TFLOPS", 0.0, "sustained FLOP/s of prefill attention's batched matmuls, TFLOP/s; 0 = as above", 0),
+        num("decode_attention_TFLOPS", 0.0, "sustained FLOP/s of decode attention's batched matmuls, TFLOP/s; 0 = as above", 0),
         curves_param({"attention_us"}),
     };
   }
@@ -35,6 +42,10 @@ class Gpu : public DeviceModel {
         flops_(get_num(p, "fp16_TFLOPS") * 1e12 * get_num(p, "flops_efficiency")),
         launch_(get_num(p, "launch_overhead_us") * kUs),
         copy_engines_(static_cast<int>(get_int(p, "copy_engines"))) {
+    rates_.prefill_gemm = get_num(p, "prefill_gemm_TFLOPS") * 1e12;
+    rates_.decode_gemm = get_num(p, "decode_gemm_TFLOPS") * 1e12;
+    rates_.prefill_attention = get_num(p, "prefill_attention_TFLOPS") * 1e12;
+    rates_.decode_attention = get_num(p, "decode_attention_TFLOPS") * 1e12;
     CurveSet cs = parse_curve_set(p, {"attention_us"}, "");
     if (cs.count("attention_us")) attention_ = cs["attention_us"].scaled(kUs);
   }
@@ -46,6 +57,7 @@ class Gpu : public DeviceModel {
   double memory_Bps() const override { return mem_; }
   double launch_overhead_s() const override { return launch_; }
   int copy_engines() const override { return copy_engines_; }
+  KernelRates kernel_rates() const override { return rates_; }
   double attention_s(double kv_bytes) const override {
     return attention_.empty() ? DeviceModel::attention_s(kv_bytes) : attention_(kv_bytes);
   }
@@ -53,6 +65,7 @@ class Gpu : public DeviceModel {
  private:
   double capacity_, reserved_, mem_, flops_, launch_;
   int copy_engines_;
+  KernelRates rates_;
   Curve attention_;
 };
 KVTIER_REGISTER(DeviceModel, Gpu, "gpu", "GPU: compute plus device memory usable as the top KV tier");

@@ -117,9 +117,10 @@ json engine_metrics(const EngineSetup& s, EngineCounters& c, const KvStore& kv, 
     const double q = s.query_tokens, T = s.ctx;
     double query_s = 0;
     for (uint32_t l = 0; l < s.model.layers; ++l) {
-      double flops = s.model.weight_flops_per_token_layer() * q * s.batch + 4.0 * q * T * s.model.heads * s.model.head_dim * s.batch;
-      double bytes = s.model.weight_bytes_per_layer() + T * s.batch * s.model.kv_bytes_per_token_layer();
-      query_s += s.kernel_s(flops, bytes);
+      const double gemm = s.model.weight_flops_per_token_layer() * q * s.batch;
+      const double attn = 4.0 * q * T * s.model.heads * s.model.head_dim * s.batch;
+      const double kv = T * s.batch * s.model.kv_bytes_per_token_layer();
+      query_s += s.kernel_s(EngineSetup::Phase::Prefill, gemm, attn, s.model.weight_bytes_per_layer(), kv);
     }
     // Every hop counts: where the load stops short of the GPU (in the tier
     // above the flash), the next batch's KV still crosses to the GPU, on an

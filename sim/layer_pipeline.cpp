@@ -67,9 +67,10 @@ void LayerPipeline::prefill() {
     t_.layer = l;
     if (s_.prefill_compute) {
       // Weights once, every prompt token through them, causal attention over T^2/2 pairs.
-      double flops = s_.model.weight_flops_per_token_layer() * T * s_.batch +
-                     2.0 * T * T * s_.model.heads * s_.model.head_dim * s_.batch;
-      double bytes = s_.model.weight_bytes_per_layer() + T * s_.batch * s_.model.kv_bytes_per_token_layer();
+      const double gemm = s_.model.weight_flops_per_token_layer() * T * s_.batch;
+      const double attn = 2.0 * T * T * s_.model.heads * s_.model.head_dim * s_.batch;
+      const double kv = T * s_.batch * s_.model.kv_bytes_per_token_layer();
+      auto kernel = [&] { return s_.kernel_s(EngineSetup::Phase::Prefill, gemm, attn, s_.model.weight_bytes_per_layer(), kv); };
       if (s_.weights) {
         // The layer's weights first; compressed weights are restored for every GPU batch.
         wait_weights(l, -1);
@@ -77,13 +78,13 @@ void LayerPipeline::prefill() {
         double extra = 0;
         if (p.compress_weights)
           extra = p.gpu_batches * s_.weights->quant().decompress_s(s_.model.weight_bytes_per_layer(), s_.gpu_mem_Bps);
-        compute(s_.kernel_s(flops, bytes) + extra, "prefill", -1, l, 0);
+        compute(kernel() + extra, "prefill", -1, l, 0);
         if (p.activations_on_cpu) {
           const double h = 2.0 * s_.model.model_dim() * T * s_.batch;
           move_activations(h, h, -1, l);
         }
       } else {
-        compute(s_.kernel_s(flops, bytes), "prefill", -1, l, 0);
+        compute(kernel(), "prefill", -1, l, 0);
       }
     }
     // The prompt's own attention is what its blocks have been used for so
@@ -133,9 +134,10 @@ void LayerPipeline::prefill() {
   const double q = s_.query_tokens;
   for (uint32_t l = 0; l < s_.model.layers; ++l) {
     for (JobId j : loads[l]) board_.wait(j);
-    double flops = s_.model.weight_flops_per_token_layer() * q * s_.batch + 4.0 * q * T * s_.model.heads * s_.model.head_dim * s_.batch;
-    double bytes = s_.model.weight_bytes_per_layer() + T * s_.batch * s_.model.kv_bytes_per_token_layer();
-    compute(s_.kernel_s(flops, bytes), "query", -1, l, 0);
+    const double gemm = s_.model.weight_flops_per_token_layer() * q * s_.batch;
+    const double attn = 4.0 * q * T * s_.model.heads * s_.model.head_dim * s_.batch;
+    const double kv = T * s_.batch * s_.model.kv_bytes_per_token_layer();
+    compute(s_.kernel_s(EngineSetup::Phase::Prefill, gemm, attn, s_.model.weight_bytes_per_layer(), kv), "query", -1, l, 0);
   }
 }
 
@@ -542,9 +544,9 @@ void LayerPipeline::drive() {
     } else {
       const double tokens = static_cast<double>(slot.kv_tokens);
       const double kv_bytes = tokens * static_cast<double>(s_.model.kv_bytes_per_token_layer());
-      double flops = s_.model.weight_flops_per_token_layer() * s_.batch + 4.0 * tokens * s_.model.heads * s_.model.head_dim;
-      double bytes = s_.model.weight_bytes_per_layer() + kv_bytes;
-      compute(s_.kernel_s(flops, bytes) + slot.extra_gpu_s, "decode", static_cast<int64_t>(k / s_.model.layers),
+      const double gemm = s_.model.weight_flops_per_token_layer() * s_.batch;
+      const double attn = 4.0 * tokens * s_.model.heads * s_.model.head_dim;
+      compute(s_.kernel_s(EngineSetup::Phase::Decode, gemm, attn, s_.model.weight_bytes_per_layer(), kv_bytes) + slot.extra_gpu_s, "decode", static_cast<int64_t>(k / s_.model.layers),
               static_cast<uint32_t>(k % s_.model.layers), slot.kv_blocks);
     }
     append(k);
@@ -606,9 +608,8 @@ void LayerPipeline::offload_compute(Slot& slot, uint64_t k, JobId weights) {
   const double restore_kv = p.compress_cache ? q.decompress_s(gpu_tokens * tok, s_.gpu_mem_Bps) : 0.0;
   const double seqs = static_cast<double>(s_.batch) / G;
   for (uint32_t g = 0; g < p.gpu_batches; ++g) {
-    const double flops = s_.model.weight_flops_per_token_layer() * seqs + 4.0 * gpu_tokens * d;
-    const double bytes = wb + gpu_tokens * tok;
-    compute(s_.kernel_s(flops, bytes) + restore_w + restore_kv + (g == 0 ? slot.extra_gpu_s : 0.0), "decode", step, layer,
+    const double gemm = s_.model.weight_flops_per_token_layer() * seqs, attn = 4.0 * gpu_tokens * d;
+    compute(s_.kernel_s(EngineSetup::Phase::Decode, gemm, attn, wb, gpu_tokens * tok) + restore_w + restore_kv + (g == 0 ? slot.extra_gpu_s : 0.0), "decode", step, layer,
             slot.kv_blocks);
     if (p.cpu_attention && cpu_tokens > 0) {
       // Between the QKV projection and the output projection: the query

@@ -338,8 +338,10 @@ double ServingSimulation::layer_kernel_s(const IterationPlan& p) const {
   const double hd = double(m.heads) * m.head_dim, kvl = double(m.kv_bytes_per_token_layer());
   const double bt = limits_.block_tokens;
   double tokens = 0, attn = 0, kv = 0;
+  bool prefill = false;
   for (const IterationItem& it : p.items) {
     tokens += it.tokens;
+    prefill = prefill || it.prefill;
     if (it.prefill) {
       const double k = it.tokens, past = it.past;
       attn += 2.0 * k * (2.0 * past + k) * hd;
@@ -350,7 +352,10 @@ double ServingSimulation::layer_kernel_s(const IterationPlan& p) const {
       kv += pages * kvl;
     }
   }
-  return s_.kernel_s(m.weight_flops_per_token_layer() * tokens + attn, m.weight_bytes_per_layer() + kv);
+  // An iteration with prompt tokens in it runs its GEMMs at the prefill rate
+  // where the GPU gives rates per phase.
+  return s_.kernel_s(prefill ? EngineSetup::Phase::Prefill : EngineSetup::Phase::Decode,
+                     m.weight_flops_per_token_layer() * tokens, attn, m.weight_bytes_per_layer(), kv);
 }
 
 void ServingSimulation::sample_occupancy() {
