@@ -18,6 +18,10 @@ ParamList llm_params() {
       integer("head_dim", nullptr, "dimension per head", 1),
       integer("dtype_bytes", 2, "bytes per KV element (2 = FP16/BF16)", 1, 8),
       positive("params_B", nullptr, "parameter count in billions (weights and per-token FLOPs)"),
+      integer("max_context_tokens", 0,
+              "longest sequence (prompt + output) the model was trained for; serving rejects a request past it. "
+              "0 = not given (unchecked). Single-batch studies may go past it, as long-context papers do",
+              0, 1 << 30),
       str("weight_dtype", "same", "weight element type, separate from the KV's dtype_bytes; same = as many bytes as a KV element",
           {"same", "fp16", "bf16", "fp8", "int8", "int4"}),
   };
@@ -35,6 +39,7 @@ LlmSpec parse_llm(json& m, const std::string& where) {
   s.head_dim = static_cast<uint32_t>(get_int(m, "head_dim"));
   s.dtype_bytes = static_cast<uint32_t>(get_int(m, "dtype_bytes"));
   s.params = get_num(m, "params_B") * 1e9;
+  s.max_context = static_cast<uint32_t>(get_int(m, "max_context_tokens"));
   s.weight_dtype = m["weight_dtype"].get<std::string>();
   s.weight_bits = weight_dtype_bits(s.weight_dtype);
   return s;

@@ -11,6 +11,7 @@ namespace kvtier {
 struct LlmSpec {
   std::string name;
   uint32_t layers = 0;
+  uint32_t max_context = 0;  // tokens (prompt + output); 0 = not given
   uint32_t heads = 0;
   uint32_t kv_heads = 0;
   uint32_t head_dim = 0;

@@ -143,22 +143,14 @@ Simulation::Simulation(json& cfg) : cfg_(cfg) {
 // the layer computing and the layers fetched ahead of it. They take GPU
 // memory beside the weights and the GPU tier's KV (at its peak), and must fit.
 void Simulation::check_staging_fits() const {
-  const double staging = c_.staging_peak_bytes;
-  if (staging <= 0) return;
-  const BlockTable& t = kv_->table();
-  double tier = 0;
-  if (s_.gpu_tier) {
-    double frac = 0;
-    for (uint32_t l = 0; l < s_.model.layers; ++l) frac += s_.fraction(0, l) / s_.model.layers;
-    tier = static_cast<double>(c_.peak_blocks[0]) * static_cast<double>(t.block_bytes) * frac;
-  }
-  if (staging + tier <= s_.gpu_free_bytes) return;
+  const double staging = c_.staging_peak_bytes, total = c_.gpu_kv_and_staging_peak_bytes;
+  if (staging <= 0 || total <= s_.gpu_free_bytes) return;
   auto gb = [](double b) { return std::to_string(b / 1e9); };
-  throw ConfigError("hardware.devices." + s_.hw.gpu + ": the KV read through the GPU needs " + gb(staging) +
-                    " GB of staging buffers at peak (the layer computing and those fetched ahead), but the GPU has " +
-                    gb(s_.gpu_free_bytes - tier) + " GB free after reserved_GB" +
-                    (s_.gpu_tier ? ", the weights and its tier's " + gb(tier) + " GB of KV" : std::string(" and the weights")) +
-                    "; expected the staging buffers to fit (a smaller batch, a shallower prefetch, or a smaller GPU tier)");
+  throw ConfigError("hardware.devices." + s_.hw.gpu + ": the KV read through the GPU needs " +
+                    gb(staging) + " GB of staging buffers at peak" +
+                    (s_.gpu_tier ? ", " + gb(total) + " GB with the KV its tier held then," : std::string()) +
+                    " but the GPU has " + gb(s_.gpu_free_bytes) + " GB after reserved_GB and the weights; expected the "
+                    "staging buffers to fit (a smaller batch, a shallower prefetch, or a smaller GPU tier)");
 }
 
 json Simulation::run(const std::string& timeline_path) {

@@ -30,7 +30,8 @@ struct EngineCounters {
   std::vector<uint64_t> peak_blocks;  // per tier
   // Bytes.
   double ssd_bytes_written = 0, fetched_bytes = 0;
-  double staging_peak_bytes = 0;  // decode: most KV in GPU staging buffers at once
+  double staging_peak_bytes = 0;  // most KV in GPU staging buffers at once
+  double gpu_kv_and_staging_peak_bytes = 0;  // most GPU memory staging and the GPU tier's KV took together
   double cpu_codec_s = 0;  // CPU (de)compression work submitted, seconds (all its cores together)
   std::vector<FlashWear> wear;  // per tier (storage tiers only matter)
   PrefetchStats prefetch;

@@ -22,6 +22,17 @@ LayerPipeline::LayerPipeline(EngineSetup& s, EngineCounters& c, KvStore& kv, Tra
       gpu_track_(gpu_track) {
   mass_of_.assign(t_.blocks_per_seq_layer, 0.f);
   recs_.assign(s_.trace ? s_.trace->header().sequences : 0, AttentionRecord{});
+  if (s_.gpu_tier)
+    for (uint32_t l = 0; l < s_.model.layers; ++l) gpu_tier_fraction_ += s_.fraction(0, l) / s_.model.layers;
+}
+
+// Staging buffers in use now, beside the KV the GPU tier holds now: their
+// peaks, and the most GPU memory the two take together.
+void LayerPipeline::note_staging(double staged) {
+  c_.staging_peak_bytes = std::max(c_.staging_peak_bytes, staged);
+  double tier = 0;
+  if (s_.gpu_tier) tier = static_cast<double>(t_.tiers[0].used_blocks) * static_cast<double>(t_.block_bytes) * gpu_tier_fraction_;
+  c_.gpu_kv_and_staging_peak_bytes = std::max(c_.gpu_kv_and_staging_peak_bytes, staged + tier);
 }
 
 void LayerPipeline::flush(Slot* slot) {
@@ -526,7 +537,7 @@ void LayerPipeline::drive() {
     // through the GPU and that of the layers fetched ahead of it.
     double staged = 0;
     for (uint64_t j = k; j < next; ++j) staged += ring_[j % ring_.size()].staged_bytes;
-    c_.staging_peak_bytes = std::max(c_.staging_peak_bytes, staged);
+    note_staging(staged);
     if (check_) check_->before_attention(static_cast<uint32_t>(k / s_.model.layers), static_cast<uint32_t>(k % s_.model.layers), slot.on_gpu);
     if (slot.score_cpu != kNoJob) {
       const double tc = board_.duration(slot.score_cpu) +

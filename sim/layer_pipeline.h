@@ -38,6 +38,7 @@ class LayerPipeline {
     JobId score_read = kNoJob, score_move_cpu = kNoJob;  // the FPGA's NAND read; keys moved to the host
   };
   void prefill();
+  void note_staging(double staged);
   void select(uint64_t k);
   void score(Slot& slot, uint32_t step, uint32_t layer, uint32_t n);
   void append(uint64_t k);
@@ -82,6 +83,7 @@ class LayerPipeline {
   double thermal_t_ = 0;
   JobId next_weights_ = kNoJob;          // the load issued one layer ahead
   uint64_t weight_iter_ = 0, weight_iters_ = 0;  // layer computations so far, and in the run
+  double gpu_tier_fraction_ = 0;         // stored / raw bytes of a GPU tier block, over layers
   double weights_codec_s_ = 0;           // GPU codec work of policies.weights for the next kernel
 };
 

@@ -221,6 +221,10 @@ ServingSimulation::ServingSimulation(json& cfg) : cfg_(cfg) {
   const uint64_t pool_tokens = limits_.gpu_blocks * limits_.block_tokens;
   for (const ServingRequest& q : reqs_) {
     const uint64_t need = uint64_t(q.input_tokens) + q.output_tokens;
+    if (s_.model.max_context > 0 && need > s_.model.max_context)
+      throw ConfigError("serving.requests (" + source_name_ + "): request " + std::to_string(q.id) + " has " + std::to_string(q.input_tokens) +
+                        " prompt + " + std::to_string(q.output_tokens) + " output tokens, past the model's context of " +
+                        std::to_string(s_.model.max_context) + " (model.max_context_tokens)");
     const uint64_t admit = (uint64_t(q.input_tokens) + limits_.block_tokens - 1) / limits_.block_tokens +
                            static_cast<uint64_t>(limits_.watermark * double(limits_.gpu_blocks));
     if (need > pool_tokens || admit > limits_.gpu_blocks)
