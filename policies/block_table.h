@@ -64,6 +64,18 @@ struct BlockTable {
   uint32_t layer_of(BlockId b) const { return (b / blocks_per_seq_layer) % layers; }
   uint32_t index_of(BlockId b) const { return b % blocks_per_seq_layer; }
   size_t size() const { return tier.size(); }
+  // Every per-block array sized for n blocks: each in tier `absent` (not yet
+  // created), with no history and no copies.
+  void allocate(size_t n, TierId absent) {
+    tier.assign(n, absent);
+    last_access.assign(n, 0);
+    access_count.assign(n, 0);
+    mass.assign(n, 0.f);
+    last_mass.assign(n, 0.f);
+    created.assign(n, 0);
+    dirty.assign(n, 0);
+    copies.assign(n, 0);
+  }
   bool has_copy(BlockId b, TierId t) const { return t < 8 && (copies[b] >> t & 1u); }
   bool pinned(BlockId b) const { return last_access[b] >= pin_stamp && pin_stamp != 0; }
 };

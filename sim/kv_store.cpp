@@ -69,14 +69,7 @@ KvStore::KvStore(EngineSetup& s, EngineCounters& c) : s_(s), c_(c) {
     throw ConfigError("hardware.tiers: the KV needs " + std::to_string(total_blocks) + " blocks of " +
                       std::to_string(t_.block_bytes) + " bytes but the tiers hold " + std::to_string(capacity_blocks) +
                       "; add capacity or use an eviction policy that drops");
-  t_.tier.assign(total_blocks, kNotCreated);
-  t_.last_access.assign(total_blocks, 0);
-  t_.access_count.assign(total_blocks, 0);
-  t_.mass.assign(total_blocks, 0.f);
-  t_.last_mass.assign(total_blocks, 0.f);
-  t_.created.assign(total_blocks, 0);
-  t_.dirty.assign(total_blocks, 0);
-  t_.copies.assign(total_blocks, 0);
+  t_.allocate(total_blocks, kNotCreated);
 }
 
 void KvStore::start(TransferPlanner& planner) {

@@ -23,13 +23,7 @@ class ReplayHierarchy {
     t.blocks_per_seq_layer = blocks;
     t.block_tokens = c.block_tokens;
     t.block_bytes = c.block_bytes;
-    t.tier.assign(blocks, kNone);
-    t.last_access.assign(blocks, 0);
-    t.access_count.assign(blocks, 0);
-    t.mass.assign(blocks, 0.f);
-    t.last_mass.assign(blocks, 0.f);
-    t.created.assign(blocks, 0);
-    t.dirty.assign(blocks, 0);
+    t.allocate(blocks, kNone);
     t.pin_stamp = 0;  // nothing is pinned: no request is in flight in a replay
     for (const auto& ts : c.tiers) {
       TierInfo ti;

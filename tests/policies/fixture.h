@@ -26,14 +26,7 @@ struct Table {
     t.block_tokens = block_tokens;
     t.block_bytes = 2ull * block_tokens * 128 * 2;
     size_t n = size_t(batch) * layers * blocks;
-    t.tier.assign(n, kNotCreated);
-    t.last_access.assign(n, 0);
-    t.access_count.assign(n, 0);
-    t.mass.assign(n, 0.f);
-    t.last_mass.assign(n, 0.f);
-    t.created.assign(n, 0);
-    t.dirty.assign(n, 0);
-    t.copies.assign(n, 0);
+    t.allocate(n, kNotCreated);
     for (size_t i = 0; i < caps.size(); ++i) {
       TierInfo ti;
       ti.name = "tier" + std::to_string(i);
