@@ -54,6 +54,7 @@ struct ServingRequest {
   uint32_t preemptions = 0;
   uint64_t computed_tokens = 0;        // prompt tokens computed (not loaded)
   std::vector<uint32_t> hit_tokens;    // per cache tier, loaded instead of computed
+  uint32_t gpu_hit_tokens = 0;         // found in the GPU's own pool (prefix_cache.gpu): neither loaded nor computed
   bool prefilling() const { return ctx < prefill_target; }
 };
 

@@ -9,6 +9,7 @@
 #include "sim/invariants.h"
 #include "sim/platform.h"
 #include "sim/replay.h"
+#include "sim/gpu_prefix_cache.h"
 #include "sim/serving_metrics.h"
 #include "sim/streams.h"
 #include "sim/timeline.h"
@@ -70,6 +71,10 @@ ParamList prefix_cache_params() {
           "which cached blocks of a prompt are loaded: prefix (its leading run, as vLLM and LMCache serve prefixes) or "
           "any (every cached block wherever it is in the prompt, as MatKV loads retrieved chunks)",
           {"prefix", "any"}),
+      boolean("gpu", false,
+              "the GPU's free KV pool keeps the prompt blocks of finished requests until it hands them out again, "
+              "least recently freed first (vLLM's automatic prefix caching): a prompt starting with them computes "
+              "and loads none of them"),
       boolean("warm", false,
               "the cache starts holding every block of the request stream, written before time 0 (MatKV: the "
               "corpus's KV is precomputed on flash), as far as the tiers hold them"),
@@ -268,22 +273,32 @@ ServingSimulation::ServingSimulation(json& cfg) : cfg_(cfg) {
     }
     for (uint32_t u = 0; u < cache_->tiers(); ++u) inserted_seen_.push_back(cache_->inserted(u));
   }
+  if (pc["enabled"].get<bool>() && pc["gpu"].get<bool>() && distinct_blocks_ > 0) {
+    gpu_cache_ = std::make_unique<GpuPrefixCache>();
+    gpu_cache_->setup(static_cast<uint32_t>(distinct_blocks_), (prefix_bt_ + limits_.block_tokens - 1) / limits_.block_tokens);
+  }
 }
 
 // The prompt tokens the cache holds: its longest run of leading blocks in
 // any tier (as vLLM and LMCache serve prefixes), split by the tier each
 // block is in. A peek: recency changes only once the request is admitted.
 uint32_t ServingSimulation::lookup(ServingRequest& r) {
-  if (!cache_ || r.generated > 0) return 0;  // after a recompute the prompt grew beyond what is hashed
-  const size_t T = cache_->tiers();
+  if ((!cache_ && !gpu_cache_) || r.generated > 0) return 0;  // after a recompute the prompt grew beyond what is hashed
+  const size_t T = cache_ ? cache_->tiers() : 0;
   r.hit_tokens.assign(T, 0);
+  r.gpu_hit_tokens = 0;
   uint64_t tokens = 0;
   uint64_t pos = 0;
   for (uint32_t b : r.prefix_blocks) {
     if (pos >= r.input_tokens) break;
     const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(prefix_bt_, r.input_tokens - pos));
     pos += n;
-    const uint32_t h = cache_->holder(b);
+    if (gpu_cache_ && gpu_cache_->holds(b)) {  // still in the GPU's pool: nothing to load
+      r.gpu_hit_tokens += n;
+      tokens += n;
+      continue;
+    }
+    const uint32_t h = cache_ ? cache_->holder(b) : static_cast<uint32_t>(T);
     if (h >= T) {
       if (match_any_) continue;
       break;
@@ -322,6 +337,16 @@ void ServingSimulation::submit_cache_moves() {
     last_write_ = j;
     cache_write_bytes_ += bytes;
     record_write(to, bytes);
+  }
+}
+
+// A finished request's whole prompt blocks stay in the GPU's pool, newest first.
+void ServingSimulation::free_to_gpu_cache(const ServingRequest& r) {
+  uint64_t pos = 0;
+  for (uint32_t b : r.prefix_blocks) {
+    if (pos + prefix_bt_ > r.input_tokens) break;  // a partial last block is not reusable
+    pos += prefix_bt_;
+    gpu_cache_->put(b);
   }
 }
 
@@ -414,13 +439,20 @@ void ServingSimulation::iteration(const IterationPlan& p, uint64_t index) {
     if (r.first_scheduled_s < 0) r.first_scheduled_s = now;
     if (!it.prefill || it.loaded == 0 || it.past != it.loaded) continue;
     uint32_t left = it.loaded;  // the cached tokens, less the last one recomputed
+    r.gpu_hit_tokens = std::min(left, r.gpu_hit_tokens);  // in the GPU's pool already
+    left -= r.gpu_hit_tokens;
     for (size_t u = 0; u < T; ++u) {
       const uint32_t n = std::min(left, r.hit_tokens[u]);
       r.hit_tokens[u] = n;
       load_tokens[u] += n;
       left -= n;
     }
-    for (uint32_t b : r.prefix_blocks) {  // used now: recency, promotion
+    for (uint32_t b : r.prefix_blocks) {  // used now: recency, promotion; the GPU's blocks are this request's
+      if (gpu_cache_ && gpu_cache_->holds(b)) {
+        gpu_cache_->take(b);
+        continue;
+      }
+      if (!cache_) break;
       if (cache_->holder(b) >= T) {
         if (match_any_) continue;
         break;
@@ -496,6 +528,9 @@ void ServingSimulation::check_iteration(double now) {
     if (r.state == ServingRequest::State::Running) held += r.gpu_blocks;
     else if (r.state != ServingRequest::State::Swapped && r.gpu_blocks != 0)
       fail("request " + std::to_string(r.id) + " holds " + std::to_string(r.gpu_blocks) + " GPU blocks but is not running");
+  if (gpu_cache_ && gpu_cache_->pool_blocks() > limits_.gpu_blocks - sched_->used_blocks())
+    fail("the GPU's prefix cache keeps " + std::to_string(gpu_cache_->pool_blocks()) + " pool blocks, more than the " +
+         std::to_string(limits_.gpu_blocks - sched_->used_blocks()) + " free");
   if (held != sched_->used_blocks())
     fail("running requests hold " + std::to_string(held) + " blocks, the pool counts " + std::to_string(sched_->used_blocks()));
 }
@@ -512,6 +547,8 @@ void ServingSimulation::drive() {
       sg4::this_actor::sleep_until(reqs_[next].arrival_s);
       continue;
     }
+    // What the running sequences took from the pool since is no longer cached there.
+    if (gpu_cache_) gpu_cache_->trim(limits_.gpu_blocks - sched_->used_blocks());
     const IterationPlan& p = sched_->plan();
     if (p.items.empty()) {
       // Nothing fits now (the pool is held by sequences that cannot grow):
@@ -529,7 +566,9 @@ void ServingSimulation::drive() {
     for (uint32_t id : sched_->complete(end)) {
       ++done;
       if (!write_through_) write_down(reqs_[id]);
+      if (gpu_cache_) free_to_gpu_cache(reqs_[id]);
     }
+    if (gpu_cache_) gpu_cache_->trim(limits_.gpu_blocks - sched_->used_blocks());
     submit_cache_moves();
     sample_occupancy();
     if (check) check_iteration(end);
@@ -584,6 +623,11 @@ json ServingSimulation::run(const std::string& timeline_path) {
   m["swap_bytes"] = swap_bytes_;
   m["prefix_cache"] = {{"enabled", cache_ != nullptr}, {"load_bytes", cache_load_bytes_}, {"write_bytes", cache_write_bytes_},
                        {"distinct_blocks", distinct_blocks_}, {"block_tokens", prefix_bt_}};
+  if (gpu_cache_) {
+    uint64_t g = 0;
+    for (const auto& r : reqs_) g += r.gpu_hit_tokens;
+    m["prefix_cache"]["gpu_hit_tokens"] = g;
+  }
   m["kv_pool_blocks"] = limits_.gpu_blocks;
   m["ssd_bytes_written"] = c_.ssd_bytes_written;
   m["tiers"] = json::object();
@@ -593,6 +637,7 @@ json ServingSimulation::run(const std::string& timeline_path) {
     for (const auto& r : reqs_)
       if (t > 0 && t - 1 < r.hit_tokens.size()) hits += r.hit_tokens[t - 1];
     if (t > 0) tj["hit_tokens"] = hits;
+    else if (gpu_cache_) tj["hit_tokens"] = m["prefix_cache"]["gpu_hit_tokens"];
     tj["peak_bytes"] = occ_peak_[t];
     tj["mean_bytes"] = end > 0 ? occ_area_[t] / end : 0.0;
     if (t > 0 && s_.hw.devices[s_.tier_dev[t]].model->is_storage()) {
@@ -607,7 +652,7 @@ json ServingSimulation::run(const std::string& timeline_path) {
 
 std::string ServingSimulation::requests_csv() const {
   std::vector<std::string> tiers(s_.hw.tiers.begin() + 1, s_.hw.tiers.end());
-  return serving_requests_csv(reqs_, tiers);
+  return serving_requests_csv(reqs_, tiers, gpu_cache_ ? s_.hw.tiers[0] : std::string());
 }
 
 }  // namespace kvtier

@@ -35,6 +35,7 @@ class JobBoard;
 class Timeline;
 class TransferPlanner;
 class ReplaySession;
+class GpuPrefixCache;
 struct ReplayConfig;
 
 ParamList serving_params();
@@ -56,6 +57,7 @@ class ServingSimulation {
   double layer_kernel_s(const IterationPlan& p) const;
   void sample_occupancy();
   void record_write(size_t dev, double bytes);
+  void free_to_gpu_cache(const ServingRequest& r);
   void check_iteration(double now);
 
   json& cfg_;
@@ -66,6 +68,7 @@ class ServingSimulation {
   std::string source_name_;
   uint32_t prefix_bt_ = 0;         // tokens per prefix-cache block (the trace's hash blocks)
   uint64_t distinct_blocks_ = 0;
+  std::unique_ptr<GpuPrefixCache> gpu_cache_;  // prefix_cache.gpu: freed prompt blocks kept in the pool
   bool cache_on_ = false, write_through_ = true, inclusive_ = false, coarsen_ = true, match_any_ = false;
   double slo_ttft_s_ = 0, slo_tpot_s_ = 0;
   int swap_dev_ = -1;              // the host memory that holds swapped-out sequences

@@ -37,6 +37,7 @@ json serving_metrics(const std::vector<ServingRequest>& reqs, const ServingTotal
     prompt_tokens += r.input_tokens;
     computed += r.computed_tokens;
     for (uint32_t h : r.hit_tokens) hit += h;
+    hit += r.gpu_hit_tokens;
     const bool ttft_ok = tot.slo_ttft_s <= 0 || r.first_token_s - r.arrival_s <= tot.slo_ttft_s;
     const bool tpot_ok = tot.slo_tpot_s <= 0 || tpot(r) <= tot.slo_tpot_s;
     if (ttft_ok && tpot_ok) ++good;
@@ -67,17 +68,20 @@ json serving_metrics(const std::vector<ServingRequest>& reqs, const ServingTotal
   return m;
 }
 
-std::string serving_requests_csv(const std::vector<ServingRequest>& reqs, const std::vector<std::string>& tiers) {
+std::string serving_requests_csv(const std::vector<ServingRequest>& reqs, const std::vector<std::string>& tiers,
+                                 const std::string& gpu) {
   std::ostringstream o;
   o.precision(17);
   o << "id,arrival_s,input_tokens,output_tokens,queueing_s,ttft_s,tpot_s,e2e_s,computed_prompt_tokens,preemptions";
   for (const auto& t : tiers) o << ",hit_tokens_" << t;
+  if (!gpu.empty()) o << ",hit_tokens_" << gpu;
   o << "\n";
   for (const ServingRequest& r : reqs) {
     o << r.id << ',' << r.arrival_s << ',' << r.input_tokens << ',' << r.generated << ','
       << r.first_scheduled_s - r.arrival_s << ',' << r.first_token_s - r.arrival_s << ',' << tpot(r) << ','
       << r.finish_s - r.arrival_s << ',' << r.computed_tokens << ',' << r.preemptions;
     for (size_t t = 0; t < tiers.size(); ++t) o << ',' << (t < r.hit_tokens.size() ? r.hit_tokens[t] : 0u);
+    if (!gpu.empty()) o << ',' << r.gpu_hit_tokens;
     o << "\n";
   }
   return o.str();

@@ -25,6 +25,9 @@ json distribution(std::vector<double> v);
 json serving_metrics(const std::vector<ServingRequest>& reqs, const ServingTotals& tot);
 
 // requests.csv: a header and one line per request; `tiers` names the cache tiers.
-std::string serving_requests_csv(const std::vector<ServingRequest>& reqs, const std::vector<std::string>& tiers);
+// `gpu`: the GPU tier's name where it keeps a prefix cache of its own (a
+// last column of its hits), else empty.
+std::string serving_requests_csv(const std::vector<ServingRequest>& reqs, const std::vector<std::string>& tiers,
+                                 const std::string& gpu = std::string());
 
 }  // namespace kvtier

@@ -99,3 +99,21 @@ def test_bad_serving_input(kvtier, tmp_path, sets, fragment):
     assert fragment in p.stderr
     assert len(p.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "out").exists()
+
+
+def test_gpu_prefix_cache_serves_a_prefix_from_the_pool(kvtier, tmp_path):
+    """prefix_cache.gpu: the first request's freed prompt blocks are still in the
+    GPU's pool when the second arrives: its 3,072 shared tokens are neither
+    loaded from DRAM nor computed, and it starts sooner."""
+    cfg = SERVING / "prefix_example.json"
+    off = run_metrics(kvtier, tmp_path / "off", cfg)
+    rows_off = list(csv.DictReader(open(tmp_path / "off" / "out" / "requests.csv")))
+    on = run_metrics(kvtier, tmp_path / "on", cfg, "serving.prefix_cache.gpu=true")
+    rows_on = list(csv.DictReader(open(tmp_path / "on" / "out" / "requests.csv")))
+    assert "hit_tokens_gpu" not in rows_off[0]
+    assert int(rows_off[1]["hit_tokens_dram"]) == 3072 and off["prefix_cache"]["load_bytes"] > 0
+    assert int(rows_on[1]["hit_tokens_gpu"]) == 3072 and int(rows_on[1]["hit_tokens_dram"]) == 0
+    assert on["prefix_cache"]["load_bytes"] == 0 and on["prefix_cache"]["gpu_hit_tokens"] == 3072
+    assert on["tiers"]["gpu"]["hit_tokens"] == 3072
+    assert on["computed_prompt_tokens"] == off["computed_prompt_tokens"]
+    assert float(rows_on[1]["ttft_s"]) < float(rows_off[1]["ttft_s"])
