@@ -194,19 +194,7 @@ json Simulation::run(const std::string& timeline_path) {
   pipeline_ = std::make_unique<LayerPipeline>(s_, c_, *kv_, *planner_, *platform_, *board_, *timeline_, gpu_track);
 
   if (check) pipeline_->check_with(checker.get());
-  // An exception must not escape an actor (SimGrid would abort): keep it,
-  // end every actor, and rethrow once the engine has returned.
-  std::exception_ptr failure;
-  sg4::Actor::create(s_.hw.gpu + " compute", platform_->controller(), [this, &failure] {
-    try {
-      pipeline_->drive();
-    } catch (...) {
-      failure = std::current_exception();
-      sg4::Actor::kill_all();
-    }
-  });
-  sg4::Engine::get_instance()->run();
-  if (failure) std::rethrow_exception(failure);
+  run_simulation(platform_->controller(), s_.hw.gpu + " compute", [this] { pipeline_->drive(); });
   const double end = sg4::Engine::get_clock();
   if (checker) checker->at_end();
   check_staging_fits();

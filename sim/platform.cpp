@@ -28,6 +28,20 @@ namespace kvtier {
 #endif
 #endif
 
+void run_simulation(sg4::Host* host, const std::string& name, std::function<void()> body) {
+  std::exception_ptr failure;
+  sg4::Actor::create(name, host, [&body, &failure] {
+    try {
+      body();
+    } catch (...) {
+      failure = std::current_exception();
+      sg4::Actor::kill_all();
+    }
+  });
+  sg4::Engine::get_instance()->run();
+  if (failure) std::rethrow_exception(failure);
+}
+
 sg4::Engine& start_simgrid() {
   static char arg0[] = "kvtier";
 #ifdef KVTIER_ASAN

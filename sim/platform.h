@@ -7,6 +7,7 @@
 #pragma once
 
 #include <simgrid/s4u.hpp>
+#include <functional>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -39,6 +40,11 @@ struct PlatformRoute {
 // Starts a SimGrid engine configured for a pure bandwidth-and-latency model.
 // One per process (a SimGrid limit).
 sg4::Engine& start_simgrid();
+
+// Runs `body` as an actor named `name` on `host` until the engine has
+// nothing left to do. An exception must not escape an actor (SimGrid would
+// abort): it ends every actor and is rethrown here once the engine returns.
+void run_simulation(sg4::Host* host, const std::string& name, std::function<void()> body);
 
 // Size dependence of one route, precomputed so that the SimGrid factor
 // callbacks do no allocation and no route lookup (see Platform).

@@ -593,17 +593,7 @@ json ServingSimulation::run(const std::string& timeline_path) {
   planner_ = std::make_unique<TransferPlanner>(s_, c_, *platform_, *board_, *timeline_);
   planner_->make_streams({});
   planner_->start();
-  std::exception_ptr failure;
-  sg4::Actor::create(s_.hw.gpu + " compute", platform_->controller(), [this, &failure] {
-    try {
-      drive();
-    } catch (...) {
-      failure = std::current_exception();
-      sg4::Actor::kill_all();
-    }
-  });
-  sg4::Engine::get_instance()->run();
-  if (failure) std::rethrow_exception(failure);
+  run_simulation(platform_->controller(), s_.hw.gpu + " compute", [this] { drive(); });
   const double end = sg4::Engine::get_clock();
   sample_occupancy();
   timeline_->close();
