@@ -555,8 +555,8 @@ int validate(const Options& o, const std::string& command) {
               << pct(o.path_tolerance) << "\n";
     rc = 1;
   }
-  if (o.e2e_tolerance >= 0)
-    for (const auto& e : rep["end_to_end"])
+  if (o.e2e_tolerance >= 0) {
+    for (const auto& e : rep["end_to_end"]) {
       if (e["step_error"]["p50"].get<double>() > o.e2e_tolerance && e["contended"].get<bool>()) {
         // Other tenants' work is not the pipeline's: reported, not failed.
         std::cerr << "kvtier validate: " << e["scenario"].get<std::string>() << ": median per-step error "
@@ -568,6 +568,8 @@ int validate(const Options& o, const std::string& command) {
                   << pct(e["step_error"]["p50"].get<double>()) << " exceeds --e2e-tolerance " << pct(o.e2e_tolerance) << "\n";
         rc = 1;
       }
+    }
+  }
   return rc;
 }
 
