@@ -56,6 +56,7 @@ struct EngineSetup {
   bool gpu_tier = false;  // the GPU's memory is tier 0
   double gpu_flops = 0, gpu_mem_Bps = 0, gpu_launch_s = 0;
   const DeviceModel* gpu_model = nullptr;
+  DeviceModel::KernelRates gpu_rates;  // per kernel shape, read once (bind_gpu)
   int cpu_dev = -1, fpga_dev = -1;        // scoring and codec devices, if the hardware has them
   int ssd_dev = -1, host_mem_dev = -1;    // APP: the SmartSSD tier next to the FPGA; host memory
   // Host memory a CPU codec works in when the data comes from or goes to
@@ -81,6 +82,7 @@ struct EngineSetup {
     gpu_flops = gpu_model->flops();
     gpu_mem_Bps = gpu_model->memory_Bps();
     gpu_launch_s = gpu_model->launch_overhead_s();
+    gpu_rates = gpu_model->kernel_rates();
     if (gpu_flops <= 0 || gpu_mem_Bps <= 0)
       throw ConfigError("hardware.gpu: device '" + hw.gpu + "' cannot run attention (no FLOP/s or memory bandwidth)");
   }
@@ -98,7 +100,7 @@ struct EngineSetup {
   // KernelRates), GEMMs and attention are two rooflines one after the other.
   enum class Phase { Prefill, Decode };
   double kernel_s(Phase phase, double gemm_flops, double attn_flops, double weight_bytes, double kv_bytes) const {
-    const DeviceModel::KernelRates r = gpu_model->kernel_rates();
+    const DeviceModel::KernelRates& r = gpu_rates;
     if (!r.split())
       return std::max(gpu_launch_s + (gemm_flops + attn_flops) / gpu_flops, gpu_model->attention_s(weight_bytes + kv_bytes));
     const bool pre = phase == Phase::Prefill;
