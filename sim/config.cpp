@@ -329,9 +329,23 @@ json load_config(const std::string& given, const std::vector<std::string>& sets)
     if (!cfg.contains(s)) cfg[s] = json::object();
     if (!cfg[s].is_object()) throw ConfigError(path + ": " + s + ": expected an object");
   }
-  resolve_params(cfg["workload"], workload_params(), "workload");
+  if (cfg.contains("serving")) {
+    // Requests bring their own lengths and counts: the serving engine reads
+    // only the KV block size of the workload section.
+    ParamList w;
+    for (ParamSpec& p : workload_params()) {
+      if (p.name == "block_tokens") w.push_back(std::move(p));
+      else if (cfg["workload"].contains(p.name))
+        throw ConfigError(path + ": workload." + p.name +
+                          ": not read in a serving config (the requests give lengths and counts: serving.requests); "
+                          "serving takes workload.block_tokens only");
+    }
+    resolve_params(cfg["workload"], w, "workload");
+  } else {
+    resolve_params(cfg["workload"], workload_params(), "workload");
+  }
   resolve_params(cfg["sim"], sim_params(), "sim");
-  check_workload_size(cfg);
+  if (!cfg.contains("serving")) check_workload_size(cfg);
   return cfg;
 }
 

@@ -5,6 +5,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "policies/weights.h"
 #include "sim/config.h"
 #include "sim/invariants.h"
 #include "sim/platform.h"
@@ -131,14 +132,18 @@ ServingSimulation::ServingSimulation(json& cfg) : cfg_(cfg) {
   if (s_.hw.tiers.empty() || s_.hw.device_index(s_.hw.tiers[0]) != static_cast<int>(s_.gpu_dev))
     throw ConfigError("hardware.tiers: serving keeps running sequences' KV on the GPU: the first tier must be the GPU (" +
                       s_.hw.gpu + ")");
+  for (size_t i = 0; i < s_.hw.tiers.size(); ++i) s_.tier_dev.push_back(static_cast<size_t>(s_.hw.device_index(s_.hw.tiers[i])));
+  bind_weights();
   const double kv_tok = static_cast<double>(s_.model.kv_bytes_per_token());
-  const double gpu_kv = gpu.capacity_bytes() - s_.model.weight_bytes();
+  // The GPU's share of the weights (all of them unless policies.weights
+  // streams some) and the buffers streamed weights land in.
+  const double gpu_weights = s_.weights ? s_.weights->gpu_bytes() + s_.weights->gpu_staging_bytes() : s_.model.weight_bytes();
+  const double gpu_kv = gpu.capacity_bytes() - gpu_weights;
   limits_.gpu_blocks = gpu_kv > 0 ? static_cast<uint64_t>(gpu_kv / (kv_tok * limits_.block_tokens)) : 0;
   if (limits_.gpu_blocks == 0)
     throw ConfigError("hardware.devices." + s_.hw.gpu + ": no room for one KV block of " +
                       std::to_string(limits_.block_tokens) + " tokens after " +
-                      plain_numbers(std::to_string(s_.model.weight_bytes() / 1e9)) + " GB of weights");
-  for (size_t i = 0; i < s_.hw.tiers.size(); ++i) s_.tier_dev.push_back(static_cast<size_t>(s_.hw.device_index(s_.hw.tiers[i])));
+                      plain_numbers(std::to_string(gpu_weights / 1e9)) + " GB of weights");
   s_.gpu_tier = true;
   s_.codec.assign(s_.tier_dev.size() * s_.model.layers, CompressionSpec{});
   for (size_t t = 1; t < s_.tier_dev.size(); ++t) {
@@ -164,6 +169,13 @@ ServingSimulation::ServingSimulation(json& cfg) : cfg_(cfg) {
     if (swap_dev_ < 0)
       throw ConfigError("serving.preemption: swap needs a host-memory tier below the GPU in hardware.tiers (or serving.swap_tier); use recompute");
     limits_.swap_blocks = static_cast<uint64_t>(swap_bytes / (kv_tok * limits_.block_tokens));
+    const auto& d = s_.hw.devices[static_cast<size_t>(swap_dev_)];
+    const double w = weight_bytes_in(static_cast<size_t>(swap_dev_));
+    if (swap_bytes + w > d.model->capacity_bytes())
+      throw ConfigError("serving.swap_space_GiB: " + plain_numbers(std::to_string(swap_bytes / 1e9)) + " GB of swap space" +
+                        (w > 0 ? " beside " + plain_numbers(std::to_string(w / 1e9)) + " GB of weights (policies.weights)" : "") +
+                        " do not fit hardware.devices." + d.name + "'s " +
+                        plain_numbers(std::to_string(d.model->capacity_bytes() / 1e9)) + " GB");
   }
 
   // The requests, all read now: their checks come before anything runs.
@@ -250,7 +262,7 @@ ServingSimulation::ServingSimulation(json& cfg) : cfg_(cfg) {
     cache_cfg_->block_tokens = prefix_bt_;
     cache_cfg_->block_bytes = static_cast<uint64_t>(kv_tok) * prefix_bt_;
     for (size_t t = 1; t < s_.tier_dev.size(); ++t) {
-      double cap = s_.hw.devices[s_.tier_dev[t]].model->capacity_bytes();
+      double cap = s_.hw.devices[s_.tier_dev[t]].model->capacity_bytes() - weight_bytes_in(s_.tier_dev[t]);
       if (static_cast<int>(s_.tier_dev[t]) == swap_dev_ && limits_.preemption == PreemptionMode::Swap) cap -= swap_bytes;
       ReplayTierSpec ts;
       ts.name = s_.hw.tiers[t];
@@ -258,7 +270,8 @@ ServingSimulation::ServingSimulation(json& cfg) : cfg_(cfg) {
       if (ts.capacity_blocks == 0)
         throw ConfigError("hardware.devices." + ts.name + ": holds no prefix-cache block of " +
                           std::to_string(cache_cfg_->block_bytes) + " bytes (" + std::to_string(prefix_bt_) +
-                          " tokens)" + (static_cast<int>(s_.tier_dev[t]) == swap_dev_ ? " besides the swap space" : ""));
+                          " tokens)" + (static_cast<int>(s_.tier_dev[t]) == swap_dev_ ? " besides the swap space" : "") +
+                          (weight_bytes_in(s_.tier_dev[t]) > 0 ? " and the weights (policies.weights)" : ""));
       ts.policy = pc["policy"].is_string() ? json{{"name", pc["policy"]}} : pc["policy"];
       cache_cfg_->tiers.push_back(ts);
       cache_dev_.push_back(s_.tier_dev[t]);
@@ -277,6 +290,64 @@ ServingSimulation::ServingSimulation(json& cfg) : cfg_(cfg) {
     gpu_cache_ = std::make_unique<GpuPrefixCache>();
     gpu_cache_->setup(static_cast<uint32_t>(distinct_blocks_), (prefix_bt_ + limits_.block_tokens - 1) / limits_.block_tokens);
   }
+}
+
+// policies.weights: the serving engine takes weight placement (weights
+// split over the GPU, host memory and disk, streamed to the GPU layer by
+// layer, on the same streams as the KV's moves) and nothing else of the
+// policies: the tiers below the GPU are the prefix cache, with its own
+// eviction policy, and a running sequence's KV stays on the GPU.
+void ServingSimulation::bind_weights() {
+  json& pol = cfg_["policies"];
+  for (auto it = pol.begin(); it != pol.end(); ++it)
+    if (it.key() != "weights" && !is_annotation_key(it.key()))
+      throw ConfigError("policies." + it.key() +
+                        ": not run by the serving engine (running sequences' KV stays on the GPU; the tiers below are "
+                        "the prefix cache, evicted by serving.prefix_cache.policy); serving takes policies.weights only");
+  if (!pol.contains("weights")) pol["weights"] = "gpu";
+  const auto wp = Registry<WeightPolicy>::instance().create(pol["weights"], "policies.weights");
+  if (pol["weights"]["name"] == "gpu") return;
+  const WeightPlan plan = wp->plan();
+  const std::string P = "policies.weights.";
+  if (plan.gpu_batches != 1)
+    throw ConfigError(P + "gpu_batches: serving runs each iteration as one batch (continuous batching); FlexGen's GPU "
+                      "batches are a single-batch schedule (set 1)");
+  if (plan.cpu_attention)
+    throw ConfigError(P + "cpu_attention: running sequences' KV stays on the GPU in serving; there is no host-resident KV "
+                      "for the CPU to attend to");
+  if (plan.activations_on_cpu)
+    throw ConfigError(P + "activations: hidden states between layers stay on the GPU in serving (set \"gpu\")");
+  if (plan.compress_cache)
+    throw ConfigError(P + "compress_cache: compressed KV in the GPU's paged pool is not modelled by the serving engine");
+  s_.weights = WeightStream::from_config(plan, s_.hw, s_.model, s_.tier_dev, s_.gpu_dev, -1, 1, "none");
+  const WeightStream::Homes& h = s_.weights->homes();
+  if (h.disk >= 0 && plan.disk > 0) s_.topo->route(static_cast<size_t>(h.disk), static_cast<size_t>(h.dram));
+}
+
+double ServingSimulation::weight_bytes_in(size_t dev) const {
+  if (!s_.weights) return 0;
+  for (size_t t = 1; t < s_.tier_dev.size(); ++t)
+    if (s_.tier_dev[t] == dev) return s_.weights->tier_bytes(static_cast<int>(t));
+  return 0;
+}
+
+// Layer `layer`'s streamed weights: the job its compute waits for. With
+// overlap, the next layer's load is issued as this layer starts (FlexGen's
+// and DeepSpeed's one-layer-ahead prefetch), across iterations too while
+// requests remain; without, each load waits for the previous compute.
+JobId ServingSimulation::issue_weights(uint32_t layer, bool more_after) {
+  WeightStream& w = *s_.weights;
+  if (!w.streams()) return kNoJob;
+  auto st = [this](size_t a, size_t b) -> Stream& { return planner_->stream(a, b); };
+  const int32_t it = static_cast<int32_t>(iterations_);
+  if (!w.plan().overlap) return w.load(layer, it, *board_, st);
+  if (next_weights_ == kNoJob) next_weights_ = w.load(layer, it, *board_, st);
+  const JobId mine = next_weights_;
+  next_weights_ = kNoJob;
+  const uint32_t L = s_.model.layers;
+  if (layer + 1 < L) next_weights_ = w.load(layer + 1, it, *board_, st);
+  else if (more_after) next_weights_ = w.load(0, it + 1, *board_, st);
+  return mine;
 }
 
 // The prompt tokens the cache holds: its longest run of leading blocks in
@@ -404,7 +475,7 @@ void ServingSimulation::sample_occupancy() {
   }
 }
 
-void ServingSimulation::iteration(const IterationPlan& p, uint64_t index) {
+void ServingSimulation::iteration(const IterationPlan& p, uint64_t index, bool more_after) {
   const LlmSpec& m = s_.model;
   const double now = sg4::Engine::get_clock();
   const double kv_blk = double(m.kv_bytes_per_token()) * limits_.block_tokens;
@@ -479,7 +550,12 @@ void ServingSimulation::iteration(const IterationPlan& p, uint64_t index) {
     }
   }
   for (JobId j : before) board_->wait(j);
-  const double layer_s = layer_kernel_s(p);
+  // Compressed weights are restored on the GPU before every use.
+  const double restore_s = s_.weights && s_.weights->plan().compress_weights
+                               ? s_.weights->quant().decompress_s(m.weight_bytes_per_layer(), s_.gpu_mem_Bps)
+                               : 0.0;
+  const double layer_s = layer_kernel_s(p) + restore_s;
+  const bool stream_weights = s_.weights && s_.weights->streams();
   auto exec = [&](double seconds, const std::string& name, int64_t layer) {
     const double t0 = sg4::Engine::get_clock();
     sg4::Host* h = platform_->host(s_.gpu_dev);
@@ -493,13 +569,21 @@ void ServingSimulation::iteration(const IterationPlan& p, uint64_t index) {
       timeline_->slice(gpu_track_, name, t0, t1,
                        json{{"iteration", index}, {"layer", layer}, {"sequences", p.items.size()}, {"computed_tokens", p.computed_tokens}});
   };
-  if (coarsen_ && !any_load) {
+  if (coarsen_ && !any_load && !stream_weights) {
     double total = 0;
     for (size_t l = 0; l < L; ++l) total += layer_s;
     exec(total, "iter " + std::to_string(index), -1);
   } else {
     ++layered_iterations_;
     for (size_t l = 0; l < L; ++l) {
+      if (stream_weights) {
+        const JobId w = issue_weights(static_cast<uint32_t>(l), more_after);
+        if (!board_->done(w)) {
+          const double t0 = sg4::Engine::get_clock();
+          board_->wait(w);
+          s_.weights->wait_s += sg4::Engine::get_clock() - t0;
+        }
+      }
       for (JobId j : loads[l]) board_->wait(j);
       exec(layer_s, "iter " + std::to_string(index) + " L" + std::to_string(l), static_cast<int64_t>(l));
     }
@@ -559,7 +643,11 @@ void ServingSimulation::drive() {
       sg4::this_actor::sleep_until(reqs_[next].arrival_s);
       continue;
     }
-    iteration(p, iterations_);
+    // Whether requests remain after this iteration (weights for the next one may load during its last layer).
+    uint64_t finishing = 0;
+    for (const IterationItem& it : p.items)
+      if ((!it.prefill || it.completes_prefill) && reqs_[it.req].generated + 1 >= reqs_[it.req].output_tokens) ++finishing;
+    iteration(p, iterations_, done + finishing < reqs_.size());
     const double end = sg4::Engine::get_clock();
     for (const IterationItem& it : p.items)
       if (write_through_ && it.completes_prefill && reqs_[it.req].generated == 0) write_down(reqs_[it.req]);
@@ -619,6 +707,7 @@ json ServingSimulation::run(const std::string& timeline_path) {
     m["prefix_cache"]["gpu_hit_tokens"] = g;
   }
   m["kv_pool_blocks"] = limits_.gpu_blocks;
+  if (s_.weights) m["weights"] = s_.weights->metrics();
   m["ssd_bytes_written"] = c_.ssd_bytes_written;
   m["tiers"] = json::object();
   for (size_t t = 0; t < s_.hw.tiers.size(); ++t) {

@@ -89,6 +89,12 @@ def test_mooncake_head_runs_and_is_deterministic(kvtier, tmp_path):
     (['serving.slo={"ttft": 1}'], "serving.slo.ttft"),
     (["serving.swap_tier=nvme9"], "serving.swap_tier"),
     (['serving.requests={"kind": "trace"}'], "serving.requests.path"),
+    (["policies.eviction=h2o"], "policies.eviction: not run by the serving engine"),
+    (["workload.batch=4"], "workload.batch: not read in a serving config"),
+    (['policies.weights={"name": "offload", "gpu_percent": 50, "cpu_percent": 50, "gpu_batches": 2}'],
+     "policies.weights.gpu_batches"),
+    (['policies.weights={"name": "offload", "gpu_percent": 0, "cpu_percent": 100}', "serving.swap_space_GiB=470"],
+     "serving.swap_space_GiB"),
 ])
 def test_bad_serving_input(kvtier, tmp_path, sets, fragment):
     args = ["run", SERVING / "vllm_swap.json", "--out", tmp_path / "out"]

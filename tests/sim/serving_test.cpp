@@ -125,6 +125,47 @@ TEST_CASE("serving: 16 x 8K on an 80 GB A100 where 15 fit runs 15 and queues one
   CHECK(m["throughput_tokens_per_s"].get<double>() > 100);
 }
 
+TEST_CASE("serving: weights streamed from DRAM and disk run as the single-batch engine runs them") {
+  // The single-batch engine's weight stream is held to its closed forms
+  // (tests/sim/weights_test.cpp); one request alone must match it exactly,
+  // across the prefill-to-decode and iteration-to-iteration boundaries.
+  for (const std::vector<int>& pct : {std::vector<int>{50, 50, 0}, std::vector<int>{20, 50, 30}}) {
+    json w{{"name", "offload"}, {"gpu_percent", pct[0]}, {"cpu_percent", pct[1]}, {"disk_percent", pct[2]}};
+    const std::vector<std::string> tiers = pct[2] > 0 ? std::vector<std::string>{"gpu", "dram", "ssd"}
+                                                      : std::vector<std::string>{"gpu", "dram"};
+    json sb = single_batch(1, 1024, 8);
+    sb["hardware"] = a100(tiers);
+    sb["policies"]["weights"] = w;
+    json single = simulate(expanded(sb));
+    REQUIRE(single.contains("weights"));
+    json sv = serving_config({{"kind", "identical"}, {"count", 1}, {"input_tokens", 1024}, {"output_tokens", 9}});
+    sv["hardware"] = a100(tiers);
+    sv["policies"] = {{"weights", w}};
+    json m = serve(expanded(sv));
+    REQUIRE(m.contains("weights"));
+    CHECK(rel(m["ttft_s"]["mean"].get<double>(), single["ttft_s"].get<double>()) < 1e-9);
+    CHECK(rel(m["tpot_s"]["mean"].get<double>(), single["mean_step_latency_s"].get<double>()) < 1e-9);
+    CHECK(rel(m["simulated_time_s"].get<double>(), single["simulated_time_s"].get<double>()) < 1e-9);
+    CHECK(m["weights"]["bytes_to_gpu"].get<double>() == Approx(single["weights"]["bytes_to_gpu"].get<double>()));
+    CHECK(m["weights"]["bytes_from_disk"].get<double>() == Approx(single["weights"]["bytes_from_disk"].get<double>()));
+    CHECK(m["weights"]["loads"] == single["weights"]["loads"]);  // no load issued past the last iteration
+  }
+}
+
+TEST_CASE("serving: weights moved off the GPU become KV pool, less the buffers they stream through") {
+  json req{{"kind", "identical"}, {"count", 1}, {"input_tokens", 1024}, {"output_tokens", 2}};
+  json all = serve(expanded(serving_config(req)));
+  json half = serving_config(req);
+  half["policies"] = {{"weights", {{"name", "offload"}, {"gpu_percent", 50}, {"cpu_percent", 50}}}};
+  json m = serve(expanded(half));
+  REQUIRE(m.contains("weights"));
+  const double block = 16.0 * 2 * 32 * 4096 * 2;  // OPT-6.7B: 16 tokens x K and V x 32 layers x d 4096 x FP16
+  const double freed = m["weights"]["dram_bytes"].get<double>() - m["weights"]["gpu_staging_bytes"].get<double>();
+  const double grew = double(m["kv_pool_blocks"].get<uint64_t>()) - double(all["kv_pool_blocks"].get<uint64_t>());
+  CHECK(std::fabs(grew - freed / block) <= 1.0);
+  CHECK(m["weights"]["gpu_bytes"].get<double>() == Approx(13.4e9 / 2));
+}
+
 TEST_CASE("serving: sequences that outgrow the pool are swapped out and back, or recomputed") {
   // A pool of about 26K tokens (tiny GPU memory left after weights): 4
   // prompts of 5,000 fit, their 2,000 output tokens each do not.
