@@ -98,7 +98,7 @@ std::string registry_duplicates() {
 // KVTIER_REGISTER(EvictionPolicy, LruEviction, "lru", "least recently used");
 // Class must have `static ParamList params()` and a constructor from const json&.
 #define KVTIER_REGISTER(Base, Class, NAME, DOC)                                                 \
-  static const bool KVTIER_CONCAT(kvtier_registered_, __LINE__) =                               \
+  static const bool KVTIER_CONCAT(kvtier_registered_, __COUNTER__) =                               \
       ::kvtier::Registry<Base>::instance().add({NAME, DOC, Class::params(), [](const ::kvtier::json& p) { \
                                                   return std::unique_ptr<Base>(new Class(p));   \
                                                 }})
