@@ -140,13 +140,15 @@ Simulation::Simulation(json& cfg) : cfg_(cfg) {
   s_.pol.compress->setup(t_);
 }
 // KV read through the GPU (not kept in its tier) lands in staging buffers:
-// the layer computing and the layers fetched ahead of it. They take GPU
-// memory beside the weights and the GPU tier's KV (at its peak), and must fit.
+// the layer computing and the layers fetched ahead of it; prompt KV that
+// prefill writes below stays in GPU memory until its write lands. Both take
+// GPU memory beside the weights and the GPU tier's KV (at its peak), and must
+// fit (prefill runs a layer for fewer sequences at a time to keep within it).
 void Simulation::check_staging_fits() const {
-  const double staging = c_.staging_peak_bytes, total = c_.gpu_kv_and_staging_peak_bytes;
+  const double staging = std::max(c_.staging_peak_bytes, c_.prefill_staging_peak_bytes), total = c_.gpu_kv_and_staging_peak_bytes;
   if (staging <= 0 || total <= s_.gpu_free_bytes) return;
   auto gb = [](double b) { return std::to_string(b / 1e9); };
-  throw ConfigError("hardware.devices." + s_.hw.gpu + ": the KV read through the GPU needs " +
+  throw ConfigError("hardware.devices." + s_.hw.gpu + ": the KV read or written through the GPU needs " +
                     gb(staging) + " GB of staging buffers at peak" +
                     (s_.gpu_tier ? ", " + gb(total) + " GB with the KV its tier held then," : std::string()) +
                     " but the GPU has " + gb(s_.gpu_free_bytes) + " GB after reserved_GB and the weights; expected the "

@@ -70,6 +70,8 @@ json engine_metrics(const EngineSetup& s, EngineCounters& c, const KvStore& kv, 
   m["gpu_busy_fraction"] = end > 0 ? c.gpu_busy_s / end : 0.0;
   m["cpu_codec_s"] = c.cpu_codec_s;
   m["gpu_staging_peak_bytes"] = c.staging_peak_bytes;
+  m["prefill_staging_peak_bytes"] = c.prefill_staging_peak_bytes;
+  m["prefill_write_wait_s"] = c.prefill_write_wait_s;
   // Attention recall is a mass, and needs a trace; block counts have their own name.
   if (s.trace) m["attention_recall"] = c.total_mass > 0 ? c.used_mass / c.total_mass : 1.0;
   m["block_recall"] = c.accesses ? 1.0 - double(c.dropped_accesses) / double(c.accesses) : 1.0;

@@ -62,6 +62,10 @@ KvStore::KvStore(EngineSetup& s, EngineCounters& c) : s_(s), c_(c) {
   // KV streamed through it lands in.
   s_.gpu_free_bytes = s_.gpu_model->capacity_bytes() -
                       (s_.weights ? s_.weights->gpu_bytes() + s_.weights->gpu_staging_bytes() : model.weight_bytes());
+  if (!s_.gpu_tier && prefill_output_bytes() > s_.gpu_free_bytes)
+    throw ConfigError("hardware.devices." + hw.gpu + ": one sequence's prompt KV of one layer (" +
+                      std::to_string(prefill_output_bytes() / 1e9) + " GB), computed in prefill, does not fit the " +
+                      std::to_string(s_.gpu_free_bytes / 1e9) + " GB the GPU has after reserved_GB and the weights");
   if (!s_.gpu_tier && !s_.weights && model.weight_bytes() > s_.gpu_model->capacity_bytes())
     throw ConfigError("hardware.devices." + hw.gpu + ": the model's weights (" + std::to_string(model.weight_bytes() / 1e9) +
                       " GB) do not fit in the GPU");

@@ -30,9 +30,63 @@ LayerPipeline::LayerPipeline(EngineSetup& s, EngineCounters& c, KvStore& kv, Tra
 // peaks, and the most GPU memory the two take together.
 void LayerPipeline::note_staging(double staged) {
   c_.staging_peak_bytes = std::max(c_.staging_peak_bytes, staged);
-  double tier = 0;
-  if (s_.gpu_tier) tier = static_cast<double>(t_.tiers[0].used_blocks) * static_cast<double>(t_.block_bytes) * gpu_tier_fraction_;
-  c_.gpu_kv_and_staging_peak_bytes = std::max(c_.gpu_kv_and_staging_peak_bytes, staged + tier);
+  c_.gpu_kv_and_staging_peak_bytes = std::max(c_.gpu_kv_and_staging_peak_bytes, staged + gpu_tier_bytes());
+}
+
+double LayerPipeline::gpu_tier_bytes() const {
+  return s_.gpu_tier ? static_cast<double>(t_.tiers[0].used_blocks) * static_cast<double>(t_.block_bytes) * gpu_tier_fraction_ : 0.0;
+}
+
+// Prompt KV computed on the GPU and still being written to its tier: drops
+// the writes that have landed.
+double LayerPipeline::prefill_staged_bytes() {
+  while (!prefill_staged_.empty()) {
+    const StagedWrites& w = prefill_staged_.front();
+    for (JobId j : w.jobs)
+      if (!board_.done(j)) return prefill_staged_sum_;
+    prefill_staged_sum_ -= w.bytes;
+    prefill_staged_.pop_front();
+  }
+  prefill_staged_sum_ = 0;  // no rounding left behind
+  return 0;
+}
+
+// How many sequences, from s0, the next prefill kernel of this layer runs,
+// each writing up to `per_seq` bytes below the GPU: all that are left if
+// that fits in the GPU memory the GPU tier and the writes still draining
+// leave; else, once the oldest writes have landed, as many as fit then. If
+// the GPU tier alone leaves less than one sequence's output, it gives up
+// blocks (demoted by its eviction policy) until it does, for the rest of
+// prefill: the output's buffer and the tier share one memory.
+uint32_t LayerPipeline::prefill_chunk(uint32_t s0, double per_seq) {
+  const uint32_t left = s_.batch - s0;
+  auto room = [&] { return s_.gpu_free_bytes - gpu_tier_bytes() - prefill_staged_bytes(); };
+  if (per_seq <= 0 || double(left) * per_seq <= room()) return left;
+  while (!prefill_staged_.empty() && room() < per_seq) {
+    const double t0 = sg4::Engine::get_clock();
+    for (JobId j : prefill_staged_.front().jobs) board_.wait(j);
+    c_.prefill_write_wait_s += sg4::Engine::get_clock() - t0;
+  }
+  if (s_.gpu_tier && room() < per_seq) {
+    const double block = static_cast<double>(t_.block_bytes) * gpu_tier_fraction_;
+    const uint64_t give = static_cast<uint64_t>(std::ceil((per_seq - room()) / block));
+    TierInfo& g = t_.tiers[0];
+    const uint64_t cap = g.capacity_blocks > give ? g.capacity_blocks - give : 0;
+    g.capacity_blocks = cap + 1;  // make_room leaves one free slot below its capacity
+    kv_.make_room(0);
+    g.capacity_blocks = cap;
+  }
+  const double fit = std::floor(room() / per_seq);
+  return static_cast<uint32_t>(std::max(1.0, std::min(double(left), fit)));
+}
+
+void LayerPipeline::note_prefill_output(StagedWrites&& w) {
+  if (w.bytes <= 0) return;
+  const double staged = prefill_staged_bytes() + w.bytes;
+  prefill_staged_sum_ = staged;
+  prefill_staged_.push_back(std::move(w));
+  c_.prefill_staging_peak_bytes = std::max(c_.prefill_staging_peak_bytes, staged);
+  c_.gpu_kv_and_staging_peak_bytes = std::max(c_.gpu_kv_and_staging_peak_bytes, staged + gpu_tier_bytes());
 }
 
 void LayerPipeline::flush(Slot* slot) {
@@ -73,31 +127,11 @@ void LayerPipeline::prefill() {
   // computes only the query tokens once a layer's KV is there.
   const size_t src = n - 1;
   std::vector<std::vector<JobId>> loads(s_.model.layers);
+  double below_per_seq = 0;
+  const uint64_t gpu_capacity = s_.gpu_tier ? t_.tiers[0].capacity_blocks : 0;
   for (uint32_t l = 0; l < s_.model.layers; ++l) {
     t_.clock = 0;
     t_.layer = l;
-    if (s_.prefill_compute) {
-      // Weights once, every prompt token through them, causal attention over T^2/2 pairs.
-      const double gemm = s_.model.weight_flops_per_token_layer() * T * s_.batch;
-      const double attn = 2.0 * T * T * s_.model.heads * s_.model.head_dim * s_.batch;
-      const double kv = T * s_.batch * s_.model.kv_bytes_per_token_layer();
-      auto kernel = [&] { return s_.kernel_s(EngineSetup::Phase::Prefill, gemm, attn, s_.model.weight_bytes_per_layer(), kv); };
-      if (s_.weights) {
-        // The layer's weights first; compressed weights are restored for every GPU batch.
-        wait_weights(l, -1);
-        const WeightPlan& p = s_.weights->plan();
-        double extra = 0;
-        if (p.compress_weights)
-          extra = p.gpu_batches * s_.weights->quant().decompress_s(s_.model.weight_bytes_per_layer(), s_.gpu_mem_Bps);
-        compute(kernel() + extra, "prefill", -1, l, 0);
-        if (p.activations_on_cpu) {
-          const double h = 2.0 * s_.model.model_dim() * T * s_.batch;
-          move_activations(h, h, -1, l);
-        }
-      } else {
-        compute(kernel(), "prefill", -1, l, 0);
-      }
-    }
     // The prompt's own attention is what its blocks have been used for so
     // far: H2O's accumulated mass, top-k's history, HKM's ranking start from it.
     if (s_.trace)
@@ -109,38 +143,85 @@ void LayerPipeline::prefill() {
             t_.last_mass[b] = (*pm)[i];
             t_.access_count[b] = 1;
           }
-    // The whole prompt arrives at once: budgets (H2O) apply to the whole of
-    // it, once its masses are known, not block by block as it is allocated.
-    kv_.defer_budget(true);
-    double gpu_kept_tokens = 0;  // prompt KV that stays on the GPU (compress_cache quantizes it there)
-    for (uint32_t s = 0; s < s_.batch; ++s)
-      for (uint32_t i = 0; i < ctx_blocks; ++i) {
-        BlockId b = t_.id(s, l, i);
-        const TierId t = kv_.allocate(b, ctx_blocks);
-        if (s_.weights && s_.gpu_tier && t == 0) gpu_kept_tokens += double(kv_.held_tokens(b));
-        if (t == kDropped || (!s_.prefill_compute && !s_.prefill_load)) continue;
-        if (s_.prefill_load) {
-          if (t != src) kv_.pending(b) = tp_.add(src, t, l, kv_.data_bytes(b), kNoJob);
-          continue;
-        }
-        if (!(s_.gpu_tier && t == 0)) {
-          kv_.pending(b) = tp_.add(n, t, l, kv_.data_bytes(b), kNoJob);
-          kv_.pending_src(b) = KvStore::kNoSource;
+    // A computed layer's output sits in GPU memory until it is written to
+    // its tier: the layer runs for as many sequences as that memory holds
+    // beside the writes still draining, after waiting for the oldest of
+    // them if not even one sequence's output fits.
+    // A sequence's output written below: at most its whole layer at the
+    // first layer, then what the previous layer wrote below per sequence
+    // (placement that keeps new blocks on the GPU writes none directly).
+    if (l == 0)
+      for (uint32_t i = 0; i < ctx_blocks; ++i) below_per_seq += kv_.data_bytes(t_.id(0, l, i));
+    const double est = below_per_seq;
+    below_per_seq = 0;
+    for (uint32_t s0 = 0; s0 < s_.batch;) {
+      const uint32_t k = s_.prefill_compute ? prefill_chunk(s0, est) : s_.batch - s0;
+      if (s_.prefill_compute) {
+        // Weights once, every prompt token through them, causal attention over T^2/2 pairs.
+        const double gemm = s_.model.weight_flops_per_token_layer() * T * k;
+        const double attn = 2.0 * T * T * s_.model.heads * s_.model.head_dim * k;
+        const double kv = T * k * s_.model.kv_bytes_per_token_layer();
+        auto kernel = [&] { return s_.kernel_s(EngineSetup::Phase::Prefill, gemm, attn, s_.model.weight_bytes_per_layer(), kv); };
+        if (s_.weights) {
+          // The layer's weights first; compressed weights are restored for every GPU batch.
+          double extra = 0;
+          if (s0 == 0) {
+            wait_weights(l, -1);
+            const WeightPlan& p = s_.weights->plan();
+            if (p.compress_weights)
+              extra = p.gpu_batches * s_.weights->quant().decompress_s(s_.model.weight_bytes_per_layer(), s_.gpu_mem_Bps);
+          }
+          compute(kernel() + extra, "prefill", -1, l, 0);
+          if (s_.weights->plan().activations_on_cpu) {
+            const double h = 2.0 * s_.model.model_dim() * T * k;
+            move_activations(h, h, -1, l);
+          }
+        } else {
+          compute(kernel(), "prefill", -1, l, 0);
         }
       }
-    kv_.defer_budget(false);
-    if (s_.weights && s_.weights->plan().compress_cache && s_.prefill_compute)
-      weights_codec_s_ += s_.weights->quant().compress_s(gpu_kept_tokens * double(s_.model.kv_bytes_per_token_layer()),
-                                                          s_.gpu_mem_Bps);
-    for (uint32_t s = 0; s < s_.batch; ++s) kv_.enforce_budget(s, l);
-    if (s_.prefill_compute || s_.prefill_load) {
-      tp_.open_ids(loads[l]);
-      flush(nullptr);
-    } else {
-      // KV assumed in place: settle every move without simulating it.
-      tp_.settle();
+      // The whole prompt arrives at once: budgets (H2O) apply to the whole of
+      // it, once its masses are known, not block by block as it is allocated.
+      kv_.defer_budget(true);
+      double gpu_kept_tokens = 0;  // prompt KV that stays on the GPU (compress_cache quantizes it there)
+      StagedWrites out;
+      for (uint32_t s = s0; s < s0 + k; ++s) {
+        const double before = out.bytes;
+        for (uint32_t i = 0; i < ctx_blocks; ++i) {
+          BlockId b = t_.id(s, l, i);
+          const TierId t = kv_.allocate(b, ctx_blocks);
+          if (s_.weights && s_.gpu_tier && t == 0) gpu_kept_tokens += double(kv_.held_tokens(b));
+          if (t == kDropped || (!s_.prefill_compute && !s_.prefill_load)) continue;
+          if (s_.prefill_load) {
+            if (t != src) kv_.pending(b) = tp_.add(src, t, l, kv_.data_bytes(b), kNoJob);
+            continue;
+          }
+          if (!(s_.gpu_tier && t == 0)) {
+            kv_.pending(b) = tp_.add(n, t, l, kv_.data_bytes(b), kNoJob);
+            kv_.pending_src(b) = KvStore::kNoSource;
+            if (out.jobs.empty() || out.jobs.back() != kv_.pending(b)) out.jobs.push_back(kv_.pending(b));
+            out.bytes += kv_.data_bytes(b);
+          }
+        }
+        below_per_seq = std::max(below_per_seq, out.bytes - before);
+      }
+      kv_.defer_budget(false);
+      if (s_.weights && s_.weights->plan().compress_cache && s_.prefill_compute)
+        weights_codec_s_ += s_.weights->quant().compress_s(gpu_kept_tokens * double(s_.model.kv_bytes_per_token_layer()),
+                                                            s_.gpu_mem_Bps);
+      for (uint32_t s = s0; s < s0 + k; ++s) kv_.enforce_budget(s, l);
+      if (s_.prefill_compute || s_.prefill_load) {
+        tp_.open_ids(loads[l]);
+        flush(nullptr);
+      } else {
+        // KV assumed in place: settle every move without simulating it.
+        tp_.settle();
+      }
+      if (s_.prefill_compute) note_prefill_output(std::move(out));
+      s0 += k;
     }
   }
+  if (s_.gpu_tier) t_.tiers[0].capacity_blocks = gpu_capacity;  // the room prefill output took is free once written
   if (!s_.prefill_load) return;
   const double q = s_.query_tokens;
   for (uint32_t l = 0; l < s_.model.layers; ++l) {

@@ -7,6 +7,7 @@
 // Selection runs `depth` layers ahead of compute (layer-ahead prefetch).
 #pragma once
 
+#include <deque>
 #include <vector>
 
 #include "sim/engine_metrics.h"
@@ -37,7 +38,17 @@ class LayerPipeline {
     JobId score_cpu = kNoJob, score_fpga = kNoJob;  // APP scoring of this layer
     JobId score_read = kNoJob, score_move_cpu = kNoJob;  // the FPGA's NAND read; keys moved to the host
   };
+  // Prompt KV computed in one prefill kernel and written below the GPU: the
+  // writes carrying it, and its bytes.
+  struct StagedWrites {
+    std::vector<JobId> jobs;
+    double bytes = 0;
+  };
   void prefill();
+  uint32_t prefill_chunk(uint32_t s0, double seq_out);
+  void note_prefill_output(StagedWrites&& w);
+  double prefill_staged_bytes();
+  double gpu_tier_bytes() const;  // the KV the GPU tier holds now
   void note_staging(double staged);
   void select(uint64_t k);
   void score(Slot& slot, uint32_t step, uint32_t layer, uint32_t n);
@@ -85,6 +96,8 @@ class LayerPipeline {
   uint64_t weight_iter_ = 0, weight_iters_ = 0;  // layer computations so far, and in the run
   double gpu_tier_fraction_ = 0;         // stored / raw bytes of a GPU tier block, over layers
   double weights_codec_s_ = 0;           // GPU codec work of policies.weights for the next kernel
+  std::deque<StagedWrites> prefill_staged_;  // prefill output still being written down, oldest first
+  double prefill_staged_sum_ = 0;
 };
 
 }  // namespace kvtier
