@@ -52,32 +52,37 @@ double LayerPipeline::prefill_staged_bytes() {
 }
 
 // How many sequences, from s0, the next prefill kernel of this layer runs,
-// each writing up to `per_seq` bytes below the GPU: all that are left if
-// that fits in the GPU memory the GPU tier and the writes still draining
-// leave; else, once the oldest writes have landed, as many as fit then. If
-// the GPU tier alone leaves less than one sequence's output, it gives up
-// blocks (demoted by its eviction policy) until it does, for the rest of
-// prefill: the output's buffer and the tier share one memory.
+// each writing up to `per_seq` bytes below the GPU. All that are left if
+// their output fits in the GPU memory the GPU tier and the writes still
+// draining leave. Else double-buffered: kernels of half the memory the tier
+// leaves, each once the writes before it leave it room, so that one
+// kernel's output is written while the next computes. If the tier leaves
+// less than two sequences' output, it gives up blocks (demoted by its
+// eviction policy) for the rest of prefill: the output's buffers and the
+// tier share one memory.
 uint32_t LayerPipeline::prefill_chunk(uint32_t s0, double per_seq) {
   const uint32_t left = s_.batch - s0;
-  auto room = [&] { return s_.gpu_free_bytes - gpu_tier_bytes() - prefill_staged_bytes(); };
+  auto budget = [&] { return s_.gpu_free_bytes - gpu_tier_bytes(); };
+  auto room = [&] { return budget() - prefill_staged_bytes(); };
   if (per_seq <= 0 || double(left) * per_seq <= room()) return left;
-  while (!prefill_staged_.empty() && room() < per_seq) {
-    const double t0 = sg4::Engine::get_clock();
-    for (JobId j : prefill_staged_.front().jobs) board_.wait(j);
-    c_.prefill_write_wait_s += sg4::Engine::get_clock() - t0;
-  }
-  if (s_.gpu_tier && room() < per_seq) {
+  if (s_.gpu_tier && budget() < 2 * per_seq) {
     const double block = static_cast<double>(t_.block_bytes) * gpu_tier_fraction_;
-    const uint64_t give = static_cast<uint64_t>(std::ceil((per_seq - room()) / block));
+    const uint64_t give = static_cast<uint64_t>(std::ceil((2 * per_seq - budget()) / block));
     TierInfo& g = t_.tiers[0];
     const uint64_t cap = g.capacity_blocks > give ? g.capacity_blocks - give : 0;
     g.capacity_blocks = cap + 1;  // make_room leaves one free slot below its capacity
     kv_.make_room(0);
-    g.capacity_blocks = cap;
+    // Blocks the tier cannot give up (pinned) keep their room; the staging
+    // check at the end of the run reports an output that then does not fit.
+    g.capacity_blocks = std::max(cap, g.used_blocks);
   }
-  const double fit = std::floor(room() / per_seq);
-  return static_cast<uint32_t>(std::max(1.0, std::min(double(left), fit)));
+  const uint32_t k = static_cast<uint32_t>(std::max(1.0, std::min(double(left), std::floor(budget() / (2 * per_seq)))));
+  while (!prefill_staged_.empty() && room() < k * per_seq) {
+    const double t0 = sg4::Engine::get_clock();
+    for (JobId j : prefill_staged_.front().jobs) board_.wait(j);
+    c_.prefill_write_wait_s += sg4::Engine::get_clock() - t0;
+  }
+  return k;
 }
 
 void LayerPipeline::note_prefill_output(StagedWrites&& w) {
