@@ -11,17 +11,17 @@
 
 namespace kvtier {
 
-namespace {
-
-constexpr double kMinLatencyUs = 1e-3;   // a latency curve must be > 0
-constexpr double kFarFactor = 1024.0;    // the extrapolated kernel point: 1024 x the largest size
-
-std::string fmt(double v, int digits = 4) {
+std::string summary_figure(double v, int digits) {
   std::ostringstream s;
   s.precision(digits);
   s << v;
   return s.str();
 }
+
+namespace {
+
+constexpr double kMinLatencyUs = 1e-3;   // a latency curve must be > 0
+
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -87,7 +87,7 @@ std::vector<MeasuredPoint> measured_points(const json& m, const std::string& nam
   std::sort(out.begin(), out.end(), [](const MeasuredPoint& a, const MeasuredPoint& b) { return a.bytes < b.bytes; });
   for (size_t i = 1; i < out.size(); ++i)
     if (out[i].bytes == out[i - 1].bytes)
-      throw ConfigError(pw + ".samples: two samples of " + fmt(out[i].bytes, 15) + " bytes");
+      throw ConfigError(pw + ".samples: two samples of " + summary_figure(out[i].bytes, 15) + " bytes");
   return out;
 }
 
@@ -120,7 +120,7 @@ Curve kernel_time_curve(const std::vector<MeasuredPoint>& pts, const std::string
     const double s = (last.median_us - prev.median_us) / (last.bytes - prev.bytes);
     if (s > 0) slope = s;
   }
-  const double far = last.bytes * kFarFactor;
+  const double far = last.bytes * kCalibrationFarFactor;
   v.emplace_back(far, last.median_us + slope * (far - last.bytes));
   return Curve(std::move(v), Curve::Interp::Linear, where);
 }
@@ -157,7 +157,7 @@ json fit_calibration(const json& m, const FitOptions& opt, std::vector<std::stri
     const DirectionFit fh = fit_direction(ph), fd = fit_direction(pd);
     double lat = std::min(fh.latency_us, fd.latency_us);
     if (lat < kMinLatencyUs) {
-      notes.push_back("latency estimate " + fmt(lat) + " us raised to " + fmt(kMinLatencyUs) + " us (must be > 0)");
+      notes.push_back("latency estimate " + summary_figure(lat) + " us raised to " + summary_figure(kMinLatencyUs) + " us (must be > 0)");
       lat = kMinLatencyUs;
     }
     const std::string lw = "links." + opt.link;
@@ -169,11 +169,11 @@ json fit_calibration(const json& m, const FitOptions& opt, std::vector<std::stri
     l["latency_us"] = json::array({json::array({1, lat})});
     l["source"] = "probes " + h2d + " (host -> device, " + (opt.h2d_is_forward ? "forward" : "backward") + ") and " +
                   d2h + ": cudaMemcpyAsync medians timed by CUDA events; latency = min over directions of t(S_min) - "
-                  "S_min / peak (" + h2d + " " + fmt(fh.latency_us) + " us, " + d2h + " " + fmt(fd.latency_us) +
+                  "S_min / peak (" + h2d + " " + summary_figure(fh.latency_us) + " us, " + d2h + " " + summary_figure(fd.latency_us) +
                   " us); bandwidth(S) = min(S / (t(S) - latency), peak)";
     cal["links"][opt.link] = l;
-    notes.push_back(opt.link + ": host -> device peak " + fmt(fh.peak_GBps) + " GB/s, device -> host peak " +
-                    fmt(fd.peak_GBps) + " GB/s (" + opt.host_memory + " host memory), latency " + fmt(lat) + " us");
+    notes.push_back(opt.link + ": host -> device peak " + summary_figure(fh.peak_GBps) + " GB/s, device -> host peak " +
+                    summary_figure(fd.peak_GBps) + " GB/s (" + opt.host_memory + " host memory), latency " + summary_figure(lat) + " us");
   }
 
   if (!opt.gpu.empty()) {
@@ -183,14 +183,14 @@ json fit_calibration(const json& m, const FitOptions& opt, std::vector<std::stri
     d["attention_us"] = curve_to_json(ck);
     d["source"] = "probe kv_read: median time of a kernel that streams N bytes of device memory with 16-byte loads "
                   "and reduces them (a memory-bound lower bound for decode attention over N bytes of KV: no "
-                  "softmax, no Q.K arithmetic), launch included; the last point, at " + fmt(ck.points().back().first) +
+                  "softmax, no Q.K arithmetic), launch included; the last point, at " + summary_figure(ck.points().back().first) +
                   " bytes, is extrapolated along the slope of the two largest measured sizes";
     cal["devices"][opt.gpu] = d;
     double peak = 0;
     for (const auto& p : pk) peak = std::max(peak, p.bytes / p.median_us * 1e-3);
-    notes.push_back(opt.gpu + ".attention_us: " + std::to_string(pk.size()) + " sizes, " + fmt(pk.front().bytes) +
-                    " B in " + fmt(pk.front().median_us) + " us .. " + fmt(pk.back().bytes) + " B in " +
-                    fmt(pk.back().median_us) + " us; peak read " + fmt(peak) + " GB/s");
+    notes.push_back(opt.gpu + ".attention_us: " + std::to_string(pk.size()) + " sizes, " + summary_figure(pk.front().bytes) +
+                    " B in " + summary_figure(pk.front().median_us) + " us .. " + summary_figure(pk.back().bytes) + " B in " +
+                    summary_figure(pk.back().median_us) + " us; peak read " + summary_figure(peak) + " GB/s");
   }
 
   // Measured but not mapped to a curve the simulator takes: reported in the note.
@@ -198,7 +198,7 @@ json fit_calibration(const json& m, const FitOptions& opt, std::vector<std::stri
   if (probes.contains("d2d")) {
     double peak = 0;
     for (const auto& p : measured_points(m, "d2d", fw)) peak = std::max(peak, p.bytes / p.median_us * 1e-3);
-    notes.push_back("d2d: device-to-device copy peak " + fmt(peak) + " GB/s copied (" + fmt(2 * peak) +
+    notes.push_back("d2d: device-to-device copy peak " + summary_figure(peak) + " GB/s copied (" + summary_figure(2 * peak) +
                     " GB/s of device memory traffic); compare with the gpu's memory_GBps x memory_efficiency");
   }
   for (auto it = probes.begin(); it != probes.end(); ++it) {
@@ -212,7 +212,7 @@ json fit_calibration(const json& m, const FitOptions& opt, std::vector<std::stri
       if (!t.empty()) best = std::max(best, s["flops"].get<double>() / median(t) * 1e-6);  // TFLOP/s
     }
     if (best > 0)
-      notes.push_back(it.key() + ": " + fmt(best) + " TFLOP/s (" + string_or(it.value(), "what", "GEMM probe") + ")");
+      notes.push_back(it.key() + ": " + summary_figure(best) + " TFLOP/s (" + string_or(it.value(), "what", "GEMM probe") + ")");
   }
   cal["note"] = notes;
   if (summary) *summary = notes;

@@ -52,6 +52,12 @@ Curve bandwidth_curve(const std::vector<MeasuredPoint>& pts, double latency_us, 
 // Kernel time in microseconds against bytes, with the extrapolated far point.
 Curve kernel_time_curve(const std::vector<MeasuredPoint>& pts, const std::string& where);
 
+// The extrapolated kernel point of a fitted curve: this many times the
+// largest measured size (the host and GPU fits share it).
+constexpr double kCalibrationFarFactor = 1024.0;
+// A figure in a fit's summary lines, to `digits` significant digits.
+std::string summary_figure(double v, int digits = 4);
+
 struct FitOptions {
   std::string measurement_file;  // named in "source"
   std::string gpu = "gpu";       // hardware device that gets attention_us; "" = none

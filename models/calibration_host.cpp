@@ -12,14 +12,7 @@ namespace kvtier {
 
 namespace {
 
-constexpr double kFarFactor = 1024.0;
 
-std::string fmt(double v, int digits = 4) {
-  std::ostringstream s;
-  s.precision(digits);
-  s << v;
-  return s.str();
-}
 
 bool has_samples(const json& p) { return p.is_object() && p.contains("samples") && p["samples"].is_array() && !p["samples"].empty(); }
 
@@ -175,7 +168,7 @@ json fit_host_calibration(const json& m, const HostFitOptions& opt, std::vector<
     const PiecewiseFit f = fit_piecewise(pts);
     std::vector<std::pair<double, double>> v;
     for (const auto& p : pts) v.emplace_back(p.bytes, f.predict_us(p.bytes));
-    const double far = pts.back().bytes * kFarFactor;
+    const double far = pts.back().bytes * kCalibrationFarFactor;
     v.emplace_back(far, f.predict_us(far));
     const Curve c(std::move(v), Curve::Interp::Linear, "devices." + opt.compute_device + ".attention_us");
     cal["devices"][opt.compute_device] = {
@@ -184,15 +177,15 @@ json fit_host_calibration(const json& m, const HostFitOptions& opt, std::vector<
                    "FP16 KV in DRAM; the piecewise-linear fit at the measured sizes, and one far point along the last "
                    "segment"}};
     notes.push_back(opt.compute_device + ".attention_us: " + std::to_string(f.segments.size()) + " segment(s), " +
-                    fmt(best_GBps(pts)) + " GB/s of KV at best");
+                    summary_figure(best_GBps(pts)) + " GB/s of KV at best");
   }
   for (bool w : {false, true}) {
     const auto sp = storage_points(m, w);
     if (sp.empty()) continue;
     const NvmeFit nf = fit_nvme(sp);
-    notes.push_back(std::string(w ? "storage writes" : "storage reads") + ": " + fmt(nf.seq_GBps) + " GB/s sequential, " +
-                    fmt(nf.latency_us) + " us per I/O, " + fmt(nf.kiops) + " kIOPS ceiling (rms log error " +
-                    fmt(nf.rms_log_error, 3) + " over " + std::to_string(nf.points) + " runs)");
+    notes.push_back(std::string(w ? "storage writes" : "storage reads") + ": " + summary_figure(nf.seq_GBps) + " GB/s sequential, " +
+                    summary_figure(nf.latency_us) + " us per I/O, " + summary_figure(nf.kiops) + " kIOPS ceiling (rms log error " +
+                    summary_figure(nf.rms_log_error, 3) + " over " + std::to_string(nf.points) + " runs)");
   }
   cal["note"] = notes;
   if (summary) *summary = notes;
@@ -236,7 +229,7 @@ json host_hardware(const json& m, const std::string& calibration_path, const Hos
       {"source",
        {{"kind", "the CPU cores computing attention, with the DRAM cache as their memory: the engine's compute device "
                  "(a device of kind gpu; attention time comes from the calibration's attention_us)"},
-        {"capacity_GB", "half of MemTotal (" + fmt(mem_GB) + " GB) in " + mfile + "; validation runs set the cache size"},
+        {"capacity_GB", "half of MemTotal (" + summary_figure(mem_GB) + " GB) in " + mfile + "; validation runs set the cache size"},
         {"memory_GBps", "probe cpu_attention: best KV bytes per second of the attention kernel"},
         {"fp16_TFLOPS", "probe cpu_attention: twice its best FLOP rate (one FLOP per KV byte as the engine counts), so that the measured attention_us curve decides"},
         {"launch_overhead_us", "none: a function call"}}}};
@@ -261,9 +254,9 @@ json host_hardware(const json& m, const std::string& calibration_path, const Hos
         {"capacity_GB", "free space at the probe's directory"},
         {"read_GBps, latency_us, read_kIOPS",
          "fitted to probes storage_read_qd* (O_DIRECT through io_uring, every size and depth at once; rms log-time error " +
-             fmt(r.rms_log_error, 3) + ")"},
+             summary_figure(r.rms_log_error, 3) + ")"},
         {"write_GBps, write_latency_us, write_kIOPS",
-         "fitted to probes storage_write_qd* (rms log-time error " + fmt(wf.rms_log_error, 3) + ")"}}}};
+         "fitted to probes storage_write_qd* (rms log-time error " + summary_figure(wf.rms_log_error, 3) + ")"}}}};
   if (has_samples(pr.value("score_int8_1t", json()))) {
     const auto one = measured_points(m, "score_int8_1t", ""), all = measured_points(m, "score_int8_all", "");
     dev[opt.cpu_device] = {

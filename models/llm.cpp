@@ -12,10 +12,12 @@ uint32_t weight_dtype_bits(const std::string& dtype) {
 ParamList llm_params() {
   return {
       str("name", "unnamed", "model name"),
-      integer("layers", nullptr, "transformer layers", 1),
-      integer("heads", nullptr, "attention (query) heads", 1),
-      integer("kv_heads", 0, "KV heads (GQA/MQA); 0 = same as heads", 0),
-      integer("head_dim", nullptr, "dimension per head", 1),
+      // Caps far above any published model (Llama-3.1-405B: 126 layers, 128
+      // heads of 128), so that a typo is an error, not an hour-long run.
+      integer("layers", nullptr, "transformer layers", 1, 4096),
+      integer("heads", nullptr, "attention (query) heads", 1, 4096),
+      integer("kv_heads", 0, "KV heads (GQA/MQA); 0 = same as heads", 0, 4096),
+      integer("head_dim", nullptr, "dimension per head", 1, 65536),
       integer("dtype_bytes", 2, "bytes per KV element (2 = FP16/BF16)", 1, 8),
       positive("params_B", nullptr, "parameter count in billions (weights and per-token FLOPs)"),
       integer("max_context_tokens", 0,

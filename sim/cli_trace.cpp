@@ -114,7 +114,7 @@ int cmd_stats(const TraceCommands& c) {
 }
 
 int cmd_fit(const TraceCommands& c) {
-  FitOptions o;
+  AttentionFitOptions o;
   o.sink_blocks = c.sink_blocks;
   o.window_blocks = c.window_blocks;
   o.heavy_ratio = c.heavy_ratio;

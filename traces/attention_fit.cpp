@@ -16,11 +16,11 @@ struct LayerSums {
 double round6(double x) { return std::round(x * 1e6) / 1e6; }
 }  // namespace
 
-json fit_once(AttentionSource& src, const FitOptions& o, const std::string& name);
+json fit_once(AttentionSource& src, const AttentionFitOptions& o, const std::string& name);
 
 // One pass: the parameters measured directly, and (as "measured_reuse") the
 // heavy set's reuse that drift was taken from.
-json fit_once(AttentionSource& src, const FitOptions& o, const std::string& name) {
+json fit_once(AttentionSource& src, const AttentionFitOptions& o, const std::string& name) {
   const AttentionHeader& h = src.header();
   const uint32_t S = std::max<uint32_t>(1, h.sequences), L = h.layers;
   const uint32_t ctx_blocks = (h.context_tokens + h.block_tokens - 1) / h.block_tokens;
@@ -236,7 +236,7 @@ json fit_once(AttentionSource& src, const FitOptions& o, const std::string& name
   return p;
 }
 
-json fit_patterns(AttentionSource& src, const FitOptions& o, const std::string& name) {
+json fit_patterns(AttentionSource& src, const AttentionFitOptions& o, const std::string& name) {
   const AttentionHeader h = src.header();
   json p = fit_once(src, o, name);
   const double own_reuse = p["measured_reuse"].get<double>();

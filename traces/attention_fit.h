@@ -24,7 +24,7 @@
 
 namespace kvtier {
 
-struct FitOptions {
+struct AttentionFitOptions {
   uint32_t sink_blocks = 1;
   uint32_t window_blocks = 1;
   double coverage = 0.9;
@@ -36,6 +36,6 @@ struct FitOptions {
 };
 
 // The "patterns" parameters (with "kind": "patterns") that reproduce `src`.
-json fit_patterns(AttentionSource& src, const FitOptions& opt = {}, const std::string& name = "");
+json fit_patterns(AttentionSource& src, const AttentionFitOptions& opt = {}, const std::string& name = "");
 
 }  // namespace kvtier

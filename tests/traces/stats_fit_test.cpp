@@ -82,7 +82,7 @@ TEST_CASE("fit: recovers the generating parameters") {
   json pj = p;
   pj["jitter"] = 0.25;
   PatternAttention g(p, "t", 4, 8192, 150, 32, 2, 11);
-  FitOptions o;
+  AttentionFitOptions o;
   o.coverage = 0.999;  // the whole heavy set: no background to leave out here
   json f = fit_patterns(g, o, "generated");
   CHECK(f["kind"] == "patterns");
@@ -104,7 +104,7 @@ TEST_CASE("fit: recovers bursts") {
             {"zipf_s", 0.5}, {"drift", 0.0}, {"burst_rate", 0.05}, {"burst_blocks", 4}, {"burst_steps", 8},
             {"burst_mass", 0.3}};
   PatternAttention g(p, "t", 4, 4096, 300, 16, 2, 13);
-  FitOptions o;
+  AttentionFitOptions o;
   o.coverage = 0.999;
   json f = fit_patterns(g, o);
   CHECK(f["burst_rate"].get<double>() == Approx(0.05).margin(0.015));
