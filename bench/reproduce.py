@@ -237,8 +237,9 @@ CAUSES = {
              "on the drive), so the drive sees the prompt's overflow and the blocks that took new tokens."),
     "MatKV": ("Loading is bounded by the RAID-0's read rate and the PCIe 5.0 link, recompute by the H100's "
               "dense FLOP/s: TTFT falls to 0.14-0.18x of recompute. End to end, decode (the same for both) "
-              "dominates at batch 1, so the saving is smaller than the published halving; the LZ4 codec the seed "
-              "names and the I/O stack are not in the load path yet."),
+              "dominates at batch 1, so the saving is smaller than the published halving. The load path is the "
+              "seed's: LZ4-compressed chunks read into a host buffer, decompressed there (12 cores assumed, the "
+              "number that keeps pace with the array) and copied to the GPU, the three stages overlapped."),
     "AIOS": ("Decode reads only the blocks the trace touches, and the synthetic trace's touched set grows with "
              "the context (heavy hitters are a fixed fraction of it), so TPOT grows about 2x from 4K to 32K "
              "where the seed claims +15%; the seed's figure is for LLaMA2-70B and names no trace."),

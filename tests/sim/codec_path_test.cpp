@@ -11,8 +11,6 @@ using namespace kvtier::test;
 
 namespace {
 
-constexpr double kBlock = 128.0 * 512.0;  // tiny_model: 64 KiB per block per layer
-
 // GPU, host DRAM, CPU and an NVMe drive behind one root complex, with no
 // latencies, so a transfer takes bytes / bandwidth.
 json host_and_drive() {

@@ -9,8 +9,6 @@ using namespace kvtier::test;
 
 namespace {
 
-constexpr double kBlock = 128.0 * 512.0;  // tiny_model: 64 KiB per block per layer
-
 json gpu_dram_ssd(double gpu_blocks, double ssd_write_GBps) {
   return json{{"devices",
                {{"gpu", fast_gpu(gpu_blocks * kBlock / 1e9)},

@@ -10,7 +10,6 @@ using namespace kvtier::test;
 
 namespace {
 
-constexpr double kBlock = 65536;
 constexpr double kL = 100e-6;  // link latency
 constexpr double kT = 100e-6;  // one block over the link
 

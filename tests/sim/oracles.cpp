@@ -10,7 +10,6 @@ namespace {
 
 constexpr double kB = 10.0;    // GB/s of the link under test
 constexpr double kLus = 5.0;   // its latency, microseconds
-constexpr double kBlock = 128.0 * 512.0;
 
 // GPU and DRAM joined by one PCIe link of kB GB/s; DRAM itself so fast that
 // only the link counts.

@@ -15,7 +15,6 @@ namespace {
 
 constexpr double kC = 100e-6;  // compute per layer (launch overhead; everything else is negligible)
 constexpr double kX = 150e-6;  // the one transfer: one 64 KiB block over the link, no latency
-constexpr double kBlock = 65536;
 
 // Four layers, a 200-token context (blocks 0 and 1 per layer), two steps.
 // The GPU holds 7 of the 8 blocks, so LRU leaves layer 0's block 0 in DRAM.

@@ -10,8 +10,8 @@ using namespace kvtier::test;
 
 namespace {
 
-constexpr double kS = 1024.0 * 512;  // one sequence's layer of prompt KV: 1,024 tokens x 512 bytes
-constexpr double kW = 1e9;           // the GPU-to-DRAM link
+constexpr double kSeqLayer = 1024.0 * 512;  // one sequence's layer of prompt KV: 1,024 tokens x 512 bytes
+constexpr double kWriteBps = 1e9;           // the GPU-to-DRAM link
 
 // A GPU with 2.5 sequences' worth of free memory (its tier, empty at the
 // start, and the output buffers share it), DRAM behind a 1 GB/s link;
@@ -20,9 +20,9 @@ constexpr double kW = 1e9;           // the GPU-to-DRAM link
 json config(int batch, int layers) {
   return json{{"hardware",
                {{"devices",
-                 {{"gpu", fast_gpu(2.5 * kS / 1e9)},
+                 {{"gpu", fast_gpu(2.5 * kSeqLayer / 1e9)},
                   {"dram", {{"kind", "dram"}, {"capacity_GB", 1}, {"bandwidth_GBps", 1e6}, {"latency_us", 0}}}}},
-                {"links", {{"pcie", {{"ends", {"gpu", "dram"}}, {"bandwidth_GBps", kW / 1e9}, {"latency_us", 0}}}}},
+                {"links", {{"pcie", {{"ends", {"gpu", "dram"}}, {"bandwidth_GBps", kWriteBps / 1e9}, {"latency_us", 0}}}}},
                 {"tiers", {"gpu", "dram"}}}},
               {"model", tiny_model(layers)},
               {"workload", {{"batch", batch}, {"context_tokens", 1024}, {"decode_steps", 1}, {"block_tokens", 128},
@@ -37,10 +37,10 @@ TEST_CASE("prefill output: the next layer waits until the last one's write leave
   // every layer after the first waits for the write of the one before.
   json m = simulate(config(2, 4));
   REQUIRE(m.contains("ttft_s"));
-  const double write = 2 * kS / kW;
+  const double write = 2 * kSeqLayer / kWriteBps;
   CHECK(rel_err(m["ttft_s"].get<double>(), 3 * write) < 1e-9);
   CHECK(rel_err(m["prefill_write_wait_s"].get<double>(), 3 * write) < 1e-9);
-  CHECK(m["prefill_staging_peak_bytes"].get<double>() == Approx(2 * kS));
+  CHECK(m["prefill_staging_peak_bytes"].get<double>() == Approx(2 * kSeqLayer));
 }
 
 TEST_CASE("prefill output: a layer whose output does not fit runs for as many sequences as do") {
@@ -49,8 +49,8 @@ TEST_CASE("prefill output: a layer whose output does not fit runs for as many se
   // the one before: the same 3 writes on the critical path.
   json m = simulate(config(4, 2));
   REQUIRE(m.contains("ttft_s"));
-  const double write = 2 * kS / kW;
+  const double write = 2 * kSeqLayer / kWriteBps;
   CHECK(rel_err(m["ttft_s"].get<double>(), 3 * write) < 1e-9);
-  CHECK(m["prefill_staging_peak_bytes"].get<double>() == Approx(2 * kS));
-  CHECK(m["prefill_staging_peak_bytes"].get<double>() <= 2.5 * kS);
+  CHECK(m["prefill_staging_peak_bytes"].get<double>() == Approx(2 * kSeqLayer));
+  CHECK(m["prefill_staging_peak_bytes"].get<double>() <= 2.5 * kSeqLayer);
 }

@@ -71,7 +71,8 @@ inline json simulate(json cfg) {
 }
 
 // A tiny model: one KV head of dim 128 in FP16 is 512 bytes per token per
-// layer, so a 128-token block is 64 KiB; weights are negligible.
+// layer, so a 128-token block is 64 KiB (kBlock); weights are negligible.
+constexpr double kBlock = 128.0 * 512.0;
 inline json tiny_model(int layers) {
   return json{{"name", "tiny"}, {"layers", layers}, {"heads", 1}, {"kv_heads", 1},
               {"head_dim", 128}, {"dtype_bytes", 2}, {"params_B", 1e-9}};

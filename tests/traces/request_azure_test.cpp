@@ -5,21 +5,9 @@
 #include "traces/request_trace.h"
 
 using namespace kvtier;
+using kvtier::test::read_error;
 using kvtier::test::request_file;
 
-namespace {
-std::string read_error(const std::string& path) {
-  try {
-    auto src = open_request_trace(path);
-    Request r;
-    while (src->next(r)) {
-    }
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "";
-}
-}  // namespace
 
 TEST_CASE("azure: lengths and arrival times relative to the first request, no block ids") {
   std::string p = request_file("az.csv",

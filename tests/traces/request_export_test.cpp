@@ -9,19 +9,19 @@
 using namespace kvtier;
 
 namespace {
-struct Rec {
+struct ExportedRecord {
   uint32_t ts;
   uint64_t id;
   uint32_t size;
   int64_t next;
 };
-std::vector<Rec> read_records(const std::string& path) {
+std::vector<ExportedRecord> read_records(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::vector<unsigned char> b((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   REQUIRE(b.size() % 24 == 0);
-  std::vector<Rec> out;
+  std::vector<ExportedRecord> out;
   for (size_t o = 0; o < b.size(); o += 24) {
-    Rec r;
+    ExportedRecord r;
     std::memcpy(&r.ts, &b[o], 4);  // little-endian host
     std::memcpy(&r.id, &b[o + 4], 8);
     std::memcpy(&r.size, &b[o + 12], 4);

@@ -8,6 +8,8 @@
 #include <fstream>
 #include <string>
 
+#include "traces/request_trace.h"
+
 namespace kvtier::test {
 
 inline std::string request_file(const std::string& name, const std::string& content) {
@@ -24,5 +26,19 @@ inline std::string request_file(const std::string& name, const std::string& cont
 inline const char* kMooncakeSlice = "tests/data/mooncake_conversation_head1500.jsonl";
 inline const char* kMooncakeFull = "../shared/traces/mooncake_conversation_trace.jsonl";
 inline const char* kAzureFull = "../shared/traces/azure_llm_2023_code.csv";
+
+// The one-line message of the ConfigError that reading all of `path` throws
+// ("" if it reads cleanly).
+inline std::string read_error(const std::string& path) {
+  try {
+    auto src = open_request_trace(path);
+    Request r;
+    while (src->next(r)) {
+    }
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
 
 }  // namespace kvtier::test

@@ -5,24 +5,9 @@
 #include "traces/request_trace.h"
 
 using namespace kvtier;
+using kvtier::test::read_error;
 using kvtier::test::request_file;
 
-namespace {
-
-// The one-line message of the ConfigError that reading all of `path` throws.
-std::string read_error(const std::string& path) {
-  try {
-    auto src = open_request_trace(path);
-    Request r;
-    while (src->next(r)) {
-    }
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "";
-}
-
-}  // namespace
 
 TEST_CASE("mooncake: fields, block ids and arrival times in seconds") {
   std::string p = request_file("mc.jsonl",

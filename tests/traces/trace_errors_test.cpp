@@ -24,7 +24,7 @@ std::string small_jsonl(const std::string& name) {
   return p;
 }
 // Opens and reads every record; returns the error text, or "" if none.
-std::string read_error(const std::string& p) {
+std::string attention_read_error(const std::string& p) {
   try {
     auto s = open_attention_file(p);
     AttentionRecord r;
@@ -53,7 +53,7 @@ TEST_CASE("binary: a truncated file names the file and says truncated") {
   std::string s = slurp(p);
   for (size_t cut : {s.size() - 3, s.size() / 2, size_t(20)}) {
     spit(p, s.substr(0, cut));
-    const std::string e = read_error(p);
+    const std::string e = attention_read_error(p);
     CHECK_THAT(e, Catch::Contains(p) && Catch::Contains("truncated"));
   }
 }
@@ -67,7 +67,7 @@ TEST_CASE("binary: a damaged chunk fails its checksum") {
   for (int i = 0; i < 4; ++i) comp |= static_cast<uint32_t>(static_cast<unsigned char>(s[12 + 12 + i])) << (8 * i);
   s[12 + 16 + comp - 1] ^= 0x5A;
   spit(p, s);
-  CHECK_THAT(read_error(p), Catch::Contains(p) && Catch::Contains("chunk 1") && Catch::Contains("bad checksum"));
+  CHECK_THAT(attention_read_error(p), Catch::Contains(p) && Catch::Contains("chunk 1") && Catch::Contains("bad checksum"));
 }
 
 TEST_CASE("binary: a wrong container version and a wrong format version") {
@@ -75,30 +75,30 @@ TEST_CASE("binary: a wrong container version and a wrong format version") {
   std::string s = slurp(p);
   s[8] = 9;
   spit(p, s);
-  CHECK_THAT(read_error(p), Catch::Contains(p) && Catch::Contains("container version 9"));
+  CHECK_THAT(attention_read_error(p), Catch::Contains(p) && Catch::Contains("container version 9"));
   const std::string j = small_jsonl("ver.jsonl");
   edit_line(j, 1, "\"version\":2", "\"version\":3");
-  CHECK_THAT(read_error(j), Catch::Contains(j + ":1:") && Catch::Contains("unsupported version 3"));
+  CHECK_THAT(attention_read_error(j), Catch::Contains(j + ":1:") && Catch::Contains("unsupported version 3"));
 }
 
 TEST_CASE("JSON lines: block past the context, negative mass, NaN, records out of order") {
   // Line 1 header, lines 2-7 prompt records, line 8 the first decode record (step 0 layer 0 seq 0).
   std::string p = small_jsonl("past.jsonl");
   edit_line(p, 8, "\"blocks\":[2,", "\"blocks\":[3,");
-  CHECK_THAT(read_error(p), Catch::Contains(p + ":8:") && Catch::Contains("does not exist at step 0"));
+  CHECK_THAT(attention_read_error(p), Catch::Contains(p + ":8:") && Catch::Contains("does not exist at step 0"));
   p = small_jsonl("neg.jsonl");
   edit_line(p, 9, "\"mass\":[0.2", "\"mass\":[-0.2");
-  CHECK_THAT(read_error(p), Catch::Contains(p + ":9:") && Catch::Contains(">= 0"));
+  CHECK_THAT(attention_read_error(p), Catch::Contains(p + ":9:") && Catch::Contains(">= 0"));
   p = small_jsonl("nan.jsonl");
   edit_line(p, 9, "\"mass\":[0.2", "\"mass\":[NaN");
-  CHECK_THAT(read_error(p), Catch::Contains(p + ":9:") && Catch::Contains("not valid JSON"));
+  CHECK_THAT(attention_read_error(p), Catch::Contains(p + ":9:") && Catch::Contains("not valid JSON"));
   p = small_jsonl("order.jsonl");
   edit_line(p, 9, "\"seq\":1", "\"seq\":2");
-  CHECK_THAT(read_error(p), Catch::Contains(p + ":9:") && Catch::Contains("expected step 0 layer 0 sequence 1"));
+  CHECK_THAT(attention_read_error(p), Catch::Contains(p + ":9:") && Catch::Contains("expected step 0 layer 0 sequence 1"));
   p = small_jsonl("early.jsonl");
   std::string s = slurp(p);
   spit(p, s.substr(0, s.rfind('\n', s.size() - 2) + 1));
-  CHECK_THAT(read_error(p), Catch::Contains(p) && Catch::Contains("ends early"));
+  CHECK_THAT(attention_read_error(p), Catch::Contains(p) && Catch::Contains("ends early"));
 }
 
 TEST_CASE("binary: NaN and negative masses and out-of-order records are refused when read") {
@@ -121,7 +121,7 @@ TEST_CASE("binary: NaN and negative masses and out-of-order records are refused 
         }
       w.close();
     }
-    const std::string e = read_error(p);
+    const std::string e = attention_read_error(p);
     CHECK_THAT(e, Catch::Contains(p) && Catch::Contains("record " + std::to_string(bad == 2 ? 2 : 4)));
     CHECK_THAT(e, Catch::Contains(bad == 2 ? "expected step 1 layer 0" : "expected a finite number >= 0"));
   }
@@ -132,7 +132,7 @@ TEST_CASE("a missing prompt record is an error, and a policy that needs one gets
   std::string s = slurp(p);
   const size_t a = s.find('\n') + 1, b = s.find('\n', a) + 1;
   spit(p, s.substr(0, a) + s.substr(b));  // drop the first prompt record
-  CHECK_THAT(read_error(p), Catch::Contains(p) && Catch::Contains("missing the prompt record for layer 0 sequence 0"));
+  CHECK_THAT(attention_read_error(p), Catch::Contains(p) && Catch::Contains("missing the prompt record for layer 0 sequence 0"));
 
   auto h = small_header();
   h.has_prompt = false;
