@@ -149,12 +149,11 @@ void LayerPipeline::prefill() {
             t_.access_count[b] = 1;
           }
     // A computed layer's output sits in GPU memory until it is written to
-    // its tier: the layer runs for as many sequences as that memory holds
-    // beside the writes still draining, after waiting for the oldest of
-    // them if not even one sequence's output fits.
-    // A sequence's output written below: at most its whole layer at the
-    // first layer, then what the previous layer wrote below per sequence
-    // (placement that keeps new blocks on the GPU writes none directly).
+    // its tier, so the layer runs in kernels of as many sequences as that
+    // memory holds (prefill_chunk). What one sequence writes below: at most
+    // its whole layer at the first layer, then what the previous layer
+    // wrote below per sequence (placement that keeps new blocks on the GPU
+    // writes none directly, and its layers run whole).
     if (l == 0)
       for (uint32_t i = 0; i < ctx_blocks; ++i) below_per_seq += kv_.data_bytes(t_.id(0, l, i));
     const double est = below_per_seq;
