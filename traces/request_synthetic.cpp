@@ -20,7 +20,11 @@ ParamList length_params(double mean) {
           integer("max", 131072, "longest length (tokens); uniform: the upper bound", 1, 1e9)};
 }
 
-struct LengthDist {
+}  // namespace
+
+// A member of SyntheticRequests::Impl, so not file-local (unity builds put
+// this file's anonymous namespace in a translation unit of several files).
+struct SyntheticLengthDist {
   std::string kind;
   double mean = 0, sigma = 0;
   uint32_t lo = 1, hi = 1;
@@ -50,8 +54,6 @@ struct LengthDist {
   }
 };
 
-}  // namespace
-
 ParamList synthetic_request_params() {
   return {integer("requests", 1000, "requests to generate (all turns counted); replay arrivals may end sooner", 1, 1e9),
           integer("seed", 1, "random seed: the same parameters and seed give the same stream", 0, 9007199254740992.0),
@@ -78,13 +80,13 @@ struct SyntheticRequests::Impl {
   double next_arrival = 0;
   bool arrivals_left = true;
   // Lengths.
-  LengthDist input, output;
+  SyntheticLengthDist input, output;
   // Sessions.
   double turns_mean = 1, think_s = 0;
   // RAG.
   double rag_fraction = 0, zipf_alpha = 1;
   uint32_t corpus = 0, chunk_tokens = 0, chunks_per_request = 0;
-  LengthDist question;
+  SyntheticLengthDist question;
   std::vector<double> zipf_cdf;
   uint64_t next_session = 1, unique = 0;
 

@@ -20,8 +20,9 @@ PLOTS = ROOT / "plots"
 
 def pytest_configure(config):
     # Tests that hold a measurement of this host (wall time, resident memory) to a
-    # tolerance. A sanitizer build slows and inflates the measured side by its own
-    # factor, so the asan preset deselects them with -m "not host_timing".
+    # tolerance. ctest runs them alone as "python: host timing" (other tests would
+    # take the CPUs they measure); the asan preset leaves that test out, since a
+    # sanitizer slows and inflates the measured side by its own factor.
     config.addinivalue_line("markers", "host_timing: holds a wall-time or memory measurement of this host")
 
 
