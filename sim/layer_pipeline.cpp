@@ -659,32 +659,11 @@ void LayerPipeline::drive() {
 void LayerPipeline::wait_weights(uint32_t layer, int32_t step) { await_weights(issue_weights(layer, step)); }
 
 JobId LayerPipeline::issue_weights(uint32_t layer, int32_t step) {
-  WeightStream* w = s_.weights.get();
-  if (!w->streams()) return kNoJob;
   auto st = [this](size_t a, size_t b) -> Stream& { return tp_.stream(a, b); };
-  JobId mine;
-  if (!w->plan().overlap) {
-    mine = w->load(layer, step, board_, st);
-  } else {
-    // FlexGen's overlap: layer l+1's load is issued as layer l starts
-    // computing (the first layer's has nothing to hide behind).
-    if (weight_iter_ == 0) next_weights_ = w->load(layer, step, board_, st);
-    mine = next_weights_;
-    if (weight_iter_ + 1 < weight_iters_) {
-      const uint32_t L = s_.model.layers;
-      next_weights_ = w->load((layer + 1) % L, layer + 1 == L ? step + 1 : step, board_, st);
-    }
-  }
-  ++weight_iter_;
-  return mine;
+  return s_.weights->issue(layer, step, ++weight_iter_ < weight_iters_, board_, st);
 }
 
-void LayerPipeline::await_weights(JobId j) {
-  if (board_.done(j)) return;
-  const double t0 = sg4::Engine::get_clock();
-  board_.wait(j);
-  s_.weights->wait_s += sg4::Engine::get_clock() - t0;
-}
+void LayerPipeline::await_weights(JobId j) { s_.weights->await(j, board_); }
 
 void LayerPipeline::offload_compute(Slot& slot, uint64_t k, JobId weights) {
   const uint32_t L = s_.model.layers, layer = static_cast<uint32_t>(k % L);
@@ -718,11 +697,7 @@ void LayerPipeline::offload_compute(Slot& slot, uint64_t k, JobId weights) {
     // batch) iteration (flex_opt.py: sync() in the generation loop), so the
     // next layer's weights, issued with this layer's first GPU batch, must
     // have arrived before the second one starts.
-    if (g == 0 && p.overlap && p.gpu_batches > 1 && w.streams() && !board_.done(next_weights_)) {
-      const double t0 = sg4::Engine::get_clock();
-      board_.wait(next_weights_);
-      w.wait_s += sg4::Engine::get_clock() - t0;
-    }
+    if (g == 0 && p.overlap && p.gpu_batches > 1) w.await(w.ahead(), board_);
   }
   if (p.activations_on_cpu) move_activations(2.0 * d * s_.batch, 2.0 * d * s_.batch, step, layer);
 }

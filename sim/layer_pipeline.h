@@ -92,7 +92,6 @@ class LayerPipeline {
   std::vector<uint32_t> pred_;
   std::vector<float> obs_mass_;
   double thermal_t_ = 0;
-  JobId next_weights_ = kNoJob;          // the load issued one layer ahead
   uint64_t weight_iter_ = 0, weight_iters_ = 0;  // layer computations so far, and in the run
   double gpu_tier_fraction_ = 0;         // stored / raw bytes of a GPU tier block, over layers
   double weights_codec_s_ = 0;           // GPU codec work of policies.weights for the next kernel

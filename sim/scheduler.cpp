@@ -134,11 +134,23 @@ const IterationPlan& Scheduler::plan() {
   return plan_;
 }
 
+namespace {
+// A decode step, or the prefill chunk that completes a prompt, produces the request's next token.
+bool produces_token(const IterationItem& it) { return !it.prefill || it.completes_prefill; }
+}  // namespace
+
+uint64_t Scheduler::finishing() const {
+  uint64_t n = 0;
+  for (const IterationItem& it : plan_.items)
+    if (produces_token(it) && reqs_[it.req].generated + 1 >= reqs_[it.req].output_tokens) ++n;
+  return n;
+}
+
 const std::vector<uint32_t>& Scheduler::complete(double now) {
   finished_.clear();
   for (const IterationItem& it : plan_.items) {
     ServingRequest& r = reqs_[it.req];
-    if (it.prefill && !it.completes_prefill) continue;
+    if (!produces_token(it)) continue;
     ++r.generated;
     if (r.first_token_s < 0) r.first_token_s = now;
     if (r.generated < r.output_tokens) continue;

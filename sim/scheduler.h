@@ -89,6 +89,8 @@ class Scheduler {
   // After the iteration: tokens produced, requests done (blocks freed).
   // Returns the ids of requests that finished.
   const std::vector<uint32_t>& complete(double now);
+  // Requests the planned iteration will finish (complete() will return them).
+  uint64_t finishing() const;
 
   bool idle() const { return running_.empty() && waiting_.empty() && swapped_.empty(); }
   uint64_t free_blocks() const { return limits_.gpu_blocks - used_blocks_; }

@@ -331,25 +331,6 @@ double ServingSimulation::weight_bytes_in(size_t dev) const {
   return 0;
 }
 
-// Layer `layer`'s streamed weights: the job its compute waits for. With
-// overlap, the next layer's load is issued as this layer starts (FlexGen's
-// and DeepSpeed's one-layer-ahead prefetch), across iterations too while
-// requests remain; without, each load waits for the previous compute.
-JobId ServingSimulation::issue_weights(uint32_t layer, bool more_after) {
-  WeightStream& w = *s_.weights;
-  if (!w.streams()) return kNoJob;
-  auto st = [this](size_t a, size_t b) -> Stream& { return planner_->stream(a, b); };
-  const int32_t it = static_cast<int32_t>(iterations_);
-  if (!w.plan().overlap) return w.load(layer, it, *board_, st);
-  if (next_weights_ == kNoJob) next_weights_ = w.load(layer, it, *board_, st);
-  const JobId mine = next_weights_;
-  next_weights_ = kNoJob;
-  const uint32_t L = s_.model.layers;
-  if (layer + 1 < L) next_weights_ = w.load(layer + 1, it, *board_, st);
-  else if (more_after) next_weights_ = w.load(0, it + 1, *board_, st);
-  return mine;
-}
-
 // The prompt tokens the cache holds: its longest run of leading blocks in
 // any tier (as vLLM and LMCache serve prefixes), split by the tier each
 // block is in. A peek: recency changes only once the request is admitted.
@@ -577,12 +558,11 @@ void ServingSimulation::iteration(const IterationPlan& p, uint64_t index, bool m
     ++layered_iterations_;
     for (size_t l = 0; l < L; ++l) {
       if (stream_weights) {
-        const JobId w = issue_weights(static_cast<uint32_t>(l), more_after);
-        if (!board_->done(w)) {
-          const double t0 = sg4::Engine::get_clock();
-          board_->wait(w);
-          s_.weights->wait_s += sg4::Engine::get_clock() - t0;
-        }
+        // The next layer's load is issued now, across iterations too while requests remain.
+        auto st = [this](size_t a, size_t b) -> Stream& { return planner_->stream(a, b); };
+        const JobId w = s_.weights->issue(static_cast<uint32_t>(l), static_cast<int32_t>(iterations_),
+                                          l + 1 < L || more_after, *board_, st);
+        s_.weights->await(w, *board_);
       }
       for (JobId j : loads[l]) board_->wait(j);
       exec(layer_s, "iter " + std::to_string(index) + " L" + std::to_string(l), static_cast<int64_t>(l));
@@ -644,10 +624,7 @@ void ServingSimulation::drive() {
       continue;
     }
     // Whether requests remain after this iteration (weights for the next one may load during its last layer).
-    uint64_t finishing = 0;
-    for (const IterationItem& it : p.items)
-      if ((!it.prefill || it.completes_prefill) && reqs_[it.req].generated + 1 >= reqs_[it.req].output_tokens) ++finishing;
-    iteration(p, iterations_, done + finishing < reqs_.size());
+    iteration(p, iterations_, done + sched_->finishing() < reqs_.size());
     const double end = sg4::Engine::get_clock();
     for (const IterationItem& it : p.items)
       if (write_through_ && it.completes_prefill && reqs_[it.req].generated == 0) write_down(reqs_[it.req]);

@@ -54,7 +54,6 @@ class ServingSimulation {
   void iteration(const IterationPlan& p, uint64_t index, bool more_after);
   void bind_weights();
   double weight_bytes_in(size_t dev) const;  // weights (policies.weights) a device below the GPU holds
-  JobId issue_weights(uint32_t layer, bool more_after);
   void write_down(ServingRequest& r);
   void submit_cache_moves();
   double layer_kernel_s(const IterationPlan& p) const;
@@ -96,7 +95,6 @@ class ServingSimulation {
   double occ_t_ = 0;
   std::vector<double> occ_now_;
   JobId last_write_ = kNoJob;
-  JobId next_weights_ = kNoJob;  // with overlap: the next layer's weights, already loading
   double last_check_t_ = 0;      // loads of blocks still being written wait for the write
 };
 

@@ -126,6 +126,24 @@ JobId WeightStream::load(uint32_t layer, int32_t step, JobBoard& board,
   return last;
 }
 
+JobId WeightStream::issue(uint32_t layer, int32_t step, bool more_after, JobBoard& board,
+                          const std::function<Stream&(size_t, size_t)>& stream) {
+  if (!streams()) return kNoJob;
+  if (!plan_.overlap) return load(layer, step, board, stream);
+  if (next_ == kNoJob) next_ = load(layer, step, board, stream);
+  const JobId mine = next_;
+  next_ = kNoJob;
+  if (more_after) next_ = load((layer + 1) % layers_, layer + 1 == layers_ ? step + 1 : step, board, stream);
+  return mine;
+}
+
+void WeightStream::await(JobId j, JobBoard& board) {
+  if (board.done(j)) return;
+  const double t0 = sg4::Engine::get_clock();
+  board.wait(j);
+  wait_s += sg4::Engine::get_clock() - t0;
+}
+
 json WeightStream::metrics() const {
   return json{{"gpu_bytes", gpu_bytes()},
               {"dram_bytes", dram_bytes()},

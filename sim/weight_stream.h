@@ -68,6 +68,18 @@ class WeightStream {
   // of one layer goes through one Stream in order, so the last one done
   // means all are.
   JobId load(uint32_t layer, int32_t step, JobBoard& board, const std::function<Stream&(size_t, size_t)>& stream);
+  // The job layer `layer`'s compute waits for, as both engines schedule
+  // loads. With overlap (FlexGen's --overlap, DeepSpeed's prefetch), the
+  // next layer's load is issued as this one is handed out, when `more_after`
+  // (another layer computes after this one: the next of this step, or the
+  // first of the next step); the first layer's load has nothing to hide
+  // behind. Without, each layer's load is issued when it is asked for.
+  JobId issue(uint32_t layer, int32_t step, bool more_after, JobBoard& board,
+              const std::function<Stream&(size_t, size_t)>& stream);
+  // The load issued ahead by issue(), still to be handed out (kNoJob: none).
+  JobId ahead() const { return next_; }
+  // Waits for j, counting the GPU's stall in wait_s.
+  void await(JobId j, JobBoard& board);
 
   // Counters the pipeline adds to.
   double wait_s = 0;           // GPU compute stalled waiting for weights
@@ -83,6 +95,7 @@ class WeightStream {
   GroupQuant quant_;
   double to_gpu_ = 0, from_disk_ = 0;
   uint64_t loads_ = 0;
+  JobId next_ = kNoJob;
 };
 
 }  // namespace kvtier
