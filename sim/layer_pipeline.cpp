@@ -154,8 +154,7 @@ void LayerPipeline::prefill() {
     // its whole layer at the first layer, then what the previous layer
     // wrote below per sequence (placement that keeps new blocks on the GPU
     // writes none directly, and its layers run whole).
-    if (l == 0)
-      for (uint32_t i = 0; i < ctx_blocks; ++i) below_per_seq += kv_.data_bytes(t_.id(0, l, i));
+    if (l == 0) below_per_seq = kv_.prefill_output_bytes();
     const double est = below_per_seq;
     below_per_seq = 0;
     for (uint32_t s0 = 0; s0 < s_.batch;) {
