@@ -243,6 +243,10 @@ std::string AttentionFileSource::parse_header(const json& h) {
 std::string AttentionFileSource::check_record(const AttentionRecord& rec) {
   const uint64_t per_step = static_cast<uint64_t>(header_.layers) * (header_.sequences > 1 ? header_.sequences : 1);
   const uint64_t i = records_seen_;
+  // Past the header's promise a record would name a step that does not exist.
+  if (i >= record_count())
+    return "a record past the " + std::to_string(record_count()) + " the header promises (" +
+           std::to_string(header_.steps) + " steps)";
   const uint32_t step = static_cast<uint32_t>(i / per_step);
   const uint32_t layer = static_cast<uint32_t>((i % per_step) / (header_.sequences > 1 ? header_.sequences : 1));
   const uint32_t seq = header_.sequences > 1 ? static_cast<uint32_t>(i % header_.sequences) : kAllSequences;
