@@ -72,6 +72,25 @@ def build_config(name, tiers, overrides, steps):
     wl = copy.deepcopy(BASE_WORKLOAD)
     wl["decode_steps"] = steps
     wl.update(overrides)
+    if "serving" in preset:
+        # A serving preset (its scheduler, its own KV paging): the same batch
+        # as requests, all at time 0, each its prompt plus the decode steps'
+        # tokens after the first (which prefill produces).
+        sv = copy.deepcopy(preset["serving"])
+        sv["requests"] = {"kind": "identical", "count": wl["batch"], "input_tokens": wl["context_tokens"],
+                          "output_tokens": steps + 1}
+        cfg = {
+            "name": name,
+            "description": "common base (bench/compare_systems.py) with the scheduler of configs/systems/%s.json" % name,
+            "hardware": {"preset": os.path.join(ROOT, BASE_HARDWARE), "tiers": tiers},
+            "model": {"preset": os.path.join(ROOT, BASE_MODEL), "max_context_tokens": 0},
+            "workload": {"block_tokens": preset.get("workload", {}).get("block_tokens", 16)},
+            "serving": sv,
+            "sim": {"seed": SEED},
+        }
+        if preset.get("policies"):
+            cfg["policies"] = preset["policies"]
+        return preset, cfg
     cfg = {
         "name": name,
         "description": "common base (bench/compare_systems.py) with the policies of configs/systems/%s.json" % name,
@@ -151,19 +170,20 @@ def markdown(rows, steps, cmdline, figure_rel=None):
     L.append("|" + "|".join(["---"] * 3 + ["---:"] * (len(head) - 3)) + "|")
     for name, cfg, r, err, preset, why in rows:
         tiers = " → ".join(cfg["hardware"]["tiers"])
-        ev = EVAL_WORDS.get(policy_name(cfg["policies"].get("evaluation", "trace")), "?")
+        ev = ("dense (paged, whole sequences)" if "serving" in cfg else
+              EVAL_WORDS.get(policy_name(cfg["policies"].get("evaluation", "trace")), "?"))
         if r is None:
             L.append("| %s | %s | %s | failed: %s |" % (name, tiers, ev, str(err).replace("|", "\\|")) +
                      " |" * (len(head) - 4))
             continue
         m = lambda k: kr.metric(r, k)  # noqa: E731
-        gpu_hit = r["metrics"]["tiers"].get("gpu", {}).get("hit_rate", 0.0)
+        gpu_hit = r["metrics"]["tiers"].get("gpu", {}).get("hit_rate", float("nan"))
         L.append("| " + " | ".join([
-            name, tiers, ev,
+            name + (" (serving)" if kr.is_serving(r) else ""), tiers, ev,
             fmt(m("decode_tokens_per_s"), "%.2f"),
-            fmt(m("mean_step_latency_s") * 1e3, "%.1f"),
-            fmt(m("p99_step_latency_s") * 1e3, "%.1f"),
-            fmt(m("ttft_s"), "%.3f"),
+            fmt(kr.time_per_token_s(r) * 1e3, "%.1f"),
+            fmt(kr.time_per_token_s(r, "p99") * 1e3, "%.1f"),
+            fmt(kr.ttft_s(r), "%.3f"),
             fmt(m("attention_recall"), "%.4f"),
             fmt(gpu_hit, "%.3f"),
             gb(kr.pcie_bytes(r)),
@@ -179,10 +199,15 @@ def markdown(rows, steps, cmdline, figure_rel=None):
              "blocks the trace used (HiFC-seed and AIOS presume sparse reads but name no selection method), so its "
              "recall is 1 by construction and it moves far less KV than dense systems; *top-k (APP)* picks blocks "
              "from past attention masses and loses the mass it misses.")
-    L.append("- LRU with promotion on access (vllm_swap, hifc_paper, matkv after its load) under dense attention "
-             "reads the whole KV in the same order every step: once the KV exceeds the GPU, LRU evicts exactly the "
-             "block needed next and every step re-reads (and writes back) the overflow and more; the real systems "
-             "swap whole preempted sequences instead, which the engine does not model (no request scheduler).")
+    L.append("- *(serving)* rows run the serving engine (docs/serving.md): the batch is that many identical requests "
+             "at time 0, the scheduler admits what the GPU's paged pool holds and queues or preempts the rest (vLLM "
+             "swaps whole sequences). TPOT is then the mean over requests of their time per output token, p99 TPOT "
+             "their 99th percentile, TTFT their mean (queueing included), tokens/s the output tokens after each "
+             "request's first over the time from the first token to the end; attention recall and GPU hit rate are "
+             "n/a (running sequences keep all their KV on the GPU).")
+    L.append("- LRU with promotion on access (hifc_paper, matkv after its load) under dense attention reads the whole "
+             "KV in the same order every step: once the KV exceeds the GPU, LRU evicts exactly the block needed next "
+             "and every step re-reads (and writes back) the overflow and more.")
     L.append("- promotion `none` (flexgen, the plain offloads) keeps what fits on the GPU and streams the rest "
              "through a staging buffer, which is why FlexGen-style offload beats per-block swapping here.")
     L.append("- MatKV's TTFT is the time to read the prompt's KV from the SmartSSD (about 2.4 GB/s internal, Gen3 x4 "
@@ -193,7 +218,14 @@ def markdown(rows, steps, cmdline, figure_rel=None):
              "compression |")
     L.append("|---|---|---|---|---|---|---|---|")
     for name, cfg, r, err, preset, why in rows:
-        p = cfg["policies"]
+        p = cfg.get("policies", {})
+        if "serving" in cfg:
+            sv = cfg["serving"]
+            L.append("| %s | %s (%s) | serving: preemption %s, swap space %s GiB, block %d tokens, max_running %s |" % (
+                name, " → ".join(cfg["hardware"]["tiers"]), why, sv.get("preemption", "swap"),
+                sv.get("swap_space_GiB", 4), cfg["workload"]["block_tokens"], sv.get("max_running", 256)) +
+                " |" * 5)
+            continue
 
         def desc(fam):
             v = p.get(fam, "-")
@@ -250,9 +282,9 @@ def main():
             failed += 1
             print("%-13s FAILED %s" % (name, err), file=sys.stderr)
         else:
-            m = r["metrics"]
             print("%-13s %9.2f tokens/s  TPOT %9.1f ms  recall %.4f  (%.1f s)" % (
-                name, m["decode_tokens_per_s"], m["mean_step_latency_s"] * 1e3, m["attention_recall"], wall))
+                name, kr.metric(r, "decode_tokens_per_s"), kr.time_per_token_s(r) * 1e3,
+                kr.metric(r, "attention_recall"), wall))
         rows.append((name, cfg, r, err, preset, why))
     cmdline = "python3 bench/compare_systems.py" + (" --steps %d" % args.steps
                                                     if args.steps != BASE_WORKLOAD["decode_steps"] else "")

@@ -119,6 +119,28 @@ def metric(result, key, default=float("nan")):
         return default
 
 
+def is_serving(result):
+    """A serving run (a config with a `serving` section): per-request metrics."""
+    return "serving" in result.get("config", {})
+
+
+def time_per_token_s(result, stat="mean"):
+    """Time per output token: a single-batch run's decode step time (every
+    sequence of the batch gets a token per step), a serving run's per-request
+    TPOT distribution (`stat`: mean, p50, p90, p99)."""
+    if is_serving(result):
+        v = result["metrics"].get("tpot_s", {})
+        return metric({"metrics": v}, stat)
+    return metric(result, "mean_step_latency_s" if stat == "mean" else stat + "_step_latency_s")
+
+
+def ttft_s(result):
+    """Time to first token: single-batch, the batch's; serving, the mean over requests (queueing included)."""
+    if is_serving(result):
+        return metric({"metrics": result["metrics"].get("ttft_s", {})}, "mean")
+    return metric(result, "ttft_s")
+
+
 def _flatten(obj, prefix=""):
     out = {}
     if isinstance(obj, dict):

@@ -43,7 +43,7 @@ def test_single_batch_numbers_unchanged(kvtier, tmp_path, name):
 
 
 def test_vllm_swap_runs_15_and_queues_one(kvtier, tmp_path):
-    m = run_metrics(kvtier, tmp_path, SERVING / "vllm_swap.json")
+    m = run_metrics(kvtier, tmp_path, ROOT / "configs" / "systems" / "vllm_swap.json")
     rows = list(csv.DictReader(open(tmp_path / "out" / "requests.csv")))
     assert len(rows) == 16
     assert sum(1 for r in rows if float(r["queueing_s"]) == 0) == 15
@@ -97,7 +97,7 @@ def test_mooncake_head_runs_and_is_deterministic(kvtier, tmp_path):
      "serving.swap_space_GiB"),
 ])
 def test_bad_serving_input(kvtier, tmp_path, sets, fragment):
-    args = ["run", SERVING / "vllm_swap.json", "--out", tmp_path / "out"]
+    args = ["run", ROOT / "configs" / "systems" / "vllm_swap.json", "--out", tmp_path / "out"]
     for s in sets:
         args += ["--set", s]
     p = kvtier(*args, cwd=tmp_path)

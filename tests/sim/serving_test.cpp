@@ -46,7 +46,7 @@ json single_batch(uint32_t batch, uint32_t ctx, uint32_t steps) {
 
 json serving_config(json requests, json serving = json::object()) {
   // OPT-6.7B's shape at the 8K sequences of the checks, past its trained
-  // 2,048 tokens: the context is not checked here (as in configs/serving/vllm_swap.json).
+  // 2,048 tokens: the context is not checked here (as in configs/systems/vllm_swap.json).
   json cfg{{"hardware", a100({"gpu", "dram"})},
            {"model", {{"preset", "configs/models/opt-6.7b.json"}, {"max_context_tokens", 0}}},
            {"workload", {{"block_tokens", 16}}}};
