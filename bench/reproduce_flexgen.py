@@ -61,7 +61,7 @@ CAUSES = (
     "datasheet rate; with datasheet figures the cell is within. FlexGen's own cost model, with the same fitted "
     "constants at the same policy, predicts 0.154 tokens/s for this cell (16.8 of its 17.1 s per decode layer are the "
     "disk read): kvtier agrees with FlexGen's model, and FlexGen's measurement is 4.5x faster than its own model. At "
-    "OPT-30B the cost model gives 7.14 (published 7.32); kvtier's 8.11 is 14% above it, because the cost model adds "
+    "OPT-30B the cost model gives 7.14 (published 7.32); kvtier's 8.06 is 13% above it, because the cost model adds "
     "each decode layer's weight load (0.071 s) to the slowest of the other terms, where kvtier overlaps it with the "
     "layer before, as FlexGen's --overlap does; kvtier's prefill (236 s) is 12% above the cost model's (211 s): the "
     "2.1 GB of KV each layer writes to DRAM at the fitted 0.97 GB/s waits in the GPU memory the weights and their "

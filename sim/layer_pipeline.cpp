@@ -688,9 +688,8 @@ void LayerPipeline::offload_compute(Slot& slot, uint64_t k, JobId weights) {
     if (p.cpu_attention && cpu_tokens > 0) {
       // Between the QKV projection and the output projection: the query
       // goes to the CPU (the new K and V go with the append), the output
-      // comes back.
-      move_activations(2.0 * d * seqs, 2.0 * d * seqs, step, layer);
-      cpu_attention(cpu_tokens, step, layer);
+      // comes back, and the GPU waits for it.
+      cpu_attention(cpu_tokens, 2.0 * d * seqs, 2.0 * d * seqs, step, layer);
     }
     // FlexGen synchronises every stream at the end of each (layer, GPU
     // batch) iteration (flex_opt.py: sync() in the generation loop), so the
@@ -701,18 +700,24 @@ void LayerPipeline::offload_compute(Slot& slot, uint64_t k, JobId weights) {
   if (p.activations_on_cpu) move_activations(2.0 * d * s_.batch, 2.0 * d * s_.batch, step, layer);
 }
 
-void LayerPipeline::cpu_attention(double tokens, int32_t step, uint32_t layer) {
+void LayerPipeline::cpu_attention(double tokens, double query_bytes, double output_bytes, int32_t step, uint32_t layer) {
   WeightStream& w = *s_.weights;
   const double d = s_.model.model_dim();
   const double sec = cpu_attention_s(cpu_attention_cost(tokens, d, static_cast<double>(s_.model.kv_bytes_per_token_layer())),
                                      w.cpu_flops, w.cpu_mem_Bps);
   const size_t cpu = static_cast<size_t>(s_.cpu_dev);
-  TransferJob job{board_.create(), 0, 0, 0, {}, s_.cpu_dev, sec, "attention"};
-  job.step = step;
-  job.layer = static_cast<int32_t>(layer);
-  const JobId id = job.id;
-  tp_.stream(cpu, cpu).submit(std::move(job));
-  board_.wait(id);
+  const size_t gpu = s_.gpu_dev, host = static_cast<size_t>(w.homes().dram);
+  auto submit = [&](size_t from, size_t to, TransferJob job) {
+    job.step = step;
+    job.layer = static_cast<int32_t>(layer);
+    const JobId id = job.id;
+    tp_.stream(from, to).submit(std::move(job));
+    return id;
+  };
+  const JobId q = submit(gpu, host, TransferJob{board_.create(), gpu, host, query_bytes, {}, -1, 0, "activations"});
+  const JobId a = submit(cpu, cpu, TransferJob{board_.create(), 0, 0, 0, {q}, s_.cpu_dev, sec, "attention"});
+  const JobId out = submit(host, gpu, TransferJob{board_.create(), host, gpu, output_bytes, {a}, -1, 0, "activations"});
+  board_.wait(out);
   w.cpu_attention_s += sec;
 }
 

@@ -65,8 +65,9 @@ class LayerPipeline {
   // one weight load (`weights`, issued by issue_weights), each followed by
   // its CPU attention where that is on.
   void offload_compute(Slot& slot, uint64_t k, JobId weights);
-  // Attention of `tokens` cached tokens on the CPU; the GPU waits for it.
-  void cpu_attention(double tokens, int32_t step, uint32_t layer);
+  // Attention of `tokens` cached tokens on the CPU: the query to host
+  // memory, the CPU's pass, the output back; the GPU waits for the output.
+  void cpu_attention(double tokens, double query_bytes, double output_bytes, int32_t step, uint32_t layer);
   // Hidden states (or a query and an attention output) to host memory and back, off the critical path.
   void move_activations(double bytes_out, double bytes_in, int32_t step, uint32_t layer);
   // Samples tier occupancy, then submits every open transfer.

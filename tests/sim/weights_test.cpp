@@ -157,6 +157,17 @@ TEST_CASE("CPU attention over DRAM-resident KV: max(KV bytes / CPU memory bandwi
     CHECK(rel_err(m["mean_step_latency_s"].get<double>(), expect) < 1e-6);
     CHECK(m["weights"]["cpu_attention_s"].get<double>() > 0);
   }
+  SECTION("link-bound: the query's trip to the CPU and the output's back are on the critical path") {
+    // 1 kB/s of PCIe, a CPU and GPU that take no time: per layer the query
+    // (d FP16 values) goes out and the output comes back before the next
+    // layer; the new token's K and V (kKvTok bytes, written to DRAM after the
+    // layer) share the outbound direction with the next layer's query.
+    const double B = 1e3, act = kD * 2;
+    json m = simulate(config(hardware(1e6, 1e6, B / 1e9, 1e6, 1e6), w, 1, ctx, steps, frac));
+    const double step = m["mean_step_latency_s"].get<double>();
+    CHECK(step >= kL * 2 * act / B * (1 - 1e-9));
+    CHECK(step <= kL * (2 * act + kKvTok) / B * (1 + 1e-9));
+  }
 }
 
 TEST_CASE("group-wise 4-bit weights move compressed and are restored on the GPU at every use") {
