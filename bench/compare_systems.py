@@ -48,7 +48,8 @@ SYSTEMS = [
     ("matkv", ["gpu", "dram", "smartssd"], {"prefill": "load", "query_tokens": 64},
      "prompt KV precomputed on the lowest tier (the SmartSSD's NAND in place of the RAID-0) and loaded"),
     ("hifc_paper", ["gpu", "smartssd"], {},
-     "GPU <-> flash only (peer to peer through the root complex), no DRAM tier; the SmartSSD has no pSLC mode"),
+     "GPU <-> flash only (peer to peer through the root complex), no DRAM tier, sequences swapped to the SmartSSD; "
+     "it has no pSLC mode"),
     ("hifc_seed", ["gpu", "dram", "smartssd"], {}, "GPU -> DRAM -> flash as in the seed"),
     ("aios", ["gpu", "dram", "smartssd"], {}, "HBM -> CXL -> NVMe mapped to GPU -> DRAM -> SmartSSD (no CXL device here)"),
     ("flexgen", ["gpu", "dram", "smartssd"], {}, "GPU / CPU DRAM / disk"),
@@ -79,6 +80,8 @@ def build_config(name, tiers, overrides, steps):
         sv = copy.deepcopy(preset["serving"])
         sv["requests"] = {"kind": "identical", "count": wl["batch"], "input_tokens": wl["context_tokens"],
                           "output_tokens": steps + 1}
+        if sv.get("swap_tier"):
+            sv["swap_tier"] = tiers[-1]  # the preset's swap device is the base's lowest tier
         cfg = {
             "name": name,
             "description": "common base (bench/compare_systems.py) with the scheduler of configs/systems/%s.json" % name,
@@ -205,7 +208,7 @@ def markdown(rows, steps, cmdline, figure_rel=None):
              "their 99th percentile, TTFT their mean (queueing included), tokens/s the output tokens after each "
              "request's first over the time from the first token to the end; attention recall and GPU hit rate are "
              "n/a (running sequences keep all their KV on the GPU).")
-    L.append("- LRU with promotion on access (hifc_paper, matkv after its load) under dense attention reads the whole "
+    L.append("- LRU with promotion on access (matkv after its load) under dense attention reads the whole "
              "KV in the same order every step: once the KV exceeds the GPU, LRU evicts exactly the block needed next "
              "and every step re-reads (and writes back) the overflow and more.")
     L.append("- promotion `none` (flexgen, the plain offloads) keeps what fits on the GPU and streams the rest "

@@ -55,11 +55,13 @@ def test_vllm_swap_runs_15_and_queues_one(kvtier, tmp_path):
 
 
 def test_hifc_flash_swap_is_comparable_to_dram_swap(kvtier, tmp_path):
-    flash = run_metrics(kvtier, tmp_path / "f", SERVING / "hifc_swap.json")
-    dram = run_metrics(kvtier, tmp_path / "d", SERVING / "hifc_swap.json", 'hardware.tiers=["gpu","dram"]',
+    flash = run_metrics(kvtier, tmp_path / "f", ROOT / "configs" / "systems" / "hifc_paper.json")
+    dram = run_metrics(kvtier, tmp_path / "d", ROOT / "configs" / "systems" / "hifc_paper.json", 'hardware.tiers=["gpu","dram"]',
                        "serving.swap_tier=dram")
     assert flash["swapped_out"] > 0 and flash["swapped_out"] == dram["swapped_out"]
     assert flash["tiers"]["ssd"]["nand_bytes_written"] > 0
+    # GPU <-> flash peer to peer: nothing crosses the DRAM bus.
+    assert all(l["bytes"] == 0 for n, l in flash["links"].items() if n.startswith("dram")), flash["links"]
     ratio = flash["throughput_tokens_per_s"] / dram["throughput_tokens_per_s"]
     assert 0.8 < ratio <= 1.0
 

@@ -74,8 +74,10 @@ def check_trace_rules(doc):
 def test_timeline_follows_trace_event_rules(kvtier, tmp_path, config):
     tl = tmp_path / "tl.json"
     # Three measured steps whatever warm-up a preset asks for.
-    p = kvtier("run", config, "-q", "--out", tmp_path / "out", "--timeline", tl, "--set", "workload.decode_steps=3",
-               "--set", "workload.warmup_steps=0", cwd=tmp_path)
+    # Serving presets: their first three requests.
+    short = (["--set", "serving.limit=3"] if "serving" in json.loads(config.read_text()) else
+             ["--set", "workload.decode_steps=3", "--set", "workload.warmup_steps=0"])
+    p = kvtier("run", config, "-q", "--out", tmp_path / "out", "--timeline", tl, *short, cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     assert sorted(x.name for x in tmp_path.iterdir()) == ["out", "tl.json"]  # no temporary file left
     doc = json.loads(tl.read_text())

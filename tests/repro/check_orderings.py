@@ -54,11 +54,11 @@ def main():
             check(a["e2e_s"] < b["e2e_s"], f"{r['case']}: and end to end")
         elif r["group"] == "HiFC":
             a, b = res["hifc_paper"], res["dram_swap"]
-            # Clean blocks leave the GPU without a write: the drive sees the
-            # prompt's overflow and the blocks that took new tokens, no more.
+            check(a["swapped_out"] > 0 and a["swapped_out"] == b["swapped_out"],
+                  "HiFC: both runs preempt and swap the same sequences")
             check(a["ssd_written_GB"] > 0, "HiFC: the flash swap writes its drive")
-            print(f"not reproduced: HiFC flash/DRAM swap throughput {a['tokens_per_s'] / b['tokens_per_s']:.2f} "
-                  "(published: comparable); see docs/reproductions.md")
+            r_ = a["tokens_per_s"] / b["tokens_per_s"]
+            check(0.8 <= r_ <= 1.0 + 1e-9, f"HiFC: flash swap throughput comparable to DRAM swap ({r_:.2f}x)")
         elif r["group"] == "AIOS":
             check(res["ctx32k"]["tpot_s"] > res["ctx4k"]["tpot_s"], "AIOS: TPOT grows from 4K to 32K context")
     if failures:
