@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <sstream>
 
 namespace kvtier {
@@ -282,6 +283,32 @@ struct Frame {
   std::vector<std::string> keys;
 };
 
+// Reads `text` for nlohmann's parser and remembers how far it has read, so
+// that an error thrown from the parser callback (which gets no position)
+// can say where it is: the reader stands just past the token the callback
+// is about.
+struct TrackingIt {
+  using iterator_category = std::input_iterator_tag;
+  using value_type = char;
+  using difference_type = std::ptrdiff_t;
+  using pointer = const char*;
+  using reference = const char&;
+  const char* p = nullptr;
+  const char** furthest = nullptr;
+  reference operator*() const { return *p; }
+  TrackingIt& operator++() {
+    if (++p > *furthest) *furthest = p;
+    return *this;
+  }
+  TrackingIt operator++(int) {
+    TrackingIt t = *this;
+    ++*this;
+    return t;
+  }
+  bool operator==(const TrackingIt& o) const { return p == o.p; }
+  bool operator!=(const TrackingIt& o) const { return p != o.p; }
+};
+
 std::string frame_path(const std::vector<Frame>& frames) {
   std::string p;
   for (size_t i = 0; i + 1 < frames.size(); ++i) {
@@ -327,10 +354,12 @@ std::string parse_json_limited(const std::string& text, json& out, size_t& byte,
     }
     return true;
   };
+  const char* read = text.data();
   try {
-    out = json::parse(text, cb);
+    out = json::parse(TrackingIt{text.data(), &read}, TrackingIt{text.data() + text.size(), &read}, cb);
   } catch (const JsonLimitError& e) {
     out = json();
+    byte = static_cast<size_t>(read - text.data());  // 1-based: the last character read
     return e.what;
   } catch (const json::parse_error& e) {
     out = json();

@@ -51,6 +51,13 @@ TEST_CASE("JSON text: depth, duplicate keys and overflowing numbers are errors",
   CHECK(parse_json_limited(R"({"a": [{"b": 1}, {"c": 1, "c": 1}]})", out, byte, syntax) ==
         "key \"c\" appears twice in object a[1]");
   CHECK(parse_json_limited(R"({"a": 1, "b": {"a": 2}})", out, byte, syntax).empty());
+  // Where a limit is broken: just past the repeated key, just past the bracket one level too deep.
+  CHECK(!parse_json_limited("{\"a\": 1,\n \"a\": 2}", out, byte, syntax).empty());
+  CHECK((byte == 5 + 8 && !syntax));
+  CHECK(!parse_json_limited(std::string(257, '['), out, byte, syntax).empty());
+  CHECK(byte == 257);
+  CHECK_THROWS_WITH(parse_json_text("{\"a\": 1,\n \"a\": 2}", "f.json"),
+                    Catch::Contains("f.json:2:4: invalid JSON: key \"a\" appears twice"));
   CHECK(parse_json_limited("{\"x\":\n 1e400}", out, byte, syntax).find("number 1e400 does not fit a double") == 0);
   CHECK(!syntax);
   CHECK(parse_json_limited("{", out, byte, syntax).find("syntax error") == 0);
