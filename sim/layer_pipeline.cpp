@@ -344,40 +344,7 @@ void LayerPipeline::select(uint64_t k) {
   sel_.clear();
   // Pass 1: what attention uses, stamped first so that none of it is evicted
   // while pass 2 makes room.
-  for (uint32_t s = 0; s < s_.batch; ++s) {
-    idx_.clear();
-    const AttentionRecord* rec = s_.trace ? &recs_[s % recs_.size()] : nullptr;
-    if (rec)
-      for (size_t i = 0; i < rec->blocks.size(); ++i) {
-        mass_of_[rec->blocks[i]] = rec->mass[i];
-        c_.total_mass += rec->mass[i];
-      }
-    SelectInput in{step, layer, s, n, rec ? &rec->blocks : nullptr, rec ? &rec->mass : nullptr};
-    s_.pol.eval->select(in, t_, idx_);
-    obs_mass_.clear();
-    for (uint32_t i : idx_) {
-      if (i >= n) throw std::logic_error("evaluation policy selected block " + std::to_string(i) + " of " + std::to_string(n));
-      BlockId b = t_.id(s, layer, i);
-      const float m = s_.trace ? mass_of_[i] : 0.f;
-      obs_mass_.push_back(m);
-      ++c_.accesses;
-      if (t_.tier[b] == kDropped) {
-        ++c_.dropped_accesses;
-        continue;
-      }
-      c_.used_mass += m;
-      t_.last_access[b] = t_.clock;
-      ++t_.access_count[b];
-      t_.mass[b] += m;
-      t_.last_mass[b] = m;
-      s_.pol.evict->on_access(b, t_.tier[b]);
-      s_.pol.promote->on_access(b, t_.tier[b], t_);
-      sel_.push_back(b);
-    }
-    s_.pol.prefetch->observe(SelectInput{step, layer, s, n, &idx_, s_.trace ? &obs_mass_ : nullptr}, t_);
-    if (rec)
-      for (uint32_t b : rec->blocks) mass_of_[b] = 0.f;
-  }
+  for (uint32_t s = 0; s < s_.batch; ++s) use_blocks(step, layer, s, n, s_.trace ? &recs_[s % recs_.size()] : nullptr);
 
   if (s_.pol.eval->scoring()) score(slot, step, layer, n);
 
@@ -385,6 +352,88 @@ void LayerPipeline::select(uint64_t k) {
   // promote what the promotion policy says.
   const size_t gpu_ep = s_.gpu_tier ? 0 : nt;
   kv_.set_tokens_now(s_.ctx + step + 1);
+  fetch_selected(slot, layer);
+  // Scoring decides what to load: this layer's fetches wait for it.
+  if (slot.score_cpu != kNoJob)
+    for (size_t a = 0; a < nt; ++a) {
+      tp_.depend(a, gpu_ep, slot.score_cpu);
+      tp_.depend(a, gpu_ep, slot.score_fpga);
+      tp_.depend(a, gpu_ep, slot.score_read);
+    }
+  // What attention will read on the GPU (predictions below may move blocks it
+  // reads through a staging buffer up too: those are not its data).
+  if (check_) {
+    slot.on_gpu.clear();
+    for (BlockId b : sel_)
+      if (s_.gpu_tier && t_.tier[b] == 0) slot.on_gpu.push_back(b);
+  }
+  // Predictions for the next step of this layer ride behind the demand fetches.
+  if (s_.gpu_tier && step + 1 < s_.steps) {
+    const uint32_t n1 = s_.blocks_at(step + 1);
+    for (uint32_t s = 0; s < s_.batch; ++s) {
+      pred_.clear();
+      s_.pol.prefetch->predict(SelectInput{step + 1, layer, s, n1, nullptr, nullptr}, t_, pred_);
+      for (uint32_t i : pred_) {
+        if (i >= n1) continue;
+        const BlockId b = t_.id(s, layer, i);
+        const TierId t = t_.tier[b];
+        if (t >= nt || t == 0 || kv_.prefetched(b) || !kv_.make_room(0)) continue;
+        const JobId pj = tp_.add_prefetch(t, layer, kv_.data_bytes(b), kv_.pending(b));
+        kv_.move(b, t, 0);
+        kv_.pending(b) = pj;
+        kv_.pending_src(b) = KvStore::kNoSource;
+        kv_.prefetched(b) = 1;
+        kv_.prefetch_src(b) = t;
+        ++c_.prefetch.prefetched_blocks;
+      }
+    }
+  }
+  flush(&slot);
+  slot.staged_bytes = tp_.take_staged_bytes();
+  slot.kv_blocks = sel_.size();
+}
+
+// One sequence's part of pass 1: the blocks the evaluation policy selects
+// of its `n`, stamped as used (into sel_), and what the prefetch policy observes.
+void LayerPipeline::use_blocks(uint32_t step, uint32_t layer, uint32_t s, uint32_t n, const AttentionRecord* rec) {
+  idx_.clear();
+  if (rec)
+    for (size_t i = 0; i < rec->blocks.size(); ++i) {
+      mass_of_[rec->blocks[i]] = rec->mass[i];
+      c_.total_mass += rec->mass[i];
+    }
+  SelectInput in{step, layer, s, n, rec ? &rec->blocks : nullptr, rec ? &rec->mass : nullptr};
+  s_.pol.eval->select(in, t_, idx_);
+  obs_mass_.clear();
+  for (uint32_t i : idx_) {
+    if (i >= n) throw std::logic_error("evaluation policy selected block " + std::to_string(i) + " of " + std::to_string(n));
+    BlockId b = t_.id(s, layer, i);
+    const float m = s_.trace ? mass_of_[i] : 0.f;
+    obs_mass_.push_back(m);
+    ++c_.accesses;
+    if (t_.tier[b] == kDropped) {
+      ++c_.dropped_accesses;
+      continue;
+    }
+    c_.used_mass += m;
+    t_.last_access[b] = t_.clock;
+    ++t_.access_count[b];
+    t_.mass[b] += m;
+    t_.last_mass[b] = m;
+    s_.pol.evict->on_access(b, t_.tier[b]);
+    s_.pol.promote->on_access(b, t_.tier[b], t_);
+    sel_.push_back(b);
+  }
+  s_.pol.prefetch->observe(SelectInput{step, layer, s, n, &idx_, s_.trace ? &obs_mass_ : nullptr}, t_);
+  if (rec)
+    for (uint32_t b : rec->blocks) mass_of_[b] = 0.f;
+}
+
+// Pass 2: fetch what of sel_ is below the GPU, one transfer per source
+// tier; promote what the promotion policy says.
+void LayerPipeline::fetch_selected(Slot& slot, uint32_t layer) {
+  const size_t nt = t_.tiers.size();
+  const size_t gpu_ep = s_.gpu_tier ? 0 : nt;
   slot.kv_tokens = 0;
   slot.cpu_tokens = 0;
   const bool cpu_attn = s_.weights && s_.weights->plan().cpu_attention;
@@ -459,44 +508,6 @@ void LayerPipeline::select(uint64_t k) {
     }
     tp_.add(t, gpu_ep, layer, bb, kv_.pending(b));  // read through a staging buffer
   }
-  // Scoring decides what to load: this layer's fetches wait for it.
-  if (slot.score_cpu != kNoJob)
-    for (size_t a = 0; a < nt; ++a) {
-      tp_.depend(a, gpu_ep, slot.score_cpu);
-      tp_.depend(a, gpu_ep, slot.score_fpga);
-      tp_.depend(a, gpu_ep, slot.score_read);
-    }
-  // What attention will read on the GPU (predictions below may move blocks it
-  // reads through a staging buffer up too: those are not its data).
-  if (check_) {
-    slot.on_gpu.clear();
-    for (BlockId b : sel_)
-      if (s_.gpu_tier && t_.tier[b] == 0) slot.on_gpu.push_back(b);
-  }
-  // Predictions for the next step of this layer ride behind the demand fetches.
-  if (s_.gpu_tier && step + 1 < s_.steps) {
-    const uint32_t n1 = s_.blocks_at(step + 1);
-    for (uint32_t s = 0; s < s_.batch; ++s) {
-      pred_.clear();
-      s_.pol.prefetch->predict(SelectInput{step + 1, layer, s, n1, nullptr, nullptr}, t_, pred_);
-      for (uint32_t i : pred_) {
-        if (i >= n1) continue;
-        const BlockId b = t_.id(s, layer, i);
-        const TierId t = t_.tier[b];
-        if (t >= nt || t == 0 || kv_.prefetched(b) || !kv_.make_room(0)) continue;
-        const JobId pj = tp_.add_prefetch(t, layer, kv_.data_bytes(b), kv_.pending(b));
-        kv_.move(b, t, 0);
-        kv_.pending(b) = pj;
-        kv_.pending_src(b) = KvStore::kNoSource;
-        kv_.prefetched(b) = 1;
-        kv_.prefetch_src(b) = t;
-        ++c_.prefetch.prefetched_blocks;
-      }
-    }
-  }
-  flush(&slot);
-  slot.staged_bytes = tp_.take_staged_bytes();
-  slot.kv_blocks = sel_.size();
 }
 
 // The new token's KV of one layer goes into the sequence's last block;

@@ -51,6 +51,10 @@ class LayerPipeline {
   double gpu_tier_bytes() const;  // the KV the GPU tier holds now
   void note_staging(double staged);
   void select(uint64_t k);
+  // Pass 1 for one sequence of `n` blocks: what attention uses, into sel_.
+  void use_blocks(uint32_t step, uint32_t layer, uint32_t s, uint32_t n, const AttentionRecord* rec);
+  // Pass 2: what of sel_ is below the GPU is fetched or promoted.
+  void fetch_selected(Slot& slot, uint32_t layer);
   void score(Slot& slot, uint32_t step, uint32_t layer, uint32_t n);
   void append(uint64_t k);
   void compute(double seconds, const char* phase, int64_t step, uint32_t layer, uint64_t kv_blocks);
