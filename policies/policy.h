@@ -31,6 +31,9 @@ class EvictionPolicy {
   // True: victims are discarded (H2O, StreamingLLM) and their attention mass
   // is lost; false: they are demoted to the next tier down.
   virtual bool drops() const { return false; }
+  // True: victims are chosen by attention mass (H2O), which only an
+  // attention trace gives (serving has none; it refuses such a policy).
+  virtual bool reads_attention() const { return false; }
 
   // --- Additions; every one has a default, so older policies and
   // engines keep working.
@@ -184,6 +187,10 @@ class PrefetchPolicy {
     (void)link_busy;
     return depth();
   }
+  // True: predict()/observe() learn from the attention the engine observes,
+  // or adapt_depth() from per-step busy fractions. Engines that feed neither
+  // (serving iterations) refuse such a policy rather than run it blind.
+  virtual bool learns() const { return false; }
 };
 KVTIER_REGISTRY_FAMILY(PrefetchPolicy, "prefetch policy")
 
@@ -239,6 +246,9 @@ class EvaluationPolicy {
   // the layer's fetches wait for all of it; then it reports the measured
   // times. Null (default): scoring is free (or folded into the selection).
   virtual ScoringSplit* scoring() { return nullptr; }
+  // False only for a selection that needs no attention data (dense
+  // attention): engines without attention traces (serving) take only those.
+  virtual bool reads_attention() const { return true; }
 };
 KVTIER_REGISTRY_FAMILY(EvaluationPolicy, "evaluation policy")
 

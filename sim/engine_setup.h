@@ -44,6 +44,10 @@ struct EngineSetup {
   bool prefill_compute = false, prefill_load = false;
   uint32_t query_tokens = 0;
   bool overlap_next_load = false;
+  // Serving with the KV in tiers: `batch` is every request of the stream,
+  // which never all hold KV at once; the scheduler admits them against the
+  // tiers' capacity, so the KV store does not require room for all.
+  bool admitted_by_scheduler = false;
 
   EnginePolicies pol;
   std::vector<CompressionSpec> codec;  // per (tier, layer)

@@ -59,13 +59,13 @@ void InvariantChecker::before_attention(uint32_t step, uint32_t layer, const std
   }
 }
 
-void InvariantChecker::after_step(uint32_t step) {
+void InvariantChecker::after_step(uint32_t step, const std::vector<uint32_t>* created_per_seq) {
   check_time("step end");
   const BlockTable& t = kv_.table();
   const size_t nt = t.tiers.size();
   count_.assign(nt, 0);
-  const uint32_t created = s_.blocks_at(step);
   for (BlockId b = 0; b < t.size(); ++b) {
+    const uint32_t created = created_per_seq ? (*created_per_seq)[t.seq_of(b)] : s_.blocks_at(step);
     const TierId own = t.tier[b];
     const uint8_t copies = t.copies[b];
     auto where = [&] {

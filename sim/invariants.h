@@ -44,7 +44,9 @@ class InvariantChecker {
   InvariantChecker(const EngineSetup& s, KvStore& kv, JobBoard& board, Platform& platform);
   ~InvariantChecker();
   void before_attention(uint32_t step, uint32_t layer, const std::vector<BlockId>& on_gpu);
-  void after_step(uint32_t step);
+  // `created_per_seq`: the blocks each sequence must have (serving, where
+  // they differ); null: every sequence has blocks_at(step).
+  void after_step(uint32_t step, const std::vector<uint32_t>* created_per_seq = nullptr);
   void at_end();
 
  private:

@@ -69,7 +69,7 @@ KvStore::KvStore(EngineSetup& s, EngineCounters& c) : s_(s), c_(c) {
   if (!s_.gpu_tier && !s_.weights && model.weight_bytes() > s_.gpu_model->capacity_bytes())
     throw ConfigError("hardware.devices." + hw.gpu + ": the model's weights (" + std::to_string(model.weight_bytes() / 1e9) +
                       " GB) do not fit in the GPU");
-  if (!s_.pol.evict->drops() && total_blocks > capacity_blocks)
+  if (!s_.pol.evict->drops() && !s_.admitted_by_scheduler && total_blocks > capacity_blocks)
     throw ConfigError("hardware.tiers: the KV needs " + std::to_string(total_blocks) + " blocks of " +
                       std::to_string(t_.block_bytes) + " bytes but the tiers hold " + std::to_string(capacity_blocks) +
                       "; add capacity or use an eviction policy that drops");
@@ -140,6 +140,25 @@ void KvStore::drop(BlockId b) {
   --t_.tiers[t].used_blocks;
   t_.tier[b] = kDropped;
   ++c_.dropped_blocks;
+}
+
+void KvStore::release(BlockId b) {
+  const TierId t = t_.tier[b];
+  if (t < t_.tiers.size()) {
+    invalidate_copies(b);
+    s_.pol.evict->on_remove(b, t);
+    --t_.tiers[t].used_blocks;
+    if (prefetched_[b]) {  // predicted, never used, and now gone
+      c_.prefetch.wasted_bytes += static_cast<uint64_t>(t_.block_bytes * s_.fraction(prefetch_src_[b], t_.layer_of(b)));
+      prefetched_[b] = 0;
+    }
+  }
+  t_.tier[b] = kNotCreated;
+  t_.last_access[b] = 0;
+  t_.access_count[b] = 0;
+  t_.mass[b] = t_.last_mass[b] = 0.f;
+  t_.created[b] = 0;
+  t_.dirty[b] = 0;
 }
 
 // Where a lower tier still holds a valid copy, the highest such copy

@@ -75,6 +75,9 @@ class KvStore {
   // nothing can leave.
   bool make_room(TierId t);
   void drop(BlockId b);
+  // b's sequence is gone (serving: its request finished or is recomputed):
+  // b leaves its tier and its copies, and could be created again.
+  void release(BlockId b);
   // Every copy of b below its tier is stale (b was written).
   void invalidate_copies(BlockId b);
   // Policies with a watermark (HKM) demote in the background once a step is

@@ -1,6 +1,7 @@
 #include "sim/layer_pipeline.h"
 
 #include <algorithm>
+#include <cstring>
 #include <memory>
 #include <stdexcept>
 
@@ -116,8 +117,9 @@ void LayerPipeline::compute(double seconds, const char* phase, int64_t step, uin
   const double t1 = sg4::Engine::get_clock();
   c_.gpu_busy_s += t1 - t0;
   if (timeline_.enabled()) {
-    const std::string name = step >= 0 ? "step " + std::to_string(step) + " L" + std::to_string(layer)
-                                       : std::string(phase) + " L" + std::to_string(layer);
+    const std::string name = step < 0 ? std::string(phase) + " L" + std::to_string(layer)
+                             : std::string(std::strcmp(phase, "iteration") == 0 ? "iter " : "step ") + std::to_string(step) +
+                                   " L" + std::to_string(layer);
     timeline_.slice(gpu_track_, name, t0, t1, json{{"phase", phase}, {"layer", layer}, {"kv_blocks", kv_blocks}});
   }
 }
@@ -309,6 +311,24 @@ void LayerPipeline::score(Slot& slot, uint32_t step, uint32_t layer, uint32_t n)
   slot.waits.push_back(slot.score_fpga);
 }
 
+// What attention will read on the GPU (predictions may move blocks it
+// reads through a staging buffer up too: those are not its data).
+void LayerPipeline::note_on_gpu(Slot& slot) {
+  slot.on_gpu.clear();
+  for (BlockId b : sel_)
+    if (s_.gpu_tier && t_.tier[b] == 0) slot.on_gpu.push_back(b);
+}
+
+LayerPipeline::Slot& LayerPipeline::open_slot(uint64_t k) {
+  Slot& slot = ring_[k % ring_.size()];
+  tp_.take_staged_bytes();  // earlier flushes stage nothing this slot reads
+  slot.waits.clear();  // keeps its capacity: no allocation per layer
+  slot.kv_blocks = 0;
+  slot.extra_gpu_s = 0;
+  slot.score_cpu = slot.score_fpga = slot.score_read = slot.score_move_cpu = kNoJob;
+  return slot;
+}
+
 void LayerPipeline::select(uint64_t k) {
   const uint32_t L = s_.model.layers;
   const uint32_t step = static_cast<uint32_t>(k / L), layer = static_cast<uint32_t>(k % L);
@@ -317,12 +337,7 @@ void LayerPipeline::select(uint64_t k) {
   t_.step = step;
   t_.layer = layer;
   t_.now_s = sg4::Engine::get_clock();
-  Slot& slot = ring_[k % ring_.size()];
-  tp_.take_staged_bytes();  // earlier flushes stage nothing this slot reads
-  slot.waits.clear();  // keeps its capacity: no allocation per layer
-  slot.kv_blocks = 0;
-  slot.extra_gpu_s = 0;
-  slot.score_cpu = slot.score_fpga = slot.score_read = slot.score_move_cpu = kNoJob;
+  Slot& slot = open_slot(k);
   // The trace's records of this (step, layer): one for every sequence, or
   // one per trace sequence (batch sequence s follows trace sequence s % S).
   if (s_.trace)
@@ -362,11 +377,7 @@ void LayerPipeline::select(uint64_t k) {
     }
   // What attention will read on the GPU (predictions below may move blocks it
   // reads through a staging buffer up too: those are not its data).
-  if (check_) {
-    slot.on_gpu.clear();
-    for (BlockId b : sel_)
-      if (s_.gpu_tier && t_.tier[b] == 0) slot.on_gpu.push_back(b);
-  }
+  if (check_) note_on_gpu(slot);
   // Predictions for the next step of this layer ride behind the demand fetches.
   if (s_.gpu_tier && step + 1 < s_.steps) {
     const uint32_t n1 = s_.blocks_at(step + 1);
@@ -741,6 +752,119 @@ void LayerPipeline::move_activations(double bytes_out, double bytes_in, int32_t 
     job.layer = static_cast<int32_t>(layer);
     tp_.stream(from, to).submit(std::move(job));
   }
+}
+
+// ---- serving (serving.kv "tiered") ----
+
+void LayerPipeline::select_iteration(uint64_t index, uint32_t layer, const std::vector<IterationSeq>& seqs) {
+  const uint64_t k = clock_base_ + layer;
+  t_.clock = k + 1;
+  t_.step = static_cast<uint32_t>(index);
+  t_.layer = layer;
+  t_.now_s = sg4::Engine::get_clock();
+  Slot& slot = open_slot(k);
+  slot.seq_tokens.clear();
+  sel_.clear();
+  for (const IterationSeq& q : seqs) {
+    // Decode reads its blocks and the one the new token goes into, which
+    // exists from now (as in decode); a prefill chunk reads the KV before it.
+    uint32_t n = (q.past + s_.bt - 1) / s_.bt;
+    if (!q.prefill) {
+      n = q.past / s_.bt + 1;
+      const BlockId nb = t_.id(q.seq, layer, n - 1);
+      if (t_.tier[nb] == kNotCreated) kv_.allocate(nb, n);
+    }
+    const size_t before = sel_.size();
+    if (n > 0) use_blocks(t_.step, layer, q.seq, n, nullptr);
+    slot.seq_tokens.push_back(uint64_t(sel_.size() - before) * s_.bt);
+  }
+  fetch_selected(slot, layer);
+  if (check_) note_on_gpu(slot);
+  flush(&slot);
+  slot.staged_bytes = tp_.take_staged_bytes();
+  slot.kv_blocks = sel_.size();
+}
+
+// What the layer computed goes into the blocks: a decode token into its
+// sequence's last block; a prefill chunk into the blocks it fills, new ones
+// placed (and written down, whole, where placement puts them below the GPU)
+// with the chunk's budget applied once all of it has arrived.
+void LayerPipeline::append_iteration(uint32_t layer, const std::vector<IterationSeq>& seqs) {
+  const double tok_bytes = static_cast<double>(s_.model.kv_bytes_per_token_layer());
+  const size_t nt = t_.tiers.size();
+  auto write_into = [&](BlockId b, double bytes) {
+    const TierId t = t_.tier[b];
+    if (t >= nt) return;
+    t_.dirty[b] = 1;
+    kv_.invalidate_copies(b);
+    if (s_.gpu_tier && t == 0) return;
+    kv_.pending(b) = tp_.add(nt, t, layer, bytes, kv_.pending(b));
+    kv_.pending_src(b) = KvStore::kNoSource;
+  };
+  for (const IterationSeq& q : seqs) {
+    if (!q.prefill) {
+      write_into(t_.id(q.seq, layer, q.past / s_.bt), tok_bytes);
+      continue;
+    }
+    const uint32_t first = q.past / s_.bt, end = (q.past + q.tokens + s_.bt - 1) / s_.bt;
+    kv_.defer_budget(true);
+    for (uint32_t i = first; i < end; ++i) {
+      const BlockId b = t_.id(q.seq, layer, i);
+      if (t_.tier[b] != kNotCreated) {  // the block the previous chunk left part-filled
+        const uint32_t lo = std::max(q.past, i * s_.bt), hi = std::min(q.past + q.tokens, (i + 1) * s_.bt);
+        write_into(b, double(hi - lo) * tok_bytes);
+        continue;
+      }
+      const TierId t = kv_.allocate(b, end);
+      if (t == kDropped || (s_.gpu_tier && t == 0)) continue;
+      kv_.pending(b) = tp_.add(nt, t, layer, kv_.data_bytes(b), kNoJob);
+      kv_.pending_src(b) = KvStore::kNoSource;
+    }
+    kv_.defer_budget(false);
+    kv_.enforce_budget(q.seq, layer);
+  }
+  flush(nullptr);
+}
+
+void LayerPipeline::run_iteration(uint64_t index, const std::vector<IterationSeq>& seqs, bool more_after,
+                                  const LayerKernel& kernel) {
+  const uint32_t L = s_.model.layers;
+  if (ring_.empty()) ring_.assign(65, Slot{});
+  depth_ = std::min<uint32_t>(s_.pol.prefetch->depth(), 64);
+  uint32_t next = 0;
+  for (uint32_t l = 0; l < L; ++l) {
+    const uint64_t k = clock_base_ + l;
+    t_.pin_stamp = k + 1;
+    JobId weights = kNoJob;
+    if (s_.weights) {
+      // The next layer's load is issued now, across iterations too while requests remain.
+      auto st = [this](size_t a, size_t b) -> Stream& { return tp_.stream(a, b); };
+      weights = s_.weights->issue(l, static_cast<int32_t>(index), l + 1 < L || more_after, board_, st);
+    }
+    while (next < L && next <= l + depth_) select_iteration(index, next++, seqs);
+    Slot& slot = ring_[k % ring_.size()];
+    for (JobId j : slot.waits) board_.wait(j);
+    double staged = 0;
+    for (uint64_t j = k; j < clock_base_ + next; ++j) staged += ring_[j % ring_.size()].staged_bytes;
+    note_staging(staged);
+    if (s_.weights) s_.weights->await(weights, board_);
+    if (check_) check_->before_attention(static_cast<uint32_t>(index), l, slot.on_gpu);
+    compute(kernel(slot.seq_tokens) + slot.extra_gpu_s, "iteration", static_cast<int64_t>(index), l, slot.kv_blocks);
+    append_iteration(l, seqs);
+  }
+  clock_base_ += L;
+  kv_.background_demotion();
+  flush(nullptr);
+  if (check_) {
+    std::vector<uint32_t> created(t_.batch, 0);  // every other sequence's blocks may be anything it kept
+    for (const IterationSeq& q : seqs) created[q.seq] = (q.past + q.tokens + s_.bt - 1) / s_.bt;
+    check_->after_step(static_cast<uint32_t>(index), &created);
+  }
+}
+
+void LayerPipeline::release(uint32_t seq) {
+  for (uint32_t l = 0; l < s_.model.layers; ++l)
+    for (uint32_t i = 0; i < t_.blocks_per_seq_layer; ++i) kv_.release(t_.id(seq, l, i));
 }
 
 }  // namespace kvtier

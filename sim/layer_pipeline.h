@@ -8,6 +8,7 @@
 #pragma once
 
 #include <deque>
+#include <functional>
 #include <vector>
 
 #include "sim/engine_metrics.h"
@@ -26,6 +27,24 @@ class LayerPipeline {
   void drive();
   void check_with(InvariantChecker* c) { check_ = c; }
 
+  // Serving with the KV in tiers (serving.kv "tiered", sim/serving.h): each
+  // request is block-table sequence `seq`, and an iteration runs every layer
+  // for its sequences through the selection, fetch, compute and append of
+  // decode, with selection `depth` layers ahead within the iteration. A
+  // decode sequence appends one token at `past`; a prefill chunk computes
+  // `tokens` after `past` (attention reads the KV before it) and its KV goes
+  // where placement puts it once the layer has computed it.
+  struct IterationSeq {
+    uint32_t seq = 0, past = 0, tokens = 0;
+    bool prefill = false;
+  };
+  // One layer's kernel, given the tokens of KV each sequence's attention reads.
+  using LayerKernel = std::function<double(const std::vector<uint64_t>& read_tokens)>;
+  // `more_after`: another iteration follows (the next layer's weights may load across).
+  void run_iteration(uint64_t index, const std::vector<IterationSeq>& seqs, bool more_after, const LayerKernel& kernel);
+  // Every block of `seq` leaves its tier (the request finished, or its KV is dropped to be recomputed).
+  void release(uint32_t seq);
+
  private:
   struct Slot {  // what one selected (step, layer) hands to the GPU
     std::vector<JobId> waits;
@@ -35,6 +54,7 @@ class LayerPipeline {
     double extra_gpu_s = 0;            // decompression on the GPU before attention
     double staged_bytes = 0;           // KV read into GPU staging buffers (not the GPU tier) for this layer
     std::vector<BlockId> on_gpu;       // with invariants checked: the blocks attention uses that live on the GPU
+    std::vector<uint64_t> seq_tokens;  // serving: per sequence of the iteration, the tokens its attention reads
     JobId score_cpu = kNoJob, score_fpga = kNoJob;  // APP scoring of this layer
     JobId score_read = kNoJob, score_move_cpu = kNoJob;  // the FPGA's NAND read; keys moved to the host
   };
@@ -51,6 +71,11 @@ class LayerPipeline {
   double gpu_tier_bytes() const;  // the KV the GPU tier holds now
   void note_staging(double staged);
   void select(uint64_t k);
+  // A slot of the ring for layer computation k, emptied for its selection.
+  Slot& open_slot(uint64_t k);
+  void note_on_gpu(Slot& slot);
+  void select_iteration(uint64_t index, uint32_t layer, const std::vector<IterationSeq>& seqs);
+  void append_iteration(uint32_t layer, const std::vector<IterationSeq>& seqs);
   // Pass 1 for one sequence of `n` blocks: what attention uses, into sel_.
   void use_blocks(uint32_t step, uint32_t layer, uint32_t s, uint32_t n, const AttentionRecord* rec);
   // Pass 2: what of sel_ is below the GPU is fetched or promoted.
@@ -100,6 +125,7 @@ class LayerPipeline {
   uint64_t weight_iter_ = 0, weight_iters_ = 0;  // layer computations so far, and in the run
   double gpu_tier_fraction_ = 0;         // stored / raw bytes of a GPU tier block, over layers
   double weights_codec_s_ = 0;           // GPU codec work of policies.weights for the next kernel
+  uint64_t clock_base_ = 0;               // serving: layer computations of the iterations so far
   std::deque<StagedWrites> prefill_staged_;  // prefill output still being written down, oldest first
   double prefill_staged_sum_ = 0;
 };

@@ -8,6 +8,8 @@
 #include "policies/weights.h"
 #include "sim/config.h"
 #include "sim/invariants.h"
+#include "sim/kv_store.h"
+#include "sim/layer_pipeline.h"
 #include "sim/platform.h"
 #include "sim/replay.h"
 #include "sim/gpu_prefix_cache.h"
@@ -51,6 +53,11 @@ ParamList serving_params() {
           ParamType::Object),
       any("slo", json::object(), "{\"ttft_s\": limit, \"tpot_s\": limit}: goodput counts requests within both",
           ParamType::Object),
+      str("kv", "paged",
+          "where running sequences' KV lives: paged (the GPU's paged pool; the tiers below are the prefix cache and the "
+          "swap space) or tiered (every tier of hardware.tiers, block by block, placed, evicted, promoted and prefetched "
+          "by policies.*, each iteration through the layer pipeline of the single-batch engine)",
+          {"paged", "tiered"}),
       boolean("coarsen", true,
               "iterations with nothing to load run as one kernel for all layers (same times; false: layer by layer)"),
       boolean("request_csv", true, "write requests.csv (one line per request) beside result.json"),
@@ -119,6 +126,10 @@ ServingSimulation::ServingSimulation(json& cfg) : cfg_(cfg) {
   limits_.order = sv["order"] == "fcfs" ? QueueOrder::Fcfs : QueueOrder::ShortestPrompt;
   limits_.preemption = sv["preemption"] == "swap" ? PreemptionMode::Swap : PreemptionMode::Recompute;
   coarsen_ = sv["coarsen"].get<bool>();
+  tiered_ = sv["kv"] == "tiered";
+  if (tiered_ && limits_.preemption == PreemptionMode::Swap)
+    throw ConfigError("serving.preemption: with serving.kv \"tiered\" a sequence's KV already lives in the tiers below the "
+                      "GPU; preempted sequences are recomputed (set \"recompute\")");
   slo_ttft_s_ = sv["slo"]["ttft_s"].get<double>();
   slo_tpot_s_ = sv["slo"]["tpot_s"].get<double>();
   const json& pc = sv["prefix_cache"];
@@ -129,11 +140,11 @@ ServingSimulation::ServingSimulation(json& cfg) : cfg_(cfg) {
   // The GPU: its memory less the weights is the paged KV pool; tier 0.
   s_.bind_gpu();
   const DeviceModel& gpu = *s_.gpu_model;
-  if (s_.hw.tiers.empty() || s_.hw.device_index(s_.hw.tiers[0]) != static_cast<int>(s_.gpu_dev))
+  if (!tiered_ && (s_.hw.tiers.empty() || s_.hw.device_index(s_.hw.tiers[0]) != static_cast<int>(s_.gpu_dev)))
     throw ConfigError("hardware.tiers: serving keeps running sequences' KV on the GPU: the first tier must be the GPU (" +
                       s_.hw.gpu + ")");
   for (size_t i = 0; i < s_.hw.tiers.size(); ++i) s_.tier_dev.push_back(static_cast<size_t>(s_.hw.device_index(s_.hw.tiers[i])));
-  bind_weights();
+  bind_policies();
   const double kv_tok = static_cast<double>(s_.model.kv_bytes_per_token());
   // The GPU's share of the weights (all of them unless policies.weights
   // streams some) and the buffers streamed weights land in.
@@ -235,6 +246,7 @@ ServingSimulation::ServingSimulation(json& cfg) : cfg_(cfg) {
   }
   if (reqs_.empty()) throw ConfigError("serving.requests: " + source_name_ + " has no requests");
   distinct_blocks_ = dense.size();
+  if (tiered_) build_kv_store();
   const uint64_t pool_tokens = limits_.gpu_blocks * limits_.block_tokens;
   for (const ServingRequest& q : reqs_) {
     const uint64_t need = uint64_t(q.input_tokens) + q.output_tokens;
@@ -246,7 +258,7 @@ ServingSimulation::ServingSimulation(json& cfg) : cfg_(cfg) {
                            static_cast<uint64_t>(limits_.watermark * double(limits_.gpu_blocks));
     if (need > pool_tokens || admit > limits_.gpu_blocks)
       throw ConfigError(source_name_ + ": request " + std::to_string(q.id) + " needs the KV of " + std::to_string(need) +
-                        " tokens but the GPU holds " + std::to_string(pool_tokens) +
+                        " tokens but the " + std::string(tiered_ ? "tiers hold " : "GPU holds ") + std::to_string(pool_tokens) +
                         " (it can never run, even alone; add GPU memory or shorten it)");
     if (!limits_.chunked_prefill && q.input_tokens > limits_.max_batched_tokens)
       throw ConfigError("serving.max_batched_tokens: " + std::to_string(limits_.max_batched_tokens) +
@@ -255,6 +267,9 @@ ServingSimulation::ServingSimulation(json& cfg) : cfg_(cfg) {
   }
 
   // The prefix cache: every tier below the GPU, in blocks of the trace's hash size.
+  if (tiered_ && pc["enabled"].get<bool>() && distinct_blocks_ > 0)
+    throw ConfigError("serving.prefix_cache.enabled: with serving.kv \"tiered\" the tiers hold running sequences' KV, "
+                      "not a prefix cache; set false");
   cache_on_ = pc["enabled"].get<bool>() && distinct_blocks_ > 0 && s_.tier_dev.size() > 1;
   if (cache_on_) {
     cache_cfg_ = std::make_unique<ReplayConfig>();
@@ -297,13 +312,18 @@ ServingSimulation::ServingSimulation(json& cfg) : cfg_(cfg) {
 // layer, on the same streams as the KV's moves) and nothing else of the
 // policies: the tiers below the GPU are the prefix cache, with its own
 // eviction policy, and a running sequence's KV stays on the GPU.
-void ServingSimulation::bind_weights() {
+void ServingSimulation::bind_policies() {
   json& pol = cfg_["policies"];
-  for (auto it = pol.begin(); it != pol.end(); ++it)
-    if (it.key() != "weights" && !is_annotation_key(it.key()))
-      throw ConfigError("policies." + it.key() +
-                        ": not run by the serving engine (running sequences' KV stays on the GPU; the tiers below are "
-                        "the prefix cache, evicted by serving.prefix_cache.policy); serving takes policies.weights only");
+  if (tiered_) {
+    bind_kv_policies();
+  } else {
+    for (auto it = pol.begin(); it != pol.end(); ++it)
+      if (it.key() != "weights" && !is_annotation_key(it.key()))
+        throw ConfigError("policies." + it.key() +
+                          ": not run by the serving engine with serving.kv \"paged\" (running sequences' KV stays on the "
+                          "GPU; the tiers below are the prefix cache, evicted by serving.prefix_cache.policy); it takes "
+                          "policies.weights only (serving.kv \"tiered\" runs the KV policies)");
+  }
   if (!pol.contains("weights")) pol["weights"] = "gpu";
   const auto wp = Registry<WeightPolicy>::instance().create(pol["weights"], "policies.weights");
   if (pol["weights"]["name"] == "gpu") return;
@@ -324,11 +344,94 @@ void ServingSimulation::bind_weights() {
   if (h.disk >= 0 && plan.disk > 0) s_.topo->route(static_cast<size_t>(h.disk), static_cast<size_t>(h.dram));
 }
 
+// serving.kv "tiered": the KV policies of the single-batch engine, the same
+// defaults but dense attention (request traces carry no attention), and
+// none that needs what only an attention trace or a decode step gives.
+void ServingSimulation::bind_kv_policies() {
+  json& pol = cfg_["policies"];
+  const json defaults = {{"eviction", "lru"}, {"promotion", "on_access"}, {"placement", "top"}, {"prefetch", "none"},
+                         {"evaluation", "exact"}, {"compression", "none"}, {"weights", "gpu"}};
+  for (auto it = pol.begin(); it != pol.end(); ++it)
+    if (!defaults.contains(it.key()) && !is_annotation_key(it.key()))
+      throw ConfigError("policies." + it.key() + ": unknown policy family");
+  for (auto d = defaults.begin(); d != defaults.end(); ++d)
+    if (!pol.contains(d.key())) pol[d.key()] = *d;
+  s_.pol.evict = Registry<EvictionPolicy>::instance().create(pol["eviction"], "policies.eviction");
+  s_.pol.promote = Registry<PromotionPolicy>::instance().create(pol["promotion"], "policies.promotion");
+  s_.pol.place = Registry<PlacementPolicy>::instance().create(pol["placement"], "policies.placement");
+  s_.pol.prefetch = Registry<PrefetchPolicy>::instance().create(pol["prefetch"], "policies.prefetch");
+  s_.pol.eval = Registry<EvaluationPolicy>::instance().create(pol["evaluation"], "policies.evaluation");
+  s_.pol.compress = Registry<CompressionPolicy>::instance().create(pol["compression"], "policies.compression");
+  auto name = [&](const char* fam) { return pol[fam]["name"].get<std::string>(); };
+  const std::string why = ": requests carry no attention trace, so serving runs dense attention (evaluation \"exact\")";
+  if (s_.pol.eval->reads_attention())
+    throw ConfigError("policies.evaluation: '" + name("evaluation") + "' selects by attention" + why);
+  if (s_.pol.evict->reads_attention())
+    throw ConfigError("policies.eviction: '" + name("eviction") + "' evicts by attention mass" + why);
+  if (s_.pol.prefetch->learns())
+    throw ConfigError("policies.prefetch: '" + name("prefetch") + "' learns from the attention or the steps of the single-"
+                      "batch engine, which serving iterations do not give it; use none or layer_ahead");
+}
+
 double ServingSimulation::weight_bytes_in(size_t dev) const {
   if (!s_.weights) return 0;
   for (size_t t = 1; t < s_.tier_dev.size(); ++t)
     if (s_.tier_dev[t] == dev) return s_.weights->tier_bytes(static_cast<int>(t));
   return 0;
+}
+
+// serving.kv "tiered": one block-table sequence per request (each keeps its
+// own block range; the scheduler admits requests against what the tiers
+// hold), the tiers' capacity as the scheduler's pool.
+void ServingSimulation::build_kv_store() {
+  uint64_t longest = 1;
+  for (const ServingRequest& q : reqs_) longest = std::max<uint64_t>(longest, uint64_t(q.input_tokens) + q.output_tokens);
+  const uint64_t bt = limits_.block_tokens;
+  const uint64_t blocks = uint64_t(reqs_.size()) * s_.model.layers * ((longest + bt - 1) / bt);
+  if (blocks > (uint64_t(1) << 26))
+    throw ConfigError("serving.kv: \"tiered\" keeps a block range per request: " + std::to_string(reqs_.size()) +
+                      " requests x " + std::to_string(s_.model.layers) + " layers x " + std::to_string((longest + bt - 1) / bt) +
+                      " blocks of the longest is " + std::to_string(blocks) +
+                      " blocks, above 2^26 (67,108,864); serve fewer requests (serving.limit) or use larger blocks "
+                      "(workload.block_tokens)");
+  s_.batch = static_cast<uint32_t>(reqs_.size());
+  s_.ctx = 0;
+  s_.steps = static_cast<uint32_t>(longest);
+  s_.bt = static_cast<uint32_t>(bt);
+  s_.admitted_by_scheduler = true;
+  // The devices a CPU codec works with (as the single-batch engine finds them).
+  for (size_t i = 0; i < s_.hw.devices.size(); ++i) {
+    if (s_.hw.devices[i].kind == "cpu" && s_.cpu_dev < 0) s_.cpu_dev = static_cast<int>(i);
+    if (s_.hw.devices[i].kind == "dram" && s_.staging_dev < 0) s_.staging_dev = static_cast<int>(i);
+  }
+  if (s_.staging_dev < 0) s_.staging_dev = s_.cpu_dev;
+  // The KV store names the tiers' devices, codecs and wear itself.
+  s_.tier_dev.clear();
+  s_.codec.clear();
+  c_.wear.clear();
+  s_.gpu_tier = false;  // the KV store says whether the GPU is a tier
+  kv_ = std::make_unique<KvStore>(s_, c_);
+  BlockTable& t = kv_->table();
+  // Every route the pipeline may use (with no GPU tier, tier 0 is below the GPU too).
+  for (size_t d : s_.tier_dev)
+    if (d != s_.gpu_dev) {
+      s_.topo->route(d, s_.gpu_dev);
+      s_.topo->route(s_.gpu_dev, d);
+    }
+  for (size_t i = 0; i + 1 < s_.tier_dev.size(); ++i) s_.topo->route(s_.tier_dev[i], s_.tier_dev[i + 1]);
+  uint64_t capacity = 0;
+  for (const TierInfo& ti : t.tiers) capacity += ti.capacity_blocks;
+  limits_.gpu_blocks = capacity / s_.model.layers;
+  s_.pol.evict->bind_placement(s_.pol.place.get());
+  s_.pol.evict->setup(t);
+  s_.pol.promote->setup(t);
+  s_.pol.place->setup(t);
+  s_.pol.prefetch->setup(t);
+  s_.pol.eval->setup(t);
+  s_.pol.compress->setup(t);
+  for (const auto& c : s_.codec)
+    if (!c.on_gpu && c.compress_Bps + c.decompress_Bps > 0 && s_.cpu_dev < 0)
+      throw ConfigError("policies.compression: the codec runs on the CPU; hardware.devices needs a device of kind cpu");
 }
 
 // The prompt tokens the cache holds: its longest run of leading blocks in
@@ -414,21 +517,23 @@ void ServingSimulation::record_write(size_t dev, double bytes) {
 // weights once; attention of each decode token over its sequence's pages
 // (whole blocks, as paged attention reads them) and of each prefill chunk
 // over what precedes it, causally.
-double ServingSimulation::layer_kernel_s(const IterationPlan& p) const {
+double ServingSimulation::layer_kernel_s(const IterationPlan& p, const std::vector<uint64_t>* read) const {
   const LlmSpec& m = s_.model;
   const double hd = double(m.heads) * m.head_dim, kvl = double(m.kv_bytes_per_token_layer());
   const double bt = limits_.block_tokens;
   double tokens = 0, attn = 0, kv = 0;
   bool prefill = false;
-  for (const IterationItem& it : p.items) {
+  for (size_t i = 0; i < p.items.size(); ++i) {
+    const IterationItem& it = p.items[i];
     tokens += it.tokens;
     prefill = prefill || it.prefill;
     if (it.prefill) {
-      const double k = it.tokens, past = it.past;
+      const double k = it.tokens, past = read ? std::min(double(it.past), double((*read)[i])) : double(it.past);
       attn += 2.0 * k * (2.0 * past + k) * hd;
       kv += (past + k) * kvl;
     } else {
-      const double pages = std::ceil((double(it.past) + 1.0) / bt) * bt;
+      // With the KV in tiers, what attention read (fewer blocks where a budget dropped some).
+      const double pages = read ? double((*read)[i]) : std::ceil((double(it.past) + 1.0) / bt) * bt;
       attn += 4.0 * pages * hd;
       kv += pages * kvl;
     }
@@ -445,7 +550,11 @@ void ServingSimulation::sample_occupancy() {
   occ_t_ = now;
   const double kv_blk = double(s_.model.kv_bytes_per_token()) * limits_.block_tokens;
   std::fill(occ_now_.begin(), occ_now_.end(), 0.0);
-  occ_now_[0] = double(sched_->used_blocks()) * kv_blk;
+  if (kv_)
+    for (size_t t = 0; t < occ_now_.size(); ++t)
+      occ_now_[t] = double(kv_->table().tiers[t].used_blocks) * double(kv_->table().block_bytes);
+  else
+    occ_now_[0] = double(sched_->used_blocks()) * kv_blk;
   for (size_t u = 0; cache_ && u < cache_->tiers(); ++u) occ_now_[u + 1] = double(cache_->used(uint32_t(u))) * double(cache_cfg_->block_bytes);
   if (swap_dev_ >= 0)
     for (size_t t = 1; t < s_.tier_dev.size(); ++t)
@@ -457,6 +566,10 @@ void ServingSimulation::sample_occupancy() {
 }
 
 void ServingSimulation::iteration(const IterationPlan& p, uint64_t index, bool more_after) {
+  if (tiered_) {
+    tiered_iteration(p, index, more_after);
+    return;
+  }
   const LlmSpec& m = s_.model;
   const double now = sg4::Engine::get_clock();
   const double kv_blk = double(m.kv_bytes_per_token()) * limits_.block_tokens;
@@ -571,6 +684,28 @@ void ServingSimulation::iteration(const IterationPlan& p, uint64_t index, bool m
   ++iterations_;
 }
 
+// serving.kv "tiered": the iteration runs through the layer pipeline, which
+// selects, fetches, computes and appends layer by layer as in decode.
+void ServingSimulation::tiered_iteration(const IterationPlan& p, uint64_t index, bool more_after) {
+  const double now = sg4::Engine::get_clock();
+  for (uint32_t id : p.recomputed) pipeline_->release(id);  // its KV is dropped; prefill computes it again
+  recomputed_ += p.recomputed.size();
+  std::vector<LayerPipeline::IterationSeq> seqs;
+  seqs.reserve(p.items.size());
+  for (const IterationItem& it : p.items) {
+    ServingRequest& r = reqs_[it.req];
+    if (r.first_scheduled_s < 0) r.first_scheduled_s = now;
+    seqs.push_back(LayerPipeline::IterationSeq{it.req, it.past, it.tokens, it.prefill});
+  }
+  const double restore_s = s_.weights && s_.weights->plan().compress_weights
+                               ? s_.weights->quant().decompress_s(s_.model.weight_bytes_per_layer(), s_.gpu_mem_Bps)
+                               : 0.0;
+  pipeline_->run_iteration(index, seqs, more_after,
+                           [&](const std::vector<uint64_t>& read) { return layer_kernel_s(p, &read) + restore_s; });
+  ++layered_iterations_;
+  ++iterations_;
+}
+
 // With invariants checked (sim/invariants.h): the pool and the swap space
 // within their sizes, the blocks held by requests adding up to the pool's
 // use, time never going back.
@@ -630,6 +765,7 @@ void ServingSimulation::drive() {
       if (write_through_ && it.completes_prefill && reqs_[it.req].generated == 0) write_down(reqs_[it.req]);
     for (uint32_t id : sched_->complete(end)) {
       ++done;
+      if (pipeline_) pipeline_->release(id);
       if (!write_through_) write_down(reqs_[id]);
       if (gpu_cache_) free_to_gpu_cache(reqs_[id]);
     }
@@ -644,7 +780,9 @@ void ServingSimulation::drive() {
 json ServingSimulation::run(const std::string& timeline_path) {
   start_simgrid();
   platform_ = std::make_unique<Platform>(s_.hw, *s_.topo);
-  platform_->set_request_bytes(double(s_.model.kv_bytes_per_token()) * limits_.block_tokens);
+  // Paged KV moves whole sequences' blocks (all layers); tiered KV a layer's block at a time.
+  platform_->set_request_bytes(tiered_ ? double(kv_->table().block_bytes)
+                                       : double(s_.model.kv_bytes_per_token()) * limits_.block_tokens);
   board_ = std::make_unique<JobBoard>();
   timeline_ = std::make_unique<Timeline>();
   if (!timeline_path.empty()) timeline_->open(timeline_path);
@@ -658,8 +796,25 @@ json ServingSimulation::run(const std::string& timeline_path) {
   planner_ = std::make_unique<TransferPlanner>(s_, c_, *platform_, *board_, *timeline_);
   planner_->make_streams({});
   planner_->start();
+  std::unique_ptr<InvariantChecker> checker;
+  if (tiered_) {
+    // Before any transfer is submitted: the checker counts them.
+    if (invariants_requested()) checker = std::make_unique<InvariantChecker>(s_, *kv_, *board_, *platform_);
+    kv_->start(*planner_);
+    c_.hits.assign(s_.tiers() + 1, 0);
+    pipeline_ = std::make_unique<LayerPipeline>(s_, c_, *kv_, *planner_, *platform_, *board_, *timeline_, gpu_track_);
+    pipeline_->check_with(checker.get());
+  }
   run_simulation(platform_->controller(), s_.hw.gpu + " compute", [this] { drive(); });
   const double end = sg4::Engine::get_clock();
+  if (checker) {
+    checker->at_end();
+    // Every request has left: its blocks and their copies with it.
+    for (const TierInfo& ti : kv_->table().tiers)
+      if (ti.used_blocks != 0)
+        throw InvariantError("invariant violated at the end of the run: tier " + ti.name + " still holds " +
+                             std::to_string(ti.used_blocks) + " blocks after every request finished");
+  }
   sample_occupancy();
   timeline_->close();
 
@@ -701,6 +856,15 @@ json ServingSimulation::run(const std::string& timeline_path) {
       const double y = end > 0 ? c_.wear[t].years_to_wear_out(c_.wear[t].host_bytes_written() / end) : 0.0;
       if (std::isfinite(y) && y > 0) tj["years_to_wear_out"] = y;
     }
+  }
+  if (kv_) {
+    // The KV in tiers: what attention read where, and the moves between tiers.
+    for (size_t t = 0; t < s_.hw.tiers.size(); ++t)
+      m["tiers"][s_.hw.tiers[t]]["hit_rate"] = c_.accesses ? double(c_.hits[t]) / double(c_.accesses) : 0.0;
+    m["kv"] = {{"block_accesses", c_.accesses},        {"fetched_bytes", c_.fetched_bytes},
+               {"blocks_promoted", c_.promoted_blocks}, {"blocks_demoted", c_.demoted_blocks},
+               {"blocks_dropped", c_.dropped_blocks},   {"blocks_written_back", c_.written_back_blocks},
+               {"gpu_staging_peak_bytes", c_.staging_peak_bytes}, {"block_bytes", kv_->table().block_bytes}};
   }
   m["links"] = link_metrics(*platform_, end);
   return m;

@@ -36,6 +36,8 @@ class Timeline;
 class TransferPlanner;
 class ReplaySession;
 class GpuPrefixCache;
+class KvStore;
+class LayerPipeline;
 struct ReplayConfig;
 
 ParamList serving_params();
@@ -52,11 +54,15 @@ class ServingSimulation {
   void drive();
   uint32_t lookup(ServingRequest& r);
   void iteration(const IterationPlan& p, uint64_t index, bool more_after);
-  void bind_weights();
+  void bind_policies();
+  void bind_kv_policies();
+  void build_kv_store();
+  void tiered_iteration(const IterationPlan& p, uint64_t index, bool more_after);
   double weight_bytes_in(size_t dev) const;  // weights (policies.weights) a device below the GPU holds
   void write_down(ServingRequest& r);
   void submit_cache_moves();
-  double layer_kernel_s(const IterationPlan& p) const;
+  // One layer's kernel; `read`: per item, the tokens of KV its attention reads (default: all its pages).
+  double layer_kernel_s(const IterationPlan& p, const std::vector<uint64_t>* read = nullptr) const;
   void sample_occupancy();
   void record_write(size_t dev, double bytes);
   void free_to_gpu_cache(const ServingRequest& r);
@@ -72,6 +78,7 @@ class ServingSimulation {
   uint64_t distinct_blocks_ = 0;
   std::unique_ptr<GpuPrefixCache> gpu_cache_;  // prefix_cache.gpu: freed prompt blocks kept in the pool
   bool cache_on_ = false, write_through_ = true, inclusive_ = false, coarsen_ = true, match_any_ = false;
+  bool tiered_ = false;  // serving.kv "tiered": running KV in the block table over every tier
   double slo_ttft_s_ = 0, slo_tpot_s_ = 0;
   int swap_dev_ = -1;              // the host memory that holds swapped-out sequences
   std::vector<size_t> cache_dev_;  // per cache tier: its device
@@ -85,6 +92,8 @@ class ServingSimulation {
   std::unique_ptr<Timeline> timeline_;
   std::unique_ptr<TransferPlanner> planner_;
   std::unique_ptr<Scheduler> sched_;
+  std::unique_ptr<KvStore> kv_;              // serving.kv "tiered"
+  std::unique_ptr<LayerPipeline> pipeline_;  // serving.kv "tiered"
   uint32_t gpu_track_ = 0;
   std::vector<uint32_t> occ_track_;
   uint64_t iterations_ = 0, layered_iterations_ = 0;

@@ -10,6 +10,7 @@ class ExactEvaluation : public EvaluationPolicy {
   void select(const SelectInput& in, const BlockTable&, std::vector<uint32_t>& out) override {
     for (uint32_t i = 0; i < in.n_blocks; ++i) out.push_back(i);
   }
+  bool reads_attention() const override { return false; }
 };
 KVTIER_REGISTER(EvaluationPolicy, ExactEvaluation, "exact", "read every block every step (dense attention)");
 

@@ -36,6 +36,7 @@ class H2oEviction : public EvictionPolicy {
   void on_access(BlockId, TierId) override {}
   void on_remove(BlockId b, TierId t) override { counts_.remove(*table_, b, t); }
   bool drops() const override { return true; }
+  bool reads_attention() const override { return true; }
 
   BlockId budget_victim(uint32_t seq, uint32_t layer) override {
     uint32_t g = seq * table_->layers + layer;

@@ -91,7 +91,17 @@ def test_mooncake_head_runs_and_is_deterministic(kvtier, tmp_path):
     (['serving.slo={"ttft": 1}'], "serving.slo.ttft"),
     (["serving.swap_tier=nvme9"], "serving.swap_tier"),
     (['serving.requests={"kind": "trace"}'], "serving.requests.path"),
-    (["policies.eviction=h2o"], "policies.eviction: not run by the serving engine"),
+    (["policies.eviction=h2o"], "policies.eviction: not run by the serving engine with serving.kv \"paged\""),
+    # serving.kv "tiered": what it cannot run is refused, naming the place.
+    (["serving.kv=tiered"], "serving.preemption: with serving.kv \"tiered\""),
+    (["serving.kv=tiered", "serving.preemption=recompute", "policies.evaluation=topk"],
+     "policies.evaluation: 'topk' selects by attention"),
+    (["serving.kv=tiered", "serving.preemption=recompute", "policies.eviction=h2o"],
+     "policies.eviction: 'h2o' evicts by attention mass"),
+    (["serving.kv=tiered", "serving.preemption=recompute", "policies.prefetch=markov"],
+     "policies.prefetch: 'markov' learns"),
+    (["serving.kv=tiered", "serving.preemption=recompute", "serving.requests.count=100000"],
+     "serving.kv: \"tiered\" keeps a block range per request"),
     (["workload.batch=4"], "workload.batch: not read in a serving config"),
     (['policies.weights={"name": "offload", "gpu_percent": 50, "cpu_percent": 50, "gpu_batches": 2}'],
      "policies.weights.gpu_batches"),
@@ -125,3 +135,13 @@ def test_gpu_prefix_cache_serves_a_prefix_from_the_pool(kvtier, tmp_path):
     assert on["tiers"]["gpu"]["hit_tokens"] == 3072
     assert on["computed_prompt_tokens"] == off["computed_prompt_tokens"]
     assert float(rows_on[1]["ttft_s"]) < float(rows_off[1]["ttft_s"])
+
+
+def test_tiered_kv_refuses_a_prefix_cache(kvtier, tmp_path):
+    """With the KV in tiers the tiers hold running sequences' KV: a request
+    trace's prefix cache cannot share them, and saying so is the user's call."""
+    p = kvtier("run", SERVING / "mooncake.json", "--out", tmp_path / "out", "--set", "serving.kv=tiered", "--set",
+               "serving.preemption=recompute", "--set", "serving.limit=10", cwd=tmp_path)
+    assert p.returncode == 2, p.stderr
+    assert "serving.prefix_cache.enabled: with serving.kv \"tiered\"" in p.stderr
+    assert not (tmp_path / "out").exists()
