@@ -42,22 +42,7 @@ Simulation::Simulation(json& cfg) : cfg_(cfg) {
   const json defaults = {{"eviction", "lru"},   {"promotion", "on_access"}, {"placement", "top"},
                          {"prefetch", "none"},  {"evaluation", "trace"},    {"compression", "none"},
                          {"weights", "gpu"}};
-  for (auto it = pol.begin(); it != pol.end(); ++it)
-    if (!defaults.contains(it.key()) && !is_annotation_key(it.key())) {
-      std::vector<std::string> fams;
-      for (auto d = defaults.begin(); d != defaults.end(); ++d) fams.push_back(d.key());
-      std::string hint = nearest(it.key(), fams);
-      throw ConfigError("policies." + it.key() + ": unknown policy family" +
-                        (hint.empty() ? "" : " (did you mean '" + hint + "'?)"));
-    }
-  for (auto d = defaults.begin(); d != defaults.end(); ++d)
-    if (!pol.contains(d.key())) pol[d.key()] = *d;
-  s_.pol.evict = Registry<EvictionPolicy>::instance().create(pol["eviction"], "policies.eviction");
-  s_.pol.promote = Registry<PromotionPolicy>::instance().create(pol["promotion"], "policies.promotion");
-  s_.pol.place = Registry<PlacementPolicy>::instance().create(pol["placement"], "policies.placement");
-  s_.pol.prefetch = Registry<PrefetchPolicy>::instance().create(pol["prefetch"], "policies.prefetch");
-  s_.pol.eval = Registry<EvaluationPolicy>::instance().create(pol["evaluation"], "policies.evaluation");
-  s_.pol.compress = Registry<CompressionPolicy>::instance().create(pol["compression"], "policies.compression");
+  s_.pol.create(pol, defaults);
   const auto weights = Registry<WeightPolicy>::instance().create(pol["weights"], "policies.weights");
 
   // The trace.
@@ -85,13 +70,6 @@ Simulation::Simulation(json& cfg) : cfg_(cfg) {
   }
   kv_ = std::make_unique<KvStore>(s_, c_);  // the block table and the tiers' capacity
   BlockTable& t_ = kv_->table();
-  // Every route the engine may use must exist; this also reports unreachable devices now.
-  for (size_t d : s_.tier_dev)
-    if (d != s_.gpu_dev) {
-      s_.topo->route(d, s_.gpu_dev);
-      s_.topo->route(s_.gpu_dev, d);
-    }
-  for (size_t i = 0; i + 1 < s_.tier_dev.size(); ++i) s_.topo->route(s_.tier_dev[i], s_.tier_dev[i + 1]);
 
   if (s_.pol.eval->scoring()) {
     if (s_.cpu_dev < 0 || s_.fpga_dev < 0)
@@ -131,13 +109,7 @@ Simulation::Simulation(json& cfg) : cfg_(cfg) {
     if (!c.on_gpu && c.compress_Bps + c.decompress_Bps > 0 && s_.cpu_dev < 0)
       throw ConfigError("policies.compression: the codec runs on the CPU; hardware.devices needs a device of kind cpu");
 
-  s_.pol.evict->bind_placement(s_.pol.place.get());
-  s_.pol.evict->setup(t_);
-  s_.pol.promote->setup(t_);
-  s_.pol.place->setup(t_);
-  s_.pol.prefetch->setup(t_);
-  s_.pol.eval->setup(t_);
-  s_.pol.compress->setup(t_);
+  s_.pol.setup(t_);
 }
 // KV read through the GPU (not kept in its tier) lands in staging buffers:
 // the layer computing and the layers fetched ahead of it; prompt KV that

@@ -28,6 +28,13 @@ struct EnginePolicies {
   std::unique_ptr<PrefetchPolicy> prefetch;
   std::unique_ptr<EvaluationPolicy> eval;
   std::unique_ptr<CompressionPolicy> compress;
+  // policies.*: the families `defaults` names (with its default for each
+  // one absent), the KV families created from their registries; any other
+  // key is a ConfigError naming it.
+  void create(json& pol, const json& defaults);
+  // Once the block table has its shape: eviction bound to placement, then
+  // every policy's setup().
+  void setup(const BlockTable& t);
 };
 
 struct EngineSetup {

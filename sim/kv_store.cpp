@@ -74,6 +74,13 @@ KvStore::KvStore(EngineSetup& s, EngineCounters& c) : s_(s), c_(c) {
                       std::to_string(t_.block_bytes) + " bytes but the tiers hold " + std::to_string(capacity_blocks) +
                       "; add capacity or use an eviction policy that drops");
   t_.allocate(total_blocks, kNotCreated);
+  // Every route a block may take must exist; this also reports unreachable devices now.
+  for (size_t d : s_.tier_dev)
+    if (d != s_.gpu_dev) {
+      s_.topo->route(d, s_.gpu_dev);
+      s_.topo->route(s_.gpu_dev, d);
+    }
+  for (size_t i = 0; i + 1 < s_.tier_dev.size(); ++i) s_.topo->route(s_.tier_dev[i], s_.tier_dev[i + 1]);
 }
 
 void KvStore::start(TransferPlanner& planner) {

@@ -351,17 +351,7 @@ void ServingSimulation::bind_kv_policies() {
   json& pol = cfg_["policies"];
   const json defaults = {{"eviction", "lru"}, {"promotion", "on_access"}, {"placement", "top"}, {"prefetch", "none"},
                          {"evaluation", "exact"}, {"compression", "none"}, {"weights", "gpu"}};
-  for (auto it = pol.begin(); it != pol.end(); ++it)
-    if (!defaults.contains(it.key()) && !is_annotation_key(it.key()))
-      throw ConfigError("policies." + it.key() + ": unknown policy family");
-  for (auto d = defaults.begin(); d != defaults.end(); ++d)
-    if (!pol.contains(d.key())) pol[d.key()] = *d;
-  s_.pol.evict = Registry<EvictionPolicy>::instance().create(pol["eviction"], "policies.eviction");
-  s_.pol.promote = Registry<PromotionPolicy>::instance().create(pol["promotion"], "policies.promotion");
-  s_.pol.place = Registry<PlacementPolicy>::instance().create(pol["placement"], "policies.placement");
-  s_.pol.prefetch = Registry<PrefetchPolicy>::instance().create(pol["prefetch"], "policies.prefetch");
-  s_.pol.eval = Registry<EvaluationPolicy>::instance().create(pol["evaluation"], "policies.evaluation");
-  s_.pol.compress = Registry<CompressionPolicy>::instance().create(pol["compression"], "policies.compression");
+  s_.pol.create(pol, defaults);
   auto name = [&](const char* fam) { return pol[fam]["name"].get<std::string>(); };
   const std::string why = ": requests carry no attention trace, so serving runs dense attention (evaluation \"exact\")";
   if (s_.pol.eval->reads_attention())
@@ -412,23 +402,10 @@ void ServingSimulation::build_kv_store() {
   s_.gpu_tier = false;  // the KV store says whether the GPU is a tier
   kv_ = std::make_unique<KvStore>(s_, c_);
   BlockTable& t = kv_->table();
-  // Every route the pipeline may use (with no GPU tier, tier 0 is below the GPU too).
-  for (size_t d : s_.tier_dev)
-    if (d != s_.gpu_dev) {
-      s_.topo->route(d, s_.gpu_dev);
-      s_.topo->route(s_.gpu_dev, d);
-    }
-  for (size_t i = 0; i + 1 < s_.tier_dev.size(); ++i) s_.topo->route(s_.tier_dev[i], s_.tier_dev[i + 1]);
   uint64_t capacity = 0;
   for (const TierInfo& ti : t.tiers) capacity += ti.capacity_blocks;
   limits_.gpu_blocks = capacity / s_.model.layers;
-  s_.pol.evict->bind_placement(s_.pol.place.get());
-  s_.pol.evict->setup(t);
-  s_.pol.promote->setup(t);
-  s_.pol.place->setup(t);
-  s_.pol.prefetch->setup(t);
-  s_.pol.eval->setup(t);
-  s_.pol.compress->setup(t);
+  s_.pol.setup(t);
   for (const auto& c : s_.codec)
     if (!c.on_gpu && c.compress_Bps + c.decompress_Bps > 0 && s_.cpu_dev < 0)
       throw ConfigError("policies.compression: the codec runs on the CPU; hardware.devices needs a device of kind cpu");
