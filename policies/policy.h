@@ -187,10 +187,12 @@ class PrefetchPolicy {
     (void)link_busy;
     return depth();
   }
-  // True: predict()/observe() learn from the attention the engine observes,
-  // or adapt_depth() from per-step busy fractions. Engines that feed neither
-  // (serving iterations) refuse such a policy rather than run it blind.
-  virtual bool learns() const { return false; }
+  // True: predict()/observe() learn from the attention the engine observes
+  // (engines without attention refuse the policy rather than run it blind).
+  virtual bool reads_attention() const { return false; }
+  // True: adapt_depth() adapts to per-step busy fractions, which only the
+  // single-batch engine's decode steps give.
+  virtual bool adapts_depth() const { return false; }
 };
 KVTIER_REGISTRY_FAMILY(PrefetchPolicy, "prefetch policy")
 

@@ -381,23 +381,7 @@ void LayerPipeline::select(uint64_t k) {
   // Predictions for the next step of this layer ride behind the demand fetches.
   if (s_.gpu_tier && step + 1 < s_.steps) {
     const uint32_t n1 = s_.blocks_at(step + 1);
-    for (uint32_t s = 0; s < s_.batch; ++s) {
-      pred_.clear();
-      s_.pol.prefetch->predict(SelectInput{step + 1, layer, s, n1, nullptr, nullptr}, t_, pred_);
-      for (uint32_t i : pred_) {
-        if (i >= n1) continue;
-        const BlockId b = t_.id(s, layer, i);
-        const TierId t = t_.tier[b];
-        if (t >= nt || t == 0 || kv_.prefetched(b) || !kv_.make_room(0)) continue;
-        const JobId pj = tp_.add_prefetch(t, layer, kv_.data_bytes(b), kv_.pending(b));
-        kv_.move(b, t, 0);
-        kv_.pending(b) = pj;
-        kv_.pending_src(b) = KvStore::kNoSource;
-        kv_.prefetched(b) = 1;
-        kv_.prefetch_src(b) = t;
-        ++c_.prefetch.prefetched_blocks;
-      }
-    }
+    for (uint32_t s = 0; s < s_.batch; ++s) predict_for(step + 1, layer, s, n1);
   }
   flush(&slot);
   slot.staged_bytes = tp_.take_staged_bytes();
@@ -406,7 +390,8 @@ void LayerPipeline::select(uint64_t k) {
 
 // One sequence's part of pass 1: the blocks the evaluation policy selects
 // of its `n`, stamped as used (into sel_), and what the prefetch policy observes.
-void LayerPipeline::use_blocks(uint32_t step, uint32_t layer, uint32_t s, uint32_t n, const AttentionRecord* rec) {
+void LayerPipeline::use_blocks(uint32_t step, uint32_t layer, uint32_t s, uint32_t n, const AttentionRecord* rec,
+                               bool dense) {
   idx_.clear();
   if (rec)
     for (size_t i = 0; i < rec->blocks.size(); ++i) {
@@ -414,12 +399,15 @@ void LayerPipeline::use_blocks(uint32_t step, uint32_t layer, uint32_t s, uint32
       c_.total_mass += rec->mass[i];
     }
   SelectInput in{step, layer, s, n, rec ? &rec->blocks : nullptr, rec ? &rec->mass : nullptr};
-  s_.pol.eval->select(in, t_, idx_);
+  if (dense)
+    for (uint32_t i = 0; i < n; ++i) idx_.push_back(i);
+  else
+    s_.pol.eval->select(in, t_, idx_);
   obs_mass_.clear();
   for (uint32_t i : idx_) {
     if (i >= n) throw std::logic_error("evaluation policy selected block " + std::to_string(i) + " of " + std::to_string(n));
     BlockId b = t_.id(s, layer, i);
-    const float m = s_.trace ? mass_of_[i] : 0.f;
+    const float m = rec ? mass_of_[i] : 0.f;
     obs_mass_.push_back(m);
     ++c_.accesses;
     if (t_.tier[b] == kDropped) {
@@ -435,7 +423,7 @@ void LayerPipeline::use_blocks(uint32_t step, uint32_t layer, uint32_t s, uint32
     s_.pol.promote->on_access(b, t_.tier[b], t_);
     sel_.push_back(b);
   }
-  s_.pol.prefetch->observe(SelectInput{step, layer, s, n, &idx_, s_.trace ? &obs_mass_ : nullptr}, t_);
+  if (!dense) s_.pol.prefetch->observe(SelectInput{step, layer, s, n, &idx_, rec ? &obs_mass_ : nullptr}, t_);
   if (rec)
     for (uint32_t b : rec->blocks) mass_of_[b] = 0.f;
 }
@@ -518,6 +506,25 @@ void LayerPipeline::fetch_selected(Slot& slot, uint32_t layer) {
       }
     }
     tp_.add(t, gpu_ep, layer, bb, kv_.pending(b));  // read through a staging buffer
+  }
+}
+
+void LayerPipeline::predict_for(uint32_t step1, uint32_t layer, uint32_t s, uint32_t n1) {
+  const size_t nt = t_.tiers.size();
+  pred_.clear();
+  s_.pol.prefetch->predict(SelectInput{step1, layer, s, n1, nullptr, nullptr}, t_, pred_);
+  for (uint32_t i : pred_) {
+    if (i >= n1) continue;
+    const BlockId b = t_.id(s, layer, i);
+    const TierId t = t_.tier[b];
+    if (t >= nt || t == 0 || kv_.prefetched(b) || !kv_.make_room(0)) continue;
+    const JobId pj = tp_.add_prefetch(t, layer, kv_.data_bytes(b), kv_.pending(b));
+    kv_.move(b, t, 0);
+    kv_.pending(b) = pj;
+    kv_.pending_src(b) = KvStore::kNoSource;
+    kv_.prefetched(b) = 1;
+    kv_.prefetch_src(b) = t;
+    ++c_.prefetch.prefetched_blocks;
   }
 }
 
@@ -774,12 +781,27 @@ void LayerPipeline::select_iteration(uint64_t index, uint32_t layer, const std::
       const BlockId nb = t_.id(q.seq, layer, n - 1);
       if (t_.tier[nb] == kNotCreated) kv_.allocate(nb, n);
     }
+    const AttentionRecord* rec = nullptr;
+    if (!q.prefill && q.attention) {
+      // A recomputed request's prefill produced a token its decode did not:
+      // the records of steps it skipped are passed over.
+      bool more = q.attention->next(iter_rec_);
+      while (more && iter_rec_.step < q.step) more = q.attention->next(iter_rec_);
+      if (!more || iter_rec_.step != q.step || iter_rec_.layer != layer)
+        throw std::logic_error("serving.attention: request " + std::to_string(q.seq) + " has no record of step " +
+                               std::to_string(q.step) + ", layer " + std::to_string(layer));
+      rec = &iter_rec_;
+    }
     const size_t before = sel_.size();
-    if (n > 0) use_blocks(t_.step, layer, q.seq, n, nullptr);
+    if (n > 0) use_blocks(q.step, layer, q.seq, n, rec, q.prefill);
     slot.seq_tokens.push_back(uint64_t(sel_.size() - before) * s_.bt);
   }
   fetch_selected(slot, layer);
   if (check_) note_on_gpu(slot);
+  // Predictions for each sequence's next step of this layer ride behind the demand fetches.
+  if (s_.gpu_tier)
+    for (const IterationSeq& q : seqs)
+      if (!q.prefill && q.predict) predict_for(q.step + 1, layer, q.seq, (q.past + 1) / s_.bt + 1);
   flush(&slot);
   slot.staged_bytes = tp_.take_staged_bytes();
   slot.kv_blocks = sel_.size();
@@ -815,6 +837,13 @@ void LayerPipeline::append_iteration(uint32_t layer, const std::vector<Iteration
         write_into(b, double(hi - lo) * tok_bytes);
         continue;
       }
+      // The prompt's own attention is what its blocks have been used for so
+      // far (as in the single-batch engine's prefill).
+      if (const std::vector<float>* pm = q.attention ? q.attention->prompt(0, layer) : nullptr)
+        if (i < pm->size()) {
+          t_.mass[b] = t_.last_mass[b] = (*pm)[i];
+          t_.access_count[b] = 1;
+        }
       const TierId t = kv_.allocate(b, end);
       if (t == kDropped || (s_.gpu_tier && t == 0)) continue;
       kv_.pending(b) = tp_.add(nt, t, layer, kv_.data_bytes(b), kNoJob);

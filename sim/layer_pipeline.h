@@ -37,6 +37,12 @@ class LayerPipeline {
   struct IterationSeq {
     uint32_t seq = 0, past = 0, tokens = 0;
     bool prefill = false;
+    // The request's attention (serving.attention; null: none): the record of
+    // each decode step `step` (0 = the first token after prefill), every
+    // layer in order, and the prompt's attention for its prefill blocks.
+    AttentionSource* attention = nullptr;
+    uint32_t step = 0;
+    bool predict = false;  // another decode step follows (predictions for it may be fetched)
   };
   // One layer's kernel, given the tokens of KV each sequence's attention reads.
   using LayerKernel = std::function<double(const std::vector<uint64_t>& read_tokens)>;
@@ -77,7 +83,10 @@ class LayerPipeline {
   void select_iteration(uint64_t index, uint32_t layer, const std::vector<IterationSeq>& seqs);
   void append_iteration(uint32_t layer, const std::vector<IterationSeq>& seqs);
   // Pass 1 for one sequence of `n` blocks: what attention uses, into sel_.
-  void use_blocks(uint32_t step, uint32_t layer, uint32_t s, uint32_t n, const AttentionRecord* rec);
+  // `dense`: every block, whatever the evaluation policy (prefill reads the whole past).
+  void use_blocks(uint32_t step, uint32_t layer, uint32_t s, uint32_t n, const AttentionRecord* rec, bool dense = false);
+  // Predictions of block indices of (s, layer) for step `step1` (`n1` blocks then), fetched behind the demand fetches.
+  void predict_for(uint32_t step1, uint32_t layer, uint32_t s, uint32_t n1);
   // Pass 2: what of sel_ is below the GPU is fetched or promoted.
   void fetch_selected(Slot& slot, uint32_t layer);
   void score(Slot& slot, uint32_t step, uint32_t layer, uint32_t n);
@@ -116,6 +125,7 @@ class LayerPipeline {
   InvariantChecker* check_ = nullptr;
   std::vector<Slot> ring_;
   std::vector<AttentionRecord> recs_;  // this (step, layer)'s records, one per trace sequence
+  AttentionRecord iter_rec_;           // serving: the record of one request at one layer
   std::vector<float> mass_of_;         // per block index: the current record's mass
   std::vector<BlockId> sel_;
   std::vector<uint32_t> idx_;

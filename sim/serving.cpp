@@ -18,6 +18,7 @@
 #include "sim/timeline.h"
 #include "sim/transfer_planner.h"
 #include "traces/request_synthetic.h"
+#include "traces/synthetic.h"
 #include "traces/request_trace.h"
 
 namespace kvtier {
@@ -52,6 +53,11 @@ ParamList serving_params() {
           "cache tier (lru), \"inclusive\": false}: the tiers below the GPU keep prompt blocks for reuse",
           ParamType::Object),
       any("slo", json::object(), "{\"ttft_s\": limit, \"tpot_s\": limit}: goodput counts requests within both",
+          ParamType::Object),
+      any("attention", json::object(),
+          "with serving.kv \"tiered\": each request's attention, {\"kind\": \"synthetic\", generator parameters} "
+          "(docs/traces.md; a generator per request, its prompt and output lengths, seeded sim.seed + its id), so that "
+          "policies that select or evict by attention run (H2O, top-k, HKM's ranking); {} (default): none, dense attention",
           ParamType::Object),
       str("kv", "paged",
           "where running sequences' KV lives: paged (the GPU's paged pool; the tiers below are the prefix cache and the "
@@ -127,6 +133,20 @@ ServingSimulation::ServingSimulation(json& cfg) : cfg_(cfg) {
   limits_.preemption = sv["preemption"] == "swap" ? PreemptionMode::Swap : PreemptionMode::Recompute;
   coarsen_ = sv["coarsen"].get<bool>();
   tiered_ = sv["kv"] == "tiered";
+  seed_ = cfg_["sim"]["seed"].get<uint64_t>();
+  attention_cfg_ = sv["attention"];
+  if (!attention_cfg_.is_object() || !attention_cfg_.empty()) {
+    if (!tiered_)
+      throw ConfigError("serving.attention: read by the KV policies with serving.kv \"tiered\" only (the paged pool reads every block)");
+    if (!attention_cfg_.is_object() || attention_cfg_.value("kind", "") != "synthetic")
+      throw ConfigError("serving.attention: expected {\"kind\": \"synthetic\", generator parameters} (docs/traces.md)");
+    // Its parameters, checked (and resolved) now, on a shape of one block.
+    json p = attention_cfg_;
+    p.erase("kind");
+    SyntheticAttention probe(p, "serving.attention", s_.model.layers, 1, 1, 1, seed_);
+    for (auto it = p.begin(); it != p.end(); ++it) attention_cfg_[it.key()] = *it;
+    sv["attention"] = attention_cfg_;
+  }
   if (tiered_ && limits_.preemption == PreemptionMode::Swap)
     throw ConfigError("serving.preemption: with serving.kv \"tiered\" a sequence's KV already lives in the tiers below the "
                       "GPU; preempted sequences are recomputed (set \"recompute\")");
@@ -353,14 +373,36 @@ void ServingSimulation::bind_kv_policies() {
                          {"evaluation", "exact"}, {"compression", "none"}, {"weights", "gpu"}};
   s_.pol.create(pol, defaults);
   auto name = [&](const char* fam) { return pol[fam]["name"].get<std::string>(); };
-  const std::string why = ": requests carry no attention trace, so serving runs dense attention (evaluation \"exact\")";
-  if (s_.pol.eval->reads_attention())
+  const bool attention = !cfg_["serving"]["attention"].empty();
+  const std::string why = ": requests carry no attention; give them some (serving.attention) or use dense attention "
+                          "(evaluation \"exact\")";
+  if (!attention && s_.pol.eval->reads_attention())
     throw ConfigError("policies.evaluation: '" + name("evaluation") + "' selects by attention" + why);
-  if (s_.pol.evict->reads_attention())
+  if (!attention && s_.pol.evict->reads_attention())
     throw ConfigError("policies.eviction: '" + name("eviction") + "' evicts by attention mass" + why);
-  if (s_.pol.prefetch->learns())
-    throw ConfigError("policies.prefetch: '" + name("prefetch") + "' learns from the attention or the steps of the single-"
-                      "batch engine, which serving iterations do not give it; use none or layer_ahead");
+  if (!attention && s_.pol.prefetch->reads_attention())
+    throw ConfigError("policies.prefetch: '" + name("prefetch") + "' learns from attention" + why);
+  if (s_.pol.prefetch->adapts_depth())
+    throw ConfigError("policies.prefetch: '" + name("prefetch") + "' adapts its depth to the single-batch engine's decode "
+                      "steps, which serving iterations are not; use layer_ahead");
+  if (s_.pol.eval->scoring())
+    throw ConfigError("policies.evaluation: '" + name("evaluation") + "' splits scoring between a CPU and an FPGA, which "
+                      "the single-batch engine runs; serving does not");
+}
+
+// serving.attention: a request's attention when it is admitted, from its own
+// synthetic generator (its prompt and output lengths; seeded sim.seed + its
+// id), dropped when it finishes.
+AttentionSource* ServingSimulation::attention_of(const ServingRequest& r) {
+  if (attention_cfg_.empty() || r.output_tokens < 2) return nullptr;
+  std::unique_ptr<AttentionSource>& a = attention_[r.id];
+  if (!a) {
+    json p = attention_cfg_;
+    p.erase("kind");
+    a = std::make_unique<SyntheticAttention>(p, "serving.attention", s_.model.layers, r.input_tokens, r.output_tokens - 1,
+                                             limits_.block_tokens, seed_ + r.id);
+  }
+  return a.get();
 }
 
 double ServingSimulation::weight_bytes_in(size_t dev) const {
@@ -389,6 +431,7 @@ void ServingSimulation::build_kv_store() {
   s_.steps = static_cast<uint32_t>(longest);
   s_.bt = static_cast<uint32_t>(bt);
   s_.admitted_by_scheduler = true;
+  if (!attention_cfg_.empty()) attention_.resize(reqs_.size());
   // The devices a CPU codec works with (as the single-batch engine finds them).
   for (size_t i = 0; i < s_.hw.devices.size(); ++i) {
     if (s_.hw.devices[i].kind == "cpu" && s_.cpu_dev < 0) s_.cpu_dev = static_cast<int>(i);
@@ -672,7 +715,13 @@ void ServingSimulation::tiered_iteration(const IterationPlan& p, uint64_t index,
   for (const IterationItem& it : p.items) {
     ServingRequest& r = reqs_[it.req];
     if (r.first_scheduled_s < 0) r.first_scheduled_s = now;
-    seqs.push_back(LayerPipeline::IterationSeq{it.req, it.past, it.tokens, it.prefill});
+    LayerPipeline::IterationSeq q{it.req, it.past, it.tokens, it.prefill};
+    q.attention = attention_of(r);
+    if (!it.prefill) {
+      q.step = it.past - r.input_tokens;  // 0: the first token after the one prefill produced
+      q.predict = q.step + 2 < r.output_tokens;
+    }
+    seqs.push_back(q);
   }
   const double restore_s = s_.weights && s_.weights->plan().compress_weights
                                ? s_.weights->quant().decompress_s(s_.model.weight_bytes_per_layer(), s_.gpu_mem_Bps)
@@ -743,6 +792,7 @@ void ServingSimulation::drive() {
     for (uint32_t id : sched_->complete(end)) {
       ++done;
       if (pipeline_) pipeline_->release(id);
+      if (!attention_.empty()) attention_[id].reset();
       if (!write_through_) write_down(reqs_[id]);
       if (gpu_cache_) free_to_gpu_cache(reqs_[id]);
     }

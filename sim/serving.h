@@ -38,6 +38,7 @@ class ReplaySession;
 class GpuPrefixCache;
 class KvStore;
 class LayerPipeline;
+class AttentionSource;
 struct ReplayConfig;
 
 ParamList serving_params();
@@ -58,6 +59,7 @@ class ServingSimulation {
   void bind_kv_policies();
   void build_kv_store();
   void tiered_iteration(const IterationPlan& p, uint64_t index, bool more_after);
+  AttentionSource* attention_of(const ServingRequest& r);
   double weight_bytes_in(size_t dev) const;  // weights (policies.weights) a device below the GPU holds
   void write_down(ServingRequest& r);
   void submit_cache_moves();
@@ -79,6 +81,9 @@ class ServingSimulation {
   std::unique_ptr<GpuPrefixCache> gpu_cache_;  // prefix_cache.gpu: freed prompt blocks kept in the pool
   bool cache_on_ = false, write_through_ = true, inclusive_ = false, coarsen_ = true, match_any_ = false;
   bool tiered_ = false;  // serving.kv "tiered": running KV in the block table over every tier
+  json attention_cfg_;   // serving.attention ({}: none)
+  uint64_t seed_ = 0;
+  std::vector<std::unique_ptr<AttentionSource>> attention_;  // per request, while it runs
   double slo_ttft_s_ = 0, slo_tpot_s_ = 0;
   int swap_dev_ = -1;              // the host memory that holds swapped-out sequences
   std::vector<size_t> cache_dev_;  // per cache tier: its device

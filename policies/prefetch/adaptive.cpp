@@ -27,7 +27,7 @@ class AdaptivePrefetch : public PrefetchPolicy {
     depth_ = d < min_ ? min_ : (d > max_ ? max_ : d);
   }
   uint32_t depth() const override { return depth_; }
-  bool learns() const override { return true; }
+  bool adapts_depth() const override { return true; }
   uint32_t adapt_depth(double gpu_busy, double link_busy) override {
     if (gpu_busy > gpu_high_) depth_ = min_;
     else if (link_busy < link_low_) depth_ = max_;

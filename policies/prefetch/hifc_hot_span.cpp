@@ -41,7 +41,7 @@ class HotSpanPrefetch : public PrefetchPolicy {
     hi_.assign(n, 0);
   }
   uint32_t depth() const override { return depth_; }
-  bool learns() const override { return true; }
+  bool reads_attention() const override { return true; }
 
   void observe(const SelectInput& done, const BlockTable& table) override {
     if (!done.trace_blocks || done.trace_blocks->empty()) return;

@@ -48,7 +48,7 @@ class MarkovPrefetch : public PrefetchPolicy {
     epoch_ = 0;
   }
   uint32_t depth() const override { return depth_; }
-  bool learns() const override { return true; }
+  bool reads_attention() const override { return true; }
 
   void observe(const SelectInput& done, const BlockTable& table) override {
     if (!done.trace_blocks) return;

@@ -280,6 +280,51 @@ TEST_CASE("serving, KV in tiers: a preempted sequence's blocks are released and 
   CHECK(rel(tiered["simulated_time_s"].get<double>(), paged["simulated_time_s"].get<double>()) < 1e-12);
 }
 
+TEST_CASE("serving, KV in tiers: a request with its own attention gives the single-batch result under attention-driven policies") {
+  // The request's synthetic attention (serving.attention, seeded sim.seed +
+  // its id: request 0 has the single-batch trace's seed).
+  const json attention{{"kind", "synthetic"}, {"heavy_fraction", 0.15}};
+  auto pair = [&](json hw, json policies, uint32_t ctx, uint32_t steps, uint32_t bt) {
+    json single{{"hardware", hw}, {"model", "configs/models/opt-6.7b.json"}, {"policies", policies}};
+    single["workload"] = {{"batch", 1}, {"context_tokens", ctx}, {"decode_steps", steps}, {"block_tokens", bt},
+                          {"prefill", "compute"}, {"trace", attention}};
+    json serving{{"hardware", hw},
+                 {"model", {{"preset", "configs/models/opt-6.7b.json"}, {"max_context_tokens", 0}}},
+                 {"workload", {{"block_tokens", bt}}},
+                 {"policies", policies}};
+    serving["serving"] = {{"kv", "tiered"}, {"preemption", "recompute"}, {"attention", attention},
+                          {"requests", {{"kind", "identical"}, {"count", 1}, {"input_tokens", ctx}, {"output_tokens", steps + 1}}}};
+    return std::make_pair(simulate(expanded(single)), serve(expanded(serving)));
+  };
+  auto same = [](const json& single, const json& served) {
+    REQUIRE(served.contains("kv"));
+    CHECK(rel(served["ttft_s"]["mean"].get<double>(), single["ttft_s"].get<double>()) < 1e-12);
+    CHECK(rel(served["tpot_s"]["mean"].get<double>(), single["mean_step_latency_s"].get<double>()) < 1e-12);
+    CHECK(served["kv"]["fetched_bytes"].get<double>() == single["fetched_bytes"].get<double>());
+    CHECK(served["kv"]["blocks_dropped"].get<uint64_t>() == single["blocks_dropped"].get<uint64_t>());
+    CHECK(served["kv"]["blocks_promoted"].get<uint64_t>() == single["blocks_promoted"].get<uint64_t>());
+    for (auto it = single["tiers"].begin(); it != single["tiers"].end(); ++it)
+      CHECK(served["tiers"][it.key()]["hit_rate"].get<double>() == it.value()["hit_rate"].get<double>());
+  };
+  SECTION("H2O over the trace's attention (oracle selection), KV on the GPU and in DRAM") {
+    json hw = a100({"gpu", "dram"});
+    hw["devices"] = {{"gpu", {{"capacity_GB", 15}}}};
+    auto [single, served] = pair(hw, {{"eviction", {{"name", "h2o"}, {"budget", 0.3}}}, {"evaluation", "trace"}}, 2000, 32, 16);
+    REQUIRE(single["blocks_dropped"].get<uint64_t>() > 0);
+    same(single, served);
+  }
+  SECTION("HillInfer's HKM over GPU, DRAM and SmartSSD with top-k selection") {
+    json pol = expanded(json{{"preset", "configs/systems/hillinfer.json"}})["policies"];
+    pol["evaluation"] = {{"name", "topk"}, {"budget", 0.2}};  // APP's scoring split runs in the single-batch engine only
+    pol["prefetch"] = {{"name", "layer_ahead"}, {"depth", 0}};  // within an iteration only (the test above)
+    json hw{{"preset", "configs/hardware/rtx4090_ddr4_smartssd.json"}, {"tiers", {"gpu", "dram", "smartssd"}},
+            {"devices", {{"dram", {{"capacity_GB", 2}}}}}};
+    auto [single, served] = pair(hw, pol, 8000, 16, 128);
+    REQUIRE(single["tiers"]["smartssd"]["hit_rate"].get<double>() > 0);
+    same(single, served);
+  }
+}
+
 TEST_CASE("serving, KV in tiers: a budget policy drops blocks, and attention reads only what is kept") {
   json req{{"kind", "identical"}, {"count", 2}, {"input_tokens", 2000}, {"output_tokens", 65}};
   auto run = [&](json eviction) {
