@@ -65,7 +65,8 @@ ParamList serving_params() {
           "by policies.*, each iteration through the layer pipeline of the single-batch engine)",
           {"paged", "tiered"}),
       boolean("coarsen", true,
-              "iterations with nothing to load run as one kernel for all layers (same times; false: layer by layer)"),
+              "iterations with nothing to load run as one kernel for all layers (same times; false: layer by layer); "
+              "serving.kv \"tiered\" runs every iteration layer by layer"),
       boolean("request_csv", true, "write requests.csv (one line per request) beside result.json"),
   };
 }
