@@ -54,9 +54,11 @@ def test_quick_validation_runs_and_holds_its_tolerance(quick):
     assert rep["summary"]["paths_p50"] <= PATH_TOLERANCE
     for e in rep["end_to_end"]:
         # A scenario is held to the tolerance unless other processes took the
-        # CPUs during every run (then the report says how much).
+        # CPUs during every run, or the disk's read time had moved by more than
+        # a quarter from the calibration's (the report says how much).
         tol = COMPUTE_BOUND_TOLERANCE if e["scenario"] == "dram_resident" else E2E_TOLERANCE
-        assert e["step_error"]["p50"] <= tol or (e["contended"] and e["others_cpu_share"] > 0.25), e
+        moved = e["disk_drifted"] and not 0.8 <= e["disk_read_time_ratio"] <= 1.25
+        assert e["step_error"]["p50"] <= tol or (e["contended"] and e["others_cpu_share"] > 0.25) or moved, e
 
 
 def test_every_path_is_checked_on_sizes_it_was_not_fitted_to(quick):
