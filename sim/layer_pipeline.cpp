@@ -813,6 +813,7 @@ void LayerPipeline::select_iteration(uint64_t index, uint32_t layer, const std::
 // with the chunk's budget applied once all of it has arrived.
 void LayerPipeline::append_iteration(uint32_t layer, const std::vector<IterationSeq>& seqs) {
   const double tok_bytes = static_cast<double>(s_.model.kv_bytes_per_token_layer());
+  std::vector<StagedWrites> staged;
   const size_t nt = t_.tiers.size();
   auto write_into = [&](BlockId b, double bytes) {
     const TierId t = t_.tier[b];
@@ -829,6 +830,7 @@ void LayerPipeline::append_iteration(uint32_t layer, const std::vector<Iteration
       continue;
     }
     const uint32_t first = q.past / s_.bt, end = (q.past + q.tokens + s_.bt - 1) / s_.bt;
+    StagedWrites out;  // the chunk's new blocks written below, from GPU memory
     kv_.defer_budget(true);
     for (uint32_t i = first; i < end; ++i) {
       const BlockId b = t_.id(q.seq, layer, i);
@@ -848,11 +850,17 @@ void LayerPipeline::append_iteration(uint32_t layer, const std::vector<Iteration
       if (t == kDropped || (s_.gpu_tier && t == 0)) continue;
       kv_.pending(b) = tp_.add(nt, t, layer, kv_.data_bytes(b), kNoJob);
       kv_.pending_src(b) = KvStore::kNoSource;
+      if (out.jobs.empty() || out.jobs.back() != kv_.pending(b)) out.jobs.push_back(kv_.pending(b));
+      out.bytes += kv_.data_bytes(b);
     }
     kv_.defer_budget(false);
     kv_.enforce_budget(q.seq, layer);
+    staged.push_back(std::move(out));
   }
   flush(nullptr);
+  // Held in GPU memory until written (measured; serving does not hold prefill back for it).
+  for (StagedWrites& w : staged) note_prefill_output(std::move(w));
+  staged.clear();
 }
 
 void LayerPipeline::run_iteration(uint64_t index, const std::vector<IterationSeq>& seqs, bool more_after,

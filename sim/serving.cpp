@@ -892,7 +892,9 @@ json ServingSimulation::run(const std::string& timeline_path) {
     m["kv"] = {{"block_accesses", c_.accesses},        {"fetched_bytes", c_.fetched_bytes},
                {"blocks_promoted", c_.promoted_blocks}, {"blocks_demoted", c_.demoted_blocks},
                {"blocks_dropped", c_.dropped_blocks},   {"blocks_written_back", c_.written_back_blocks},
-               {"gpu_staging_peak_bytes", c_.staging_peak_bytes}, {"block_bytes", kv_->table().block_bytes}};
+               {"gpu_staging_peak_bytes", c_.staging_peak_bytes},
+               {"prefill_staging_peak_bytes", c_.prefill_staging_peak_bytes},
+               {"block_bytes", kv_->table().block_bytes}};
   }
   m["links"] = link_metrics(*platform_, end);
   return m;

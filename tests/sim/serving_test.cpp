@@ -249,6 +249,10 @@ TEST_CASE("serving, KV in tiers: layer-ahead selection runs within an iteration,
   REQUIRE(served0.contains("kv"));
   CHECK(rel(served0["tpot_s"]["mean"].get<double>(), single0["mean_step_latency_s"].get<double>()) < 1e-12);
   CHECK(rel(served0["simulated_time_s"].get<double>(), single0["simulated_time_s"].get<double>()) < 1e-12);
+  // The KV read through the GPU's staging buffers, and the prompt KV held there until written: the same.
+  CHECK(served0["kv"]["gpu_staging_peak_bytes"].get<double>() == single0["gpu_staging_peak_bytes"].get<double>());
+  CHECK(served0["kv"]["prefill_staging_peak_bytes"].get<double>() == single0["prefill_staging_peak_bytes"].get<double>());
+  CHECK(served0["kv"]["prefill_staging_peak_bytes"].get<double>() > 0);
   policies["prefetch"]["depth"] = 1;
   auto [single1, served1] = tiered_pair({"dram"}, json::object(), policies, 4, 2000, 16);
   const double s1 = single1["mean_step_latency_s"].get<double>(), v1 = served1["tpot_s"]["mean"].get<double>();
