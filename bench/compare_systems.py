@@ -173,8 +173,9 @@ def markdown(rows, steps, cmdline, figure_rel=None):
     L.append("|" + "|".join(["---"] * 3 + ["---:"] * (len(head) - 3)) + "|")
     for name, cfg, r, err, preset, why in rows:
         tiers = " → ".join(cfg["hardware"]["tiers"])
-        ev = ("dense (paged, whole sequences)" if "serving" in cfg else
-              EVAL_WORDS.get(policy_name(cfg["policies"].get("evaluation", "trace")), "?"))
+        paged = "serving" in cfg and cfg["serving"].get("kv", "paged") == "paged"
+        ev = ("dense (paged, whole sequences)" if paged else
+              EVAL_WORDS.get(policy_name(cfg.get("policies", {}).get("evaluation", "exact" if "serving" in cfg else "trace")), "?"))
         if r is None:
             L.append("| %s | %s | %s | failed: %s |" % (name, tiers, ev, str(err).replace("|", "\\|")) +
                      " |" * (len(head) - 4))
@@ -190,7 +191,7 @@ def markdown(rows, steps, cmdline, figure_rel=None):
             fmt(m("attention_recall"), "%.4f"),
             fmt(gpu_hit, "%.3f"),
             gb(kr.pcie_bytes(r)),
-            gb(m("fetched_bytes")),
+            gb(r["metrics"].get("kv", {}).get("fetched_bytes", float("nan")) if kr.is_serving(r) else m("fetched_bytes")),
             gb(dram_link_bytes(r)),
             gb(m("ssd_bytes_written")),
         ]) + " |")
@@ -206,8 +207,11 @@ def markdown(rows, steps, cmdline, figure_rel=None):
              "at time 0, the scheduler admits what the GPU's paged pool holds and queues or preempts the rest (vLLM "
              "swaps whole sequences). TPOT is then the mean over requests of their time per output token, p99 TPOT "
              "their 99th percentile, TTFT their mean (queueing included), tokens/s the output tokens after each "
-             "request's first over the time from the first token to the end; attention recall and GPU hit rate are "
-             "n/a (running sequences keep all their KV on the GPU).")
+             "request's first over the time from the first token to the end. With the paged pool (vllm_swap, "
+             "hifc_paper) attention recall and GPU hit rate are n/a (running sequences keep all their KV on the GPU); "
+             "with the KV in tiers (hifc_seed) each request's blocks live where the preset's policies put them and "
+             "its own synthetic attention drives them, so the requests attend differently where one batch's "
+             "sequences share one trace.")
     L.append("- LRU with promotion on access (matkv after its load) under dense attention reads the whole "
              "KV in the same order every step: once the KV exceeds the GPU, LRU evicts exactly the block needed next "
              "and every step re-reads (and writes back) the overflow and more.")
@@ -222,7 +226,7 @@ def markdown(rows, steps, cmdline, figure_rel=None):
     L.append("|---|---|---|---|---|---|---|---|")
     for name, cfg, r, err, preset, why in rows:
         p = cfg.get("policies", {})
-        if "serving" in cfg:
+        if "serving" in cfg and cfg["serving"].get("kv", "paged") == "paged":
             sv = cfg["serving"]
             L.append("| %s | %s (%s) | serving: preemption %s, swap space %s GiB, block %d tokens, max_running %s |" % (
                 name, " → ".join(cfg["hardware"]["tiers"]), why, sv.get("preemption", "swap"),

@@ -889,6 +889,7 @@ json ServingSimulation::run(const std::string& timeline_path) {
     // The KV in tiers: what attention read where, and the moves between tiers.
     for (size_t t = 0; t < s_.hw.tiers.size(); ++t)
       m["tiers"][s_.hw.tiers[t]]["hit_rate"] = c_.accesses ? double(c_.hits[t]) / double(c_.accesses) : 0.0;
+    if (!attention_cfg_.empty()) m["attention_recall"] = c_.total_mass > 0 ? c_.used_mass / c_.total_mass : 1.0;
     m["kv"] = {{"block_accesses", c_.accesses},        {"fetched_bytes", c_.fetched_bytes},
                {"blocks_promoted", c_.promoted_blocks}, {"blocks_demoted", c_.demoted_blocks},
                {"blocks_dropped", c_.dropped_blocks},   {"blocks_written_back", c_.written_back_blocks},

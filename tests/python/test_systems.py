@@ -26,7 +26,7 @@ SMALL = ["--set", "workload.decode_steps=4", "--set", "workload.warmup_steps=0",
 SERVING_CONTRACT = ["simulated_time_s", "decode_tokens_per_s", "throughput_tokens_per_s", "gpu_busy_fraction",
                     "ssd_bytes_written"]
 SERVING_SMALL = ["--set", "serving.limit=3"]
-EXACT = ["matkv", "hifc_seed", "aios", "flexgen", "dram_offload", "ssd_offload"]
+EXACT = ["matkv", "aios", "flexgen", "dram_offload", "ssd_offload"]
 
 
 def finite(x):
