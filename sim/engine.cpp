@@ -56,12 +56,7 @@ Simulation::Simulation(json& cfg) : cfg_(cfg) {
 
   // Blocks and tiers.
   s_.bind_gpu();
-  for (size_t i = 0; i < s_.hw.devices.size(); ++i) {
-    if (s_.hw.devices[i].kind == "cpu" && s_.cpu_dev < 0) s_.cpu_dev = static_cast<int>(i);
-    if (fpga_kernel(*s_.hw.devices[i].model) && s_.fpga_dev < 0) s_.fpga_dev = static_cast<int>(i);
-    if (s_.hw.devices[i].kind == "dram" && s_.staging_dev < 0) s_.staging_dev = static_cast<int>(i);
-  }
-  if (s_.staging_dev < 0) s_.staging_dev = s_.cpu_dev;
+  s_.bind_host_devices();
   if (pol["weights"]["name"] != "gpu") {
     std::vector<size_t> tiers;
     for (const auto& name : s_.hw.tiers) tiers.push_back(static_cast<size_t>(s_.hw.device_index(name)));
@@ -105,9 +100,6 @@ Simulation::Simulation(json& cfg) : cfg_(cfg) {
       throw ConfigError("hardware.devices: the cpu and ku15p devices must score keys (scoring rate 0 at " +
                         std::to_string(bits) + " bits)");
   }
-  for (const auto& c : s_.codec)
-    if (!c.on_gpu && c.compress_Bps + c.decompress_Bps > 0 && s_.cpu_dev < 0)
-      throw ConfigError("policies.compression: the codec runs on the CPU; hardware.devices needs a device of kind cpu");
 
   s_.pol.setup(t_);
 }

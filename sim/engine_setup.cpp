@@ -1,5 +1,7 @@
 #include "sim/engine_setup.h"
 
+#include "models/fpga_ku15p.h"
+
 namespace kvtier {
 
 void EnginePolicies::create(json& pol, const json& defaults) {
@@ -19,6 +21,15 @@ void EnginePolicies::create(json& pol, const json& defaults) {
   prefetch = Registry<PrefetchPolicy>::instance().create(pol["prefetch"], "policies.prefetch");
   eval = Registry<EvaluationPolicy>::instance().create(pol["evaluation"], "policies.evaluation");
   compress = Registry<CompressionPolicy>::instance().create(pol["compression"], "policies.compression");
+}
+
+void EngineSetup::bind_host_devices() {
+  for (size_t i = 0; i < hw.devices.size(); ++i) {
+    if (hw.devices[i].kind == "cpu" && cpu_dev < 0) cpu_dev = static_cast<int>(i);
+    if (fpga_kernel(*hw.devices[i].model) && fpga_dev < 0) fpga_dev = static_cast<int>(i);
+    if (hw.devices[i].kind == "dram" && staging_dev < 0) staging_dev = static_cast<int>(i);
+  }
+  if (staging_dev < 0) staging_dev = cpu_dev;
 }
 
 void EnginePolicies::setup(const BlockTable& t) {

@@ -97,6 +97,9 @@ struct EngineSetup {
     if (gpu_flops <= 0 || gpu_mem_Bps <= 0)
       throw ConfigError("hardware.gpu: device '" + hw.gpu + "' cannot run attention (no FLOP/s or memory bandwidth)");
   }
+  // The first cpu device, the first FPGA that scores keys, and the host
+  // memory a CPU codec stages through (the first DRAM, else the CPU's port).
+  void bind_host_devices();
   // Blocks a sequence has per layer once decode step `step` has its token.
   uint32_t blocks_at(uint32_t step) const { return (ctx + step + bt) / bt; }
   // Stored bytes / raw bytes of a block of `layer` in `tier`.

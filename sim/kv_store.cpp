@@ -73,6 +73,9 @@ KvStore::KvStore(EngineSetup& s, EngineCounters& c) : s_(s), c_(c) {
     throw ConfigError("hardware.tiers: the KV needs " + std::to_string(total_blocks) + " blocks of " +
                       std::to_string(t_.block_bytes) + " bytes but the tiers hold " + std::to_string(capacity_blocks) +
                       "; add capacity or use an eviction policy that drops");
+  for (const auto& c : s_.codec)
+    if (!c.on_gpu && c.compress_Bps + c.decompress_Bps > 0 && s_.cpu_dev < 0)
+      throw ConfigError("policies.compression: the codec runs on the CPU; hardware.devices needs a device of kind cpu");
   t_.allocate(total_blocks, kNotCreated);
   // Every route a block may take must exist; this also reports unreachable devices now.
   for (size_t d : s_.tier_dev)
@@ -140,11 +143,15 @@ void KvStore::invalidate_copies(BlockId b) {
     if (t_.has_copy(b, t)) drop_copy(b, t);
 }
 
-void KvStore::drop(BlockId b) {
+void KvStore::leave_tier(BlockId b) {
   const TierId t = t_.tier[b];
   invalidate_copies(b);
   s_.pol.evict->on_remove(b, t);
   --t_.tiers[t].used_blocks;
+}
+
+void KvStore::drop(BlockId b) {
+  leave_tier(b);
   t_.tier[b] = kDropped;
   ++c_.dropped_blocks;
 }
@@ -152,9 +159,7 @@ void KvStore::drop(BlockId b) {
 void KvStore::release(BlockId b) {
   const TierId t = t_.tier[b];
   if (t < t_.tiers.size()) {
-    invalidate_copies(b);
-    s_.pol.evict->on_remove(b, t);
-    --t_.tiers[t].used_blocks;
+    leave_tier(b);
     if (prefetched_[b]) {  // predicted, never used, and now gone
       c_.prefetch.wasted_bytes += static_cast<uint64_t>(t_.block_bytes * s_.fraction(prefetch_src_[b], t_.layer_of(b)));
       prefetched_[b] = 0;

@@ -90,6 +90,8 @@ class KvStore {
   void close_occupancy();
 
  private:
+  // b leaves its own tier and every copy below (the policy is told).
+  void leave_tier(BlockId b);
   void add_copy(BlockId b, TierId t);
   void drop_copy(BlockId b, TierId t);
   bool drop_oldest_copy(TierId t);

@@ -433,12 +433,7 @@ void ServingSimulation::build_kv_store() {
   s_.bt = static_cast<uint32_t>(bt);
   s_.admitted_by_scheduler = true;
   if (!attention_cfg_.empty()) attention_.resize(reqs_.size());
-  // The devices a CPU codec works with (as the single-batch engine finds them).
-  for (size_t i = 0; i < s_.hw.devices.size(); ++i) {
-    if (s_.hw.devices[i].kind == "cpu" && s_.cpu_dev < 0) s_.cpu_dev = static_cast<int>(i);
-    if (s_.hw.devices[i].kind == "dram" && s_.staging_dev < 0) s_.staging_dev = static_cast<int>(i);
-  }
-  if (s_.staging_dev < 0) s_.staging_dev = s_.cpu_dev;
+  s_.bind_host_devices();  // the devices a CPU codec works with
   // The KV store names the tiers' devices, codecs and wear itself.
   s_.tier_dev.clear();
   s_.codec.clear();
@@ -450,9 +445,6 @@ void ServingSimulation::build_kv_store() {
   for (const TierInfo& ti : t.tiers) capacity += ti.capacity_blocks;
   limits_.gpu_blocks = capacity / s_.model.layers;
   s_.pol.setup(t);
-  for (const auto& c : s_.codec)
-    if (!c.on_gpu && c.compress_Bps + c.decompress_Bps > 0 && s_.cpu_dev < 0)
-      throw ConfigError("policies.compression: the codec runs on the CPU; hardware.devices needs a device of kind cpu");
 }
 
 // The prompt tokens the cache holds: its longest run of leading blocks in
