@@ -35,6 +35,14 @@ struct WeightPlan {
   // --compress-cache): moved compressed, quantized on the GPU when written,
   // restored on the GPU whenever attention reads them.
   bool compress_cache = false;
+  // The host memory the weights' DRAM share and host-resident KV sit in is
+  // pinned (page-locked), so the GPU copies from it directly. Pageable
+  // memory is first copied into a pinned buffer by the CPU thread that
+  // launches the GPU's work (PyTorch's pin_memory(), as FlexGen does for
+  // weights with --pin-weight 0 and always for its CPU cache), which holds
+  // back the next launch.
+  bool pin_weights = true;
+  bool pin_cache = true;
   bool all_on_gpu() const { return cpu == 0 && disk == 0; }
 };
 

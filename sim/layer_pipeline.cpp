@@ -172,6 +172,8 @@ void LayerPipeline::prefill() {
           double extra = 0;
           if (s0 == 0) {
             wait_weights(l, -1);
+            // Pageable weights: the next layer's copy into a pinned buffer comes before this layer's launch.
+            if (s_.weights->plan().overlap) s_.weights->await(s_.weights->ahead_staging(), board_);
             const WeightPlan& p = s_.weights->plan();
             if (p.compress_weights)
               extra = p.gpu_batches * s_.weights->quant().decompress_s(s_.model.weight_bytes_per_layer(), s_.gpu_mem_Bps);
@@ -430,11 +432,20 @@ void LayerPipeline::use_blocks(uint32_t step, uint32_t layer, uint32_t s, uint32
 
 // Pass 2: fetch what of sel_ is below the GPU, one transfer per source
 // tier; promote what the promotion policy says.
+// What crosses PCIe for `raw` bytes of KV read from tier t into the GPU:
+// stored bytes where the GPU restores them, raw bytes where a host codec
+// restores them before the copy.
+double LayerPipeline::crossing_bytes(TierId t, uint32_t layer, double raw) const {
+  const CompressionSpec& c = s_.codec[t * s_.model.layers + layer];
+  return c.on_gpu ? raw * c.stored_fraction() : raw;
+}
+
 void LayerPipeline::fetch_selected(Slot& slot, uint32_t layer) {
   const size_t nt = t_.tiers.size();
   const size_t gpu_ep = s_.gpu_tier ? 0 : nt;
   slot.kv_tokens = 0;
   slot.cpu_tokens = 0;
+  slot.host_read_bytes = 0;
   const bool cpu_attn = s_.weights && s_.weights->plan().cpu_attention;
   const int host_tier = s_.weights ? s_.weights->homes().dram_tier : -1;
   for (BlockId b : sel_) {
@@ -483,6 +494,7 @@ void LayerPipeline::fetch_selected(Slot& slot, uint32_t layer) {
       const TierId dest = s_.pol.promote->promote_to(b, t, t_);
       if (dest < t && kv_.make_room(dest)) {
         if (dest == 0) {
+          if (static_cast<int>(t) == host_tier) slot.host_read_bytes += crossing_bytes(t, layer, bb);
           JobId fj = tp_.add(t, 0, layer, bb, kv_.pending(b));
           kv_.move(b, t, 0);
           kv_.pending(b) = fj;
@@ -506,6 +518,7 @@ void LayerPipeline::fetch_selected(Slot& slot, uint32_t layer) {
       }
     }
     tp_.add(t, gpu_ep, layer, bb, kv_.pending(b));  // read through a staging buffer
+    if (static_cast<int>(t) == host_tier) slot.host_read_bytes += crossing_bytes(t, layer, bb);
   }
 }
 
@@ -710,7 +723,17 @@ void LayerPipeline::offload_compute(Slot& slot, uint64_t k, JobId weights) {
   const double restore_w = p.compress_weights ? q.decompress_s(wb, s_.gpu_mem_Bps) : 0.0;
   const double restore_kv = p.compress_cache ? q.decompress_s(gpu_tokens * tok, s_.gpu_mem_Bps) : 0.0;
   const double seqs = static_cast<double>(s_.batch) / G;
+  auto st = [this](size_t a, size_t b) -> Stream& { return tp_.stream(a, b); };
   for (uint32_t g = 0; g < p.gpu_batches; ++g) {
+    // Pageable host memory (FlexGen's CPU cache; weights with --pin-weight
+    // 0): the thread that launches this GPU batch first copies what the GPU
+    // reads from host memory into pinned buffers (FlexGen: the next layer's
+    // weights with the first GPU batch, then a GPU batch's KV), and only
+    // then launches the kernel. The KV's own transfer is already in flight;
+    // the copies hold back the launch.
+    if (g == 0 && p.overlap) w.await(w.ahead_staging(), board_);
+    if (!p.pin_cache && slot.host_read_bytes > 0)
+      board_.wait(w.pin_copy(slot.host_read_bytes / G, step, layer, board_, st));
     const double gemm = s_.model.weight_flops_per_token_layer() * seqs, attn = 4.0 * gpu_tokens * d;
     compute(s_.kernel_s(EngineSetup::Phase::Decode, gemm, attn, wb, gpu_tokens * tok) + restore_w + restore_kv + (g == 0 ? slot.extra_gpu_s : 0.0), "decode", step, layer,
             slot.kv_blocks);

@@ -59,6 +59,7 @@ class LayerPipeline {
     uint64_t cpu_tokens = 0;           // of those, attended on the CPU where they live (policies.weights.cpu_attention)
     double extra_gpu_s = 0;            // decompression on the GPU before attention
     double staged_bytes = 0;           // KV read into GPU staging buffers (not the GPU tier) for this layer
+    double host_read_bytes = 0;        // of the KV read into the GPU, what comes from host memory (policies.weights)
     std::vector<BlockId> on_gpu;       // with invariants checked: the blocks attention uses that live on the GPU
     std::vector<uint64_t> seq_tokens;  // serving: per sequence of the iteration, the tokens its attention reads
     JobId score_cpu = kNoJob, score_fpga = kNoJob;  // APP scoring of this layer
@@ -89,6 +90,7 @@ class LayerPipeline {
   void predict_for(uint32_t step1, uint32_t layer, uint32_t s, uint32_t n1);
   // Pass 2: what of sel_ is below the GPU is fetched or promoted.
   void fetch_selected(Slot& slot, uint32_t layer);
+  double crossing_bytes(TierId t, uint32_t layer, double raw) const;
   void score(Slot& slot, uint32_t step, uint32_t layer, uint32_t n);
   void append(uint64_t k);
   void compute(double seconds, const char* phase, int64_t step, uint32_t layer, uint64_t kv_blocks);

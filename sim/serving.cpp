@@ -360,6 +360,9 @@ void ServingSimulation::bind_policies() {
     throw ConfigError(P + "activations: hidden states between layers stay on the GPU in serving (set \"gpu\")");
   if (plan.compress_cache)
     throw ConfigError(P + "compress_cache: compressed KV in the GPU's paged pool is not modelled by the serving engine");
+  if (!plan.pin_weights || !plan.pin_cache)
+    throw ConfigError(P + (plan.pin_weights ? "pin_cache" : "pin_weights") +
+                      ": the serving engine keeps host memory pinned (set true)");
   s_.weights = WeightStream::from_config(plan, s_.hw, s_.model, s_.tier_dev, s_.gpu_dev, -1, 1, "none");
   const WeightStream::Homes& h = s_.weights->homes();
   if (h.disk >= 0 && plan.disk > 0) s_.topo->route(static_cast<size_t>(h.disk), static_cast<size_t>(h.dram));

@@ -44,6 +44,13 @@ std::unique_ptr<WeightStream> WeightStream::from_config(const WeightPlan& plan, 
                       "hardware.tiers");
   if (plan.cpu_attention && cpu_dev < 0)
     throw ConfigError(P + ".cpu_attention: hardware.devices needs a device of kind cpu");
+  if (!plan.pin_weights && cpu_dev < 0)
+    throw ConfigError(P + ".pin_weights: copying pageable weights into pinned buffers needs a device of kind cpu in "
+                      "hardware.devices");
+  if (!plan.pin_cache && cpu_dev < 0)
+    throw ConfigError(P + ".pin_cache: copying pageable KV into pinned buffers needs a device of kind cpu in "
+                      "hardware.devices");
+  h.cpu = cpu_dev;
   const uint32_t wbits = model.weight_bits ? model.weight_bits : model.dtype_bytes * 8;
   if (plan.compress_weights && wbits != 16)
     throw ConfigError(P + ".compress_weights: group-wise 4-bit compression takes 16-bit weights; model.weight_dtype is " +
@@ -71,12 +78,15 @@ std::unique_ptr<WeightStream> WeightStream::from_config(const WeightPlan& plan, 
   fits(h.gpu, ws->gpu_bytes() + ws->gpu_staging_bytes(), "gpu_percent");
   fits(h.dram, ws->dram_bytes() + ws->dram_staging_bytes(), "cpu_percent");
   fits(h.disk, ws->disk_bytes(), "disk_percent");
-  if (plan.cpu_attention) {
+  if (plan.cpu_attention || !plan.pin_weights || !plan.pin_cache) {
     const DeviceModel& cpu = *hw.devices[static_cast<size_t>(cpu_dev)].model;
     ws->cpu_flops = cpu.flops();
     ws->cpu_mem_Bps = cpu.memory_Bps() > 0 ? cpu.memory_Bps() : hw.devices[static_cast<size_t>(h.dram)].model->read_Bps();
-    if (ws->cpu_flops <= 0 || ws->cpu_mem_Bps <= 0)
+    if (plan.cpu_attention && (ws->cpu_flops <= 0 || ws->cpu_mem_Bps <= 0))
       throw ConfigError(P + ".cpu_attention: the cpu device has no FLOP/s or memory bandwidth");
+    if (ws->cpu_mem_Bps <= 0)
+      throw ConfigError(P + (plan.pin_weights ? ".pin_cache" : ".pin_weights") +
+                        ": neither the cpu device nor the host memory gives a memory bandwidth for the copy");
   }
   return ws;
 }
@@ -111,8 +121,15 @@ JobId WeightStream::load(uint32_t layer, int32_t step, JobBoard& board,
     stream(from, to).submit(std::move(j));
     return id;
   };
+  last_staging_ = kNoJob;
   if (from_dram > 0) {
-    last = job(dram, gpu, from_dram, {});
+    // Pageable weights reach the GPU through a pinned buffer the CPU fills first.
+    std::vector<JobId> deps;
+    if (!plan_.pin_weights) {
+      last_staging_ = pin_copy(from_dram, step, layer, board, stream);
+      deps.push_back(last_staging_);
+    }
+    last = job(dram, gpu, from_dram, std::move(deps));
     to_gpu_ += from_dram;
   }
   if (from_disk > 0) {
@@ -133,8 +150,25 @@ JobId WeightStream::issue(uint32_t layer, int32_t step, bool more_after, JobBoar
   if (next_ == kNoJob) next_ = load(layer, step, board, stream);
   const JobId mine = next_;
   next_ = kNoJob;
-  if (more_after) next_ = load((layer + 1) % layers_, layer + 1 == layers_ ? step + 1 : step, board, stream);
+  next_staging_ = kNoJob;
+  if (more_after) {
+    next_ = load((layer + 1) % layers_, layer + 1 == layers_ ? step + 1 : step, board, stream);
+    next_staging_ = last_staging_;
+  }
   return mine;
+}
+
+JobId WeightStream::pin_copy(double bytes, int32_t step, uint32_t layer, JobBoard& board,
+                             const std::function<Stream&(size_t, size_t)>& stream) {
+  const size_t cpu = static_cast<size_t>(homes_.cpu);
+  const double sec = 2.0 * bytes / cpu_mem_Bps;
+  TransferJob j{board.create(), 0, 0, 0, {}, homes_.cpu, sec, "pin"};
+  j.step = step;
+  j.layer = static_cast<int32_t>(layer);
+  const JobId id = j.id;
+  stream(cpu, cpu).submit(std::move(j));
+  pin_copy_s += sec;
+  return id;
 }
 
 void WeightStream::await(JobId j, JobBoard& board) {
@@ -154,7 +188,8 @@ json WeightStream::metrics() const {
               {"loads", loads_},
               {"gpu_batches", plan_.gpu_batches},
               {"wait_s", wait_s},
-              {"cpu_attention_s", cpu_attention_s}};
+              {"cpu_attention_s", cpu_attention_s},
+              {"pin_copy_s", pin_copy_s}};
 }
 
 }  // namespace kvtier

@@ -30,6 +30,7 @@ class WeightStream {
  public:
   struct Homes {
     int gpu = -1, dram = -1, disk = -1;          // devices (-1: none)
+    int cpu = -1;                                // the CPU that copies pageable memory into pinned buffers
     int dram_tier = -1, disk_tier = -1;          // their tiers
   };
   // `layer_bytes`: one layer's weights as stored (compressed if the plan compresses).
@@ -78,13 +79,24 @@ class WeightStream {
               const std::function<Stream&(size_t, size_t)>& stream);
   // The load issued ahead by issue(), still to be handed out (kNoJob: none).
   JobId ahead() const { return next_; }
+  // With pageable weights (pin_weights false): the CPU's copy of the load
+  // issued ahead into a pinned buffer. The thread that copies is the one
+  // that launches GPU work, so the current layer's first GPU batch launches
+  // after it (kNoJob: none).
+  JobId ahead_staging() const { return next_staging_; }
+  // The CPU's copy of `bytes` of pageable host memory into a pinned buffer
+  // (read and written once, at the host memory's rate), on the CPU's stream;
+  // returns its job.
+  JobId pin_copy(double bytes, int32_t step, uint32_t layer, JobBoard& board,
+                 const std::function<Stream&(size_t, size_t)>& stream);
   // Waits for j, counting the GPU's stall in wait_s.
   void await(JobId j, JobBoard& board);
 
   // Counters the pipeline adds to.
   double wait_s = 0;           // GPU compute stalled waiting for weights
   double cpu_attention_s = 0;  // CPU busy with attention
-  double cpu_flops = 0, cpu_mem_Bps = 0;  // the CPU attention runs at (set by from_config)
+  double cpu_flops = 0, cpu_mem_Bps = 0;  // the CPU attention and pinning copies run at (set by from_config)
+  double pin_copy_s = 0;                   // CPU busy copying pageable memory into pinned buffers
   json metrics() const;
 
  private:
@@ -95,7 +107,7 @@ class WeightStream {
   GroupQuant quant_;
   double to_gpu_ = 0, from_disk_ = 0;
   uint64_t loads_ = 0;
-  JobId next_ = kNoJob;
+  JobId next_ = kNoJob, next_staging_ = kNoJob, last_staging_ = kNoJob;
 };
 
 }  // namespace kvtier

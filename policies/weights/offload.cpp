@@ -1,7 +1,8 @@
 // FlexGen's placement and block schedule (flex_opt.py's Policy): the weight
 // percentages w_gpu / w_cpu / w_disk of every layer, num_gpu_batches GPU
 // batches per weight load, --overlap, --cpu-cache-compute, the activations'
-// home, --compress-weight and --compress-cache. Percentages must add up to 100.
+// home, --compress-weight, --compress-cache and --pin-weight (with the
+// CPU cache's pageable memory). Percentages must add up to 100.
 #include <cmath>
 #include <string>
 
@@ -27,6 +28,12 @@ class OffloadWeights : public WeightPolicy {
         str("compress_cache", "none",
             "KV compression in every tier: none, or int4 (group-wise 4-bit, group 64; FlexGen --compress-cache); needs 16-bit KV",
             {"none", "int4"}),
+        boolean("pin_weights", true,
+                "the DRAM share of the weights is in pinned host memory (FlexGen --pin-weight); false: the CPU first "
+                "copies each layer's share into a pinned buffer, and the layer's first GPU batch launches after that"),
+        boolean("pin_cache", true,
+                "KV in host memory is pinned; false (FlexGen's CPU cache, never pinned): the CPU copies each GPU batch's KV "
+                "read from host memory into a pinned buffer before its kernel launches"),
     };
   }
   explicit OffloadWeights(const json& p) {
@@ -43,6 +50,8 @@ class OffloadWeights : public WeightPolicy {
     plan_.activations_on_cpu = p.at("activations") == "cpu";
     plan_.compress_weights = p.at("compress_weights") == "int4";
     plan_.compress_cache = p.at("compress_cache") == "int4";
+    plan_.pin_weights = p.at("pin_weights").get<bool>();
+    plan_.pin_cache = p.at("pin_cache").get<bool>();
   }
   WeightPlan plan() const override { return plan_; }
 

@@ -152,6 +152,17 @@ TEST_CASE("serving: weights streamed from DRAM and disk run as the single-batch 
   }
 }
 
+TEST_CASE("serving: pageable host memory is refused, naming the parameter") {
+  for (const char* param : {"pin_weights", "pin_cache"}) {
+    json sv = serving_config({{"kind", "identical"}, {"count", 1}, {"input_tokens", 1024}, {"output_tokens", 9}});
+    sv["hardware"] = a100({"gpu", "dram"});
+    sv["policies"] = {{"weights", {{"name", "offload"}, {"gpu_percent", 50}, {"cpu_percent", 50}, {param, false}}}};
+    json m = serve(expanded(sv));
+    REQUIRE(m.contains("config_error"));
+    CHECK_THAT(m["config_error"].get<std::string>(), Catch::Contains(std::string("policies.weights.") + param));
+  }
+}
+
 TEST_CASE("serving: weights moved off the GPU become KV pool, less the buffers they stream through") {
   json req{{"kind", "identical"}, {"count", 1}, {"input_tokens", 1024}, {"output_tokens", 2}};
   json all = serve(expanded(serving_config(req)));

@@ -135,6 +135,42 @@ TEST_CASE("zig-zag with overlap: the next layer's load must arrive within the fi
   CHECK(rel_err(m["mean_step_latency_s"].get<double>(), expect) < 1e-9);
 }
 
+TEST_CASE("pageable host memory: the CPU's copy into a pinned buffer holds back the next launch") {
+  SECTION("pin_weights false: each layer's launch waits for the next layer's copy, 2 S / host bandwidth") {
+    const double B = 10e9;                                 // S/B = 10 ms per layer
+    const double F = 2.0 * kP * 1e9 / kL / (2 * kS / B);  // the weight GEMM takes 2 S/B
+    const double Mc = 4 * B, P = 2 * kS / Mc;             // the copy reads and writes S: 5 ms
+    json w = offload(0, 100);
+    w["pin_weights"] = false;
+    json m = simulate(config(hardware(F / 1e12, 1e9, B / 1e9, 1e6, Mc / 1e9), w));
+    REQUIRE(m.contains("mean_step_latency_s"));
+    // The run's very last layer has no next layer to copy.
+    const double expect = mean_steps(4, [&](int s) { return kL * (P + layer_flops(1, 128, s) / F) - (s == 3 ? P : 0.0); });
+    CHECK(rel_err(m["mean_step_latency_s"].get<double>(), expect) < 1e-9);
+    CHECK(m["weights"]["pin_copy_s"].get<double>() == Approx(4 * kL * P));
+    w["pin_weights"] = true;
+    json pinned = simulate(config(hardware(F / 1e12, 1e9, B / 1e9, 1e6, Mc / 1e9), w));
+    CHECK(pinned["weights"]["pin_copy_s"].get<double>() == 0);
+    CHECK(rel_err(pinned["mean_step_latency_s"].get<double>(),
+                  mean_steps(4, [&](int s) { return kL * layer_flops(1, 128, s) / F; })) < 1e-9);
+  }
+  SECTION("pin_cache false: KV read from host memory is copied on the CPU before its kernel launches") {
+    const double B = 1e9, Mc = 1e9, M = 1e6 * 1e9;
+    const int ctx = 1024;
+    json w = offload(100, 0);
+    w["pin_cache"] = false;
+    json m = simulate(config(hardware(1e6, M / 1e9, B / 1e9, 1e6, Mc / 1e9), w, 1, ctx, 4,
+                             json{{"name", "fractions"}, {"percent", {0, 100}}}));
+    REQUIRE(m.contains("mean_step_latency_s"));
+    // Per layer: the fetch over the link, the CPU's copy (read and write), the memory-bound kernel.
+    const double expect = mean_steps(4, [&](int s) {
+      const double kv = (ctx + s + 1) * kKvTok;
+      return kL * (kv / B + 2 * kv / Mc + (kS + kv) / M);
+    });
+    CHECK(rel_err(m["mean_step_latency_s"].get<double>(), expect) < 1e-9);
+  }
+}
+
 TEST_CASE("CPU attention over DRAM-resident KV: max(KV bytes / CPU memory bandwidth, FLOPs / CPU rate); only activations cross PCIe") {
   json w = offload(100, 0);
   w["cpu_attention"] = true;
