@@ -257,6 +257,14 @@ TEST_CASE("weight placement: bad input names its JSON path") {
   CHECK_THAT(err(config(hw, g, 4)), Catch::Contains("policies.weights.gpu_batches"));
   CHECK_THAT(err(config(hw, offload(100, 0), 1, 128, 4, json{{"name", "fractions"}, {"percent", {50, 40}}})),
              Catch::Contains("policies.placement.percent"));
+  json no_cpu = hw;
+  no_cpu["devices"].erase("cpu");
+  no_cpu["links"].erase("cpu_port");
+  for (const char* pin : {"pin_weights", "pin_cache"}) {
+    json p = offload(0, 100);
+    p[pin] = false;
+    CHECK_THAT(err(config(no_cpu, p)), Catch::Contains(std::string("policies.weights.") + pin) && Catch::Contains("cpu"));
+  }
 }
 
 TEST_CASE("weight dtype is separate from the KV dtype") {
