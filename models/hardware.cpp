@@ -57,6 +57,9 @@ ParamList link_params() {
       positive("pcie_max_payload_B", 256, "PCIe max payload per TLP, bytes"),
       num("pcie_tlp_overhead_B", 24, "PCIe bytes per TLP besides payload (framing, header, LCRC, DLLPs)", 0),
       num("bandwidth_back_GBps", 0.0, "split links only: b -> a bandwidth if different, GB/s (0: same)", 0),
+      num("pageable_back_GBps", 0.0,
+          "b -> a copies into pageable host memory (KV under policies.weights.pin_cache false): the rate at which the "
+          "host relays them on from a pinned buffer, beside the link's own transfer, GB/s (0: no relay)", 0),
       num("duplex_efficiency", 1.0,
           "split links only: share of the two directions' summed bandwidth they get when both carry traffic "
           "(1 = independent; PCIe 5.0 x16 on an H200 measured 0.86)", 0.5, 1.0),
@@ -142,6 +145,7 @@ Hardware parse_hardware(json& hw, const std::string& where) {
     e.bw_Bps = link_rate_Bps(l, path, &e.pcie);
     double back = get_num(l, "bandwidth_back_GBps");
     e.bw_back_Bps = back > 0 ? back * kGB : e.bw_Bps;
+    e.pageable_back_Bps = get_num(l, "pageable_back_GBps") * kGB;
     e.latency_s = get_num(l, "latency_us") * kUs;
     CurveSet curves = parse_curve_set(l, {"forward_GBps", "backward_GBps", "latency_us"}, path);
     if (curves.count("forward_GBps")) {

@@ -26,6 +26,9 @@ struct LinkEntry {
   std::string a, b;         // ends; "forward" is a -> b
   double bw_Bps = 0;        // forward bandwidth
   double bw_back_Bps = 0;   // backward bandwidth (split links; equal to bw_Bps unless set)
+  // b -> a copies into pageable host memory: the rate at which the host's
+  // software relays them on from a pinned buffer, B/s (0: no relay).
+  double pageable_back_Bps = 0;
   double latency_s = 0;
   Duplex duplex = Duplex::Split;
   // Split links: when both directions carry traffic, together they get this

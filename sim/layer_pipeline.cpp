@@ -178,11 +178,9 @@ void LayerPipeline::prefill() {
             if (p.compress_weights)
               extra = p.gpu_batches * s_.weights->quant().decompress_s(s_.model.weight_bytes_per_layer(), s_.gpu_mem_Bps);
           }
+          // Hidden states in host memory: out and back before the kernels, at both sub-layers (as in decode).
+          if (s_.weights->plan().activations_on_cpu) move_hidden(2.0 * 2.0 * s_.model.model_dim() * T * k, -1, l);
           compute(kernel() + extra, "prefill", -1, l, 0);
-          if (s_.weights->plan().activations_on_cpu) {
-            const double h = 2.0 * s_.model.model_dim() * T * k;
-            move_activations(h, h, -1, l);
-          }
         } else {
           compute(kernel(), "prefill", -1, l, 0);
         }
@@ -734,6 +732,11 @@ void LayerPipeline::offload_compute(Slot& slot, uint64_t k, JobId weights) {
     if (g == 0 && p.overlap) w.await(w.ahead_staging(), board_);
     if (!p.pin_cache && slot.host_read_bytes > 0)
       board_.wait(w.pin_copy(slot.host_read_bytes / G, step, layer, board_, st));
+    // Hidden states in host memory: FlexGen stores the previous GPU batch's
+    // output and loads the next one's input on the kernels' own CUDA stream,
+    // just before this GPU batch's kernels, at each of the layer's two
+    // sub-layers (attention, MLP): d FP16 values per sequence each way.
+    if (p.activations_on_cpu) move_hidden(2.0 * 2.0 * d * seqs, step, layer);
     const double gemm = s_.model.weight_flops_per_token_layer() * seqs, attn = 4.0 * gpu_tokens * d;
     compute(s_.kernel_s(EngineSetup::Phase::Decode, gemm, attn, wb, gpu_tokens * tok) + restore_w + restore_kv + (g == 0 ? slot.extra_gpu_s : 0.0), "decode", step, layer,
             slot.kv_blocks);
@@ -749,7 +752,6 @@ void LayerPipeline::offload_compute(Slot& slot, uint64_t k, JobId weights) {
     // have arrived before the second one starts.
     if (g == 0 && p.overlap && p.gpu_batches > 1) w.await(w.ahead(), board_);
   }
-  if (p.activations_on_cpu) move_activations(2.0 * d * s_.batch, 2.0 * d * s_.batch, step, layer);
 }
 
 void LayerPipeline::cpu_attention(double tokens, double query_bytes, double output_bytes, int32_t step, uint32_t layer) {
@@ -759,29 +761,32 @@ void LayerPipeline::cpu_attention(double tokens, double query_bytes, double outp
                                      w.cpu_flops, w.cpu_mem_Bps);
   const size_t cpu = static_cast<size_t>(s_.cpu_dev);
   const size_t gpu = s_.gpu_dev, host = static_cast<size_t>(w.homes().dram);
-  auto submit = [&](size_t from, size_t to, TransferJob job) {
+  auto submit = [&](Stream& st, TransferJob job) {
     job.step = step;
     job.layer = static_cast<int32_t>(layer);
     const JobId id = job.id;
-    tp_.stream(from, to).submit(std::move(job));
+    st.submit(std::move(job));
     return id;
   };
-  const JobId q = submit(gpu, host, TransferJob{board_.create(), gpu, host, query_bytes, {}, -1, 0, "activations"});
-  const JobId a = submit(cpu, cpu, TransferJob{board_.create(), 0, 0, 0, {q}, s_.cpu_dev, sec, "attention"});
-  const JobId out = submit(host, gpu, TransferJob{board_.create(), host, gpu, output_bytes, {a}, -1, 0, "activations"});
+  const JobId q = submit(tp_.activations(true), TransferJob{board_.create(), gpu, host, query_bytes, {}, -1, 0, "activations"});
+  const JobId a = submit(tp_.stream(cpu, cpu), TransferJob{board_.create(), 0, 0, 0, {q}, s_.cpu_dev, sec, "attention"});
+  const JobId out = submit(tp_.activations(false), TransferJob{board_.create(), host, gpu, output_bytes, {a}, -1, 0, "activations"});
   board_.wait(out);
   w.cpu_attention_s += sec;
 }
 
-void LayerPipeline::move_activations(double bytes_out, double bytes_in, int32_t step, uint32_t layer) {
+void LayerPipeline::move_hidden(double bytes, int32_t step, uint32_t layer) {
   const size_t gpu = s_.gpu_dev, host = static_cast<size_t>(s_.weights->homes().dram);
-  for (int dir = 0; dir < 2; ++dir) {
-    const size_t from = dir == 0 ? gpu : host, to = dir == 0 ? host : gpu;
-    TransferJob job{board_.create(), from, to, dir == 0 ? bytes_out : bytes_in, {}, -1, 0, "activations"};
-    job.step = step;
-    job.layer = static_cast<int32_t>(layer);
-    tp_.stream(from, to).submit(std::move(job));
-  }
+  TransferJob out{board_.create(), gpu, host, bytes, {}, -1, 0, "hidden"};
+  TransferJob in{board_.create(), host, gpu, bytes, {out.id}, -1, 0, "hidden"};
+  out.step = in.step = step;
+  out.layer = in.layer = static_cast<int32_t>(layer);
+  const JobId done = in.id;
+  tp_.activations(true).submit(std::move(out));
+  tp_.activations(false).submit(std::move(in));
+  const double t0 = sg4::Engine::get_clock();
+  board_.wait(done);
+  s_.weights->hidden_wait_s += sg4::Engine::get_clock() - t0;
 }
 
 // ---- serving (serving.kv "tiered") ----

@@ -108,8 +108,10 @@ class LayerPipeline {
   // Attention of `tokens` cached tokens on the CPU: the query to host
   // memory, the CPU's pass, the output back; the GPU waits for the output.
   void cpu_attention(double tokens, double query_bytes, double output_bytes, int32_t step, uint32_t layer);
-  // Hidden states (or a query and an attention output) to host memory and back, off the critical path.
-  void move_activations(double bytes_out, double bytes_in, int32_t step, uint32_t layer);
+  // Hidden states in host memory (policies.weights.activations "cpu"):
+  // `bytes` to host memory, then `bytes` back, one after the other on the
+  // activation streams; the GPU waits for both.
+  void move_hidden(double bytes, int32_t step, uint32_t layer);
   // Samples tier occupancy, then submits every open transfer.
   void flush(Slot* slot);
 

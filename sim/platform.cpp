@@ -159,8 +159,11 @@ Platform::Platform(const Hardware& hw, const Topology& topo) : n_(hw.devices.siz
         f.read_lat_s = media_read[a].link->get_latency();
         f.const_latency_s += media_read[a].link->get_latency();
       }
+      PlatformRoute& r = routes_[a * n_ + b];
       for (const Hop& h : hops) {
         const LinkEntry& le = hw.links[h.link];
+        if (!h.forward && le.pageable_back_Bps > 0)
+          r.pageable_Bps = r.pageable_Bps > 0 ? std::min(r.pageable_Bps, le.pageable_back_Bps) : le.pageable_back_Bps;
         sg4::Link* l = h.forward ? fwd[h.link].link : back[h.link].link;
         if (!(h.forward ? le.bw_curve : le.bw_back_curve).empty())
           f.bw_curved.push_back(RouteFactors::CurvedHop{&le, h.forward, l->get_bandwidth()});
@@ -177,7 +180,6 @@ Platform::Platform(const Hardware& hw, const Topology& topo) : n_(hw.devices.siz
         f.write_lat_s = media_write[b].link->get_latency();
         f.const_latency_s += media_write[b].link->get_latency();
       }
-      PlatformRoute& r = routes_[a * n_ + b];
       r.bottleneck_Bps = std::numeric_limits<double>::infinity();
       std::vector<sg4::LinkInRoute> sg;
       for (const auto& l : path) {

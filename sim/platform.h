@@ -35,6 +35,7 @@ struct PlatformRoute {
   std::vector<uint32_t> stats;  // LinkStat indices along the route
   double latency_s = 0;         // sum of link latencies
   double bottleneck_Bps = 0;    // smallest bandwidth along the route
+  double pageable_Bps = 0;      // the slowest pageable-memory rate of its links (0: none)
 };
 
 // Starts a SimGrid engine configured for a pure bandwidth-and-latency model.

@@ -119,9 +119,17 @@ void Stream::run() {
       st.bytes += job.bytes;
     }
     // Keep the CommPtr: the raw pointer start() returns dies with the temporary.
+    sg4::ExecPtr relay;
+    if (job.relay_Bps > 0) {
+      sg4::Host* h = platform_.host(job.to);
+      relay = sg4::this_actor::exec_init(job.bytes / job.relay_Bps * h->get_speed());
+      relay->set_host(h);
+      relay->start();
+    }
     sg4::CommPtr c = sg4::Comm::sendto_async(platform_.host(job.from), platform_.host(job.to),
                                              static_cast<uint64_t>(job.bytes));
     c->wait();
+    if (relay) relay->wait();
     const double t1 = sg4::Engine::get_clock();
     for (uint32_t s : route.stats) {
       LinkStat& st = stats[s];

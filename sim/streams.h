@@ -47,6 +47,12 @@ struct TransferJob {
   const char* label = "transfer";
   // What the job is for, shown on its timeline slice when set (>= 0).
   int32_t step = -1, layer = -1;
+  // A copy into pageable host memory also passes through the host's relay
+  // (software copying it on from a pinned buffer), which moves relay_Bps
+  // (0: no relay): the relay's work runs beside the link transfer, on the
+  // destination device, shared by the copies relayed at the same time, and
+  // the job ends when both are done.
+  double relay_Bps = 0;
 };
 
 class Stream {

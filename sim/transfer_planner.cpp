@@ -62,6 +62,18 @@ void TransferPlanner::make_streams(const std::vector<std::pair<size_t, size_t>>&
   }
   if (s_.fpga_dev >= 0) want(static_cast<size_t>(s_.fpga_dev), static_cast<size_t>(s_.fpga_dev));
   for (const auto& [a, b] : extra) want(a, b);
+  if (s_.weights && s_.weights->homes().dram >= 0) {
+    const size_t host = static_cast<size_t>(s_.weights->homes().dram);
+    const std::string& hn = hw.devices[host].name;
+    act_in_ = one_engine ? streams_[host * n + gpu] : make("activations " + hn + "->" + hw.gpu);
+    act_out_ = one_engine ? streams_[gpu * n + host] : make("activations " + hw.gpu + "->" + hn);
+  }
+}
+
+Stream& TransferPlanner::activations(bool to_host) {
+  Stream* st = to_host ? act_out_ : act_in_;
+  if (!st) throw std::logic_error("kvtier: no activation stream (policies.weights has no host memory)");
+  return *st;
 }
 
 void TransferPlanner::start() {
@@ -165,7 +177,11 @@ void TransferPlanner::submit(Batch& bt, size_t a, size_t b, bool critical, std::
       stream(cpu, cpu).submit(TransferJob{cj, 0, 0, 0, std::move(bt.deps), s_.cpu_dev, bt.codec_s, "compress"});
       bt.deps = {cj};
     }
-    stream(from, to).submit(TransferJob{transfer_id, from, to, bt.bytes, std::move(bt.deps), -1, 0, "transfer"});
+    TransferJob job{transfer_id, from, to, bt.bytes, std::move(bt.deps), -1, 0, "transfer"};
+    // KV written from the GPU into pageable host memory (FlexGen's CPU
+    // cache, or through it to disk) passes through the host's relay.
+    if (s_.weights && !s_.weights->plan().pin_cache && from == s_.gpu_dev) job.relay_Bps = platform_.route(from, to).pageable_Bps;
+    stream(from, to).submit(std::move(job));
     JobId ready = transfer_id;
     if (bt.codec_s > 0 && !on_gpu && bt.decompress) {
       ready = board_.create();

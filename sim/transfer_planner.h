@@ -34,6 +34,11 @@ class TransferPlanner {
   void start();
   void stop();  // streams end once their queues are drained
   Stream& stream(size_t from_dev, size_t to_dev);
+  // Hidden states, and CPU attention's query and output (policies.weights):
+  // copies of activations, which FlexGen issues on the kernels' own CUDA
+  // stream, so they queue apart from the KV's and the weights' transfers
+  // (behind them only through a GPU's single copy engine).
+  Stream& activations(bool to_host);
 
   size_t gpu_ep() const { return s_.tiers(); }
   // Adds `raw_bytes` (uncompressed) of a block of `layer` to the transfer
@@ -90,6 +95,8 @@ class TransferPlanner {
   Timeline& timeline_;
   std::vector<std::unique_ptr<Stream>> owned_;
   std::vector<Stream*> streams_;  // n x n by (from, to) device; pairs may share a stream (GPU copy engines)
+  Stream* act_in_ = nullptr;      // activations host -> GPU
+  Stream* act_out_ = nullptr;     // activations GPU -> host
   std::vector<Batch> batches_;           // (n+1) x (n+1) endpoints
   std::vector<Batch> prefetch_batches_;  // per tier: predicted blocks
   double gpu_codec_s_ = 0;               // GPU codec work waiting for the next kernel

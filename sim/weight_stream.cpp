@@ -189,7 +189,8 @@ json WeightStream::metrics() const {
               {"gpu_batches", plan_.gpu_batches},
               {"wait_s", wait_s},
               {"cpu_attention_s", cpu_attention_s},
-              {"pin_copy_s", pin_copy_s}};
+              {"pin_copy_s", pin_copy_s},
+              {"hidden_wait_s", hidden_wait_s}};
 }
 
 }  // namespace kvtier

@@ -97,6 +97,7 @@ class WeightStream {
   double cpu_attention_s = 0;  // CPU busy with attention
   double cpu_flops = 0, cpu_mem_Bps = 0;  // the CPU attention and pinning copies run at (set by from_config)
   double pin_copy_s = 0;                   // CPU busy copying pageable memory into pinned buffers
+  double hidden_wait_s = 0;                // GPU waiting for hidden states to go to host memory and back
   json metrics() const;
 
  private:

@@ -113,7 +113,8 @@ TEST_CASE("FlexGen's fitted constants arrive through the calibration file", "[pr
                                                                        [](const LinkEntry& l) { return l.name == "pcie_gpu"; }) -
                                                           fitted.links.begin())];
   CHECK(pf.bw_Bps == Approx(12.89e9));      // CPU -> GPU
-  CHECK(pf.bw_back_Bps == Approx(0.97e9));  // GPU -> CPU (cache)
+  CHECK(pf.bw_back_Bps == Approx(4.82e9));       // GPU -> CPU into pinned memory (hidden states)
+  CHECK(pf.pageable_back_Bps == Approx(0.97e9));  // GPU -> CPU into pageable memory (cache)
   CHECK(fitted.device("ssd").model->read_Bps() == Approx(0.473e9));
   CHECK(fitted.device("ssd").model->write_Bps() == Approx(0.746e9));
   CHECK(sheet.device("ssd").model->read_Bps() == Approx(4 * 0.66e9));

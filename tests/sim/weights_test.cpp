@@ -171,6 +171,44 @@ TEST_CASE("pageable host memory: the CPU's copy into a pinned buffer holds back 
   }
 }
 
+TEST_CASE("hidden states in host memory go out and back before every GPU batch's kernel, at both sub-layers") {
+  const double Bu = 2e3, Bd = 1e3, M = 100e9;  // link into the GPU, out of it; GPU memory
+  const int G = 2, batch = 4;
+  json w = offload(100, 0);
+  w["gpu_batches"] = G;
+  w["activations"] = "cpu";
+  json hw = hardware(1e6, M / 1e9, Bu / 1e9);
+  hw["links"]["pcie"]["bandwidth_back_GBps"] = Bd / 1e9;
+  json m = simulate(config(hw, w, batch));
+  REQUIRE(m.contains("mean_step_latency_s"));
+  const double hb = 2 * (2 * kD) * (batch / G);  // two sub-layers x d FP16 values per sequence
+  const double expect = mean_steps(4, [&](int s) {
+    const double c = (kS + double(batch) / G * (128 + s + 1) * kKvTok) / M;
+    return kL * G * (hb / Bd + hb / Bu + c);
+  });
+  CHECK(rel_err(m["mean_step_latency_s"].get<double>(), expect) < 1e-9);
+  CHECK(m["weights"]["hidden_wait_s"].get<double>() == Approx(4 * kL * G * (hb / Bd + hb / Bu)));
+}
+
+TEST_CASE("pageable host memory: KV written from the GPU passes through the host's relay at the link's pageable_back_GBps") {
+  // CPU attention over KV in DRAM: only the new token's K and V cross back,
+  // one write per layer, and the next step's attention of that layer waits
+  // for it. A relay of kKvTok bytes/s makes each write take 1 s, back to
+  // back: a step is kL seconds.
+  json w = offload(100, 0);
+  w["cpu_attention"] = true;
+  w["pin_cache"] = false;
+  const json frac = {{"name", "fractions"}, {"percent", {0, 100}}};
+  json hw = hardware(1e6, 1e6, 1e6);
+  hw["links"]["pcie"]["pageable_back_GBps"] = kKvTok / 1e9;
+  json m = simulate(config(hw, w, 1, 1024, 4, frac));
+  REQUIRE(m.contains("mean_step_latency_s"));
+  CHECK(rel_err(m["mean_step_latency_s"].get<double>(), kL * 1.0) < 1e-6);
+  w["pin_cache"] = true;
+  json pinned = simulate(config(hw, w, 1, 1024, 4, frac));
+  CHECK(pinned["mean_step_latency_s"].get<double>() < 1e-3);
+}
+
 TEST_CASE("CPU attention over DRAM-resident KV: max(KV bytes / CPU memory bandwidth, FLOPs / CPU rate); only activations cross PCIe") {
   json w = offload(100, 0);
   w["cpu_attention"] = true;
