@@ -375,6 +375,19 @@ void LayerPipeline::select(uint64_t k) {
       tp_.depend(a, gpu_ep, slot.score_fpga);
       tp_.depend(a, gpu_ep, slot.score_read);
     }
+  // Pageable host memory (FlexGen's CPU cache): the thread that launches the
+  // kernels copies what this layer reads from host memory into pinned
+  // buffers, a GPU batch's share at a time, each before it launches the
+  // next kernel (offload_compute). The first share is copied now and the
+  // layer's transfer starts after it; the others follow the kernels.
+  if (s_.weights && !s_.weights->plan().pin_cache && slot.host_read_bytes > 0) {
+    const uint32_t G = s_.weights->plan().gpu_batches;
+    auto st = [this](size_t a, size_t b) -> Stream& { return tp_.stream(a, b); };
+    const JobId first = s_.weights->pin_copy(slot.host_read_bytes / G, static_cast<int32_t>(step), layer, board_, st);
+    pins_.push_back(first);
+    pin_rest_bytes_ += slot.host_read_bytes * (G - 1) / G;
+    tp_.depend(static_cast<size_t>(s_.weights->homes().dram_tier), gpu_ep, first);
+  }
   // What attention will read on the GPU (predictions below may move blocks it
   // reads through a staging buffer up too: those are not its data).
   if (check_) note_on_gpu(slot);
@@ -654,6 +667,14 @@ void LayerPipeline::drive() {
     const JobId weights_job = s_.weights ? issue_weights(static_cast<uint32_t>(k % s_.model.layers),
                                                          static_cast<int32_t>(k / s_.model.layers))
                                          : kNoJob;
+    // With pageable KV the thread that launches the kernels copies the next
+    // layer's KV before launching this one, and FlexGen synchronises every
+    // stream at the end of each iteration: this layer's KV has arrived
+    // before that copy starts. (With pinned KV the order changes nothing.)
+    if (s_.weights && !s_.weights->plan().pin_cache) {
+      while (next < N && next <= k) select(next++);
+      for (JobId j : ring_[k % ring_.size()].waits) board_.wait(j);
+    }
     while (next < N && next <= k + depth_) select(next++);
     Slot& slot = ring_[k % ring_.size()];
     for (JobId j : slot.waits) board_.wait(j);
@@ -721,17 +742,23 @@ void LayerPipeline::offload_compute(Slot& slot, uint64_t k, JobId weights) {
   const double restore_w = p.compress_weights ? q.decompress_s(wb, s_.gpu_mem_Bps) : 0.0;
   const double restore_kv = p.compress_cache ? q.decompress_s(gpu_tokens * tok, s_.gpu_mem_Bps) : 0.0;
   const double seqs = static_cast<double>(s_.batch) / G;
-  auto st = [this](size_t a, size_t b) -> Stream& { return tp_.stream(a, b); };
   for (uint32_t g = 0; g < p.gpu_batches; ++g) {
     // Pageable host memory (FlexGen's CPU cache; weights with --pin-weight
-    // 0): the thread that launches this GPU batch first copies what the GPU
-    // reads from host memory into pinned buffers (FlexGen: the next layer's
-    // weights with the first GPU batch, then a GPU batch's KV), and only
-    // then launches the kernel. The KV's own transfer is already in flight;
-    // the copies hold back the launch.
+    // 0): the thread that launches this GPU batch first copies into pinned
+    // buffers what the GPU reads next from host memory (FlexGen: the next
+    // layer's weights with the first GPU batch, then a GPU batch's KV), and
+    // only then launches the kernel.
     if (g == 0 && p.overlap) w.await(w.ahead_staging(), board_);
-    if (!p.pin_cache && slot.host_read_bytes > 0)
-      board_.wait(w.pin_copy(slot.host_read_bytes / G, step, layer, board_, st));
+    // The KV copies into pinned buffers (select issued the first share of
+    // each layer it selected since the last kernel; the others go one
+    // before each later GPU batch).
+    if (g == 0) {
+      for (JobId j : pins_) board_.wait(j);
+      pins_.clear();
+    } else if (pin_rest_bytes_ > 0) {
+      auto st = [this](size_t a, size_t b) -> Stream& { return tp_.stream(a, b); };
+      board_.wait(w.pin_copy(pin_rest_bytes_ / (G - 1), step, layer, board_, st));
+    }
     // Hidden states in host memory: FlexGen stores the previous GPU batch's
     // output and loads the next one's input on the kernels' own CUDA stream,
     // just before this GPU batch's kernels, at each of the layer's two
@@ -752,6 +779,7 @@ void LayerPipeline::offload_compute(Slot& slot, uint64_t k, JobId weights) {
     // have arrived before the second one starts.
     if (g == 0 && p.overlap && p.gpu_batches > 1) w.await(w.ahead(), board_);
   }
+  pin_rest_bytes_ = 0;
 }
 
 void LayerPipeline::cpu_attention(double tokens, double query_bytes, double output_bytes, int32_t step, uint32_t layer) {

@@ -128,6 +128,11 @@ class LayerPipeline {
   uint32_t depth_ = 0;
   InvariantChecker* check_ = nullptr;
   std::vector<Slot> ring_;
+  // policies.weights.pin_cache false: the first share of each layer's KV
+  // copy into pinned buffers issued since the last kernel, and the bytes
+  // of the other shares, copied one before each later GPU batch.
+  std::vector<JobId> pins_;
+  double pin_rest_bytes_ = 0;
   std::vector<AttentionRecord> recs_;  // this (step, layer)'s records, one per trace sequence
   AttentionRecord iter_rec_;           // serving: the record of one request at one layer
   std::vector<float> mass_of_;         // per block index: the current record's mass

@@ -169,6 +169,47 @@ TEST_CASE("pageable host memory: the CPU's copy into a pinned buffer holds back 
     });
     CHECK(rel_err(m["mean_step_latency_s"].get<double>(), expect) < 1e-9);
   }
+  SECTION("GPU batches: the first share is copied before the transfer, the others before each later kernel") {
+    const double B = 1e9, Mc = 1e9, M = 1e9;
+    const int ctx = 1024, G = 2;
+    json w = offload(100, 0);
+    w["pin_cache"] = false;
+    w["gpu_batches"] = G;
+    json m = simulate(config(hardware(1e6, M / 1e9, B / 1e9, 1e6, Mc / 1e9), w, G, ctx, 4,
+                             json{{"name", "fractions"}, {"percent", {0, 100}}}));
+    REQUIRE(m.contains("mean_step_latency_s"));
+    const double expect = mean_steps(4, [&](int s) {
+      const double kv = G * (ctx + s + 1) * kKvTok;  // the layer's KV, both sequences
+      return kL * (2 * kv / Mc + kv / B + G * (kS + kv / G) / M);
+    });
+    CHECK(rel_err(m["mean_step_latency_s"].get<double>(), expect) < 1e-9);
+  }
+  SECTION("layer ahead: each iteration copies the next layer's KV, then computes while it crosses (FlexGen syncs)") {
+    // Iteration k starts once layer k's KV has arrived; the CPU copies layer
+    // k+1's (P), then layer k computes (c) while layer k+1's crosses (kv / B).
+    const double B = 1e9, Mc = 4e9, M = 100e9;
+    const int ctx = 1024, steps = 4;
+    json w = offload(100, 0);
+    w["pin_cache"] = false;
+    json c = config(hardware(1e6, M / 1e9, B / 1e9, 1e6, Mc / 1e9), w, 1, ctx, steps,
+                    json{{"name", "fractions"}, {"percent", {0, 100}}});
+    c["policies"]["prefetch"] = {{"name", "layer_ahead"}, {"depth", 1}};
+    json m = simulate(c);
+    REQUIRE(m.contains("mean_step_latency_s"));
+    const int N = steps * kL;
+    auto kv = [&](int k) { return (ctx + k / kL + 1) * kKvTok; };
+    auto P = [&](int k) { return k < N ? 2 * kv(k) / Mc : 0.0; };
+    auto cmp = [&](int k) { return (kS + kv(k)) / M; };
+    std::vector<double> end(steps);
+    double start = P(0) + kv(0) / B;  // iteration 0 begins once layer 0 has crossed
+    for (int k = 0; k < N; ++k) {
+      const double next_in = k + 1 < N ? kv(k + 1) / B : 0.0;
+      if (k % kL == kL - 1) end[k / kL] = start + P(k + 1) + cmp(k);
+      start += P(k + 1) + std::max(cmp(k), next_in);
+    }
+    const double expect = (end[steps - 1] - end[0]) / (steps - 1);
+    CHECK(rel_err(m["mean_step_latency_s"].get<double>(), expect) < 1e-9);
+  }
 }
 
 TEST_CASE("hidden states in host memory go out and back before every GPU batch's kernel, at both sub-layers") {
