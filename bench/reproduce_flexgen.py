@@ -174,7 +174,8 @@ def timeline_bound(path, m, t0, t1):
         l = m.get("links", {}).get(base)
         compute = name.endswith(" compute") or name.endswith(" work")
         bw = 0.0 if compute else (l["bytes"] / (l["utilization"] * end) if l and l.get("utilization", 0) > 0 else float("inf"))
-        label = "GPU compute" if name.endswith(" compute") else ("CPU attention" if name.endswith(" work") else base)
+        cpu_label = "CPU attention" if not m.get("weights", {}).get("pin_copy_s") else "CPU (attention, pinning copies)"
+        label = "GPU compute" if name.endswith(" compute") else (cpu_label if name.endswith(" work") else base)
         cands.append((label, busy / max(b - a, 1e-12), bw))
     if not cands:
         return "-"
@@ -190,8 +191,9 @@ def bound(m):
     end = m["simulated_time_s"] or 1.0
     cands = [("GPU compute", m.get("gpu_busy_fraction", 0.0), 0.0)]
     w = m.get("weights")
-    if w and w.get("cpu_attention_s", 0) > 0:
-        cands.append(("CPU attention", w["cpu_attention_s"] / end, 0.0))
+    if w and w.get("cpu_attention_s", 0) + w.get("pin_copy_s", 0) > 0:
+        label = "CPU attention" if not w.get("pin_copy_s") else "CPU (attention, pinning copies)"
+        cands.append((label, (w["cpu_attention_s"] + w.get("pin_copy_s", 0)) / end, 0.0))
     for name, l in m.get("links", {}).items():
         bw = l["bytes"] / (l["utilization"] * end) if l.get("utilization", 0) > 0 else float("inf")
         cands.append((name, l.get("busy_fraction", 0.0), bw))
