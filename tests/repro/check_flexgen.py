@@ -22,6 +22,7 @@ import reproduce_flexgen as rf  # noqa: E402
 REPRODUCED = {
     ("fitted", "flexgen", "opt-6.7b"),
     ("fitted", "flexgen", "opt-30b"),
+    ("fitted", "flexgen_compressed", "opt-6.7b"),
     ("fitted", "flexgen_compressed", "opt-30b"),
     ("datasheet", "flexgen", "opt-175b"),
 }
