@@ -441,8 +441,6 @@ void LayerPipeline::use_blocks(uint32_t step, uint32_t layer, uint32_t s, uint32
     for (uint32_t b : rec->blocks) mass_of_[b] = 0.f;
 }
 
-// Pass 2: fetch what of sel_ is below the GPU, one transfer per source
-// tier; promote what the promotion policy says.
 // What crosses PCIe for `raw` bytes of KV read from tier t into the GPU:
 // stored bytes where the GPU restores them, raw bytes where a host codec
 // restores them before the copy.
@@ -451,6 +449,8 @@ double LayerPipeline::crossing_bytes(TierId t, uint32_t layer, double raw) const
   return c.on_gpu ? raw * c.stored_fraction() : raw;
 }
 
+// Pass 2: fetch what of sel_ is below the GPU, one transfer per source
+// tier; promote what the promotion policy says.
 void LayerPipeline::fetch_selected(Slot& slot, uint32_t layer) {
   const size_t nt = t_.tiers.size();
   const size_t gpu_ep = s_.gpu_tier ? 0 : nt;
