@@ -382,8 +382,7 @@ void LayerPipeline::select(uint64_t k) {
   // layer's transfer starts after it; the others follow the kernels.
   if (s_.weights && !s_.weights->plan().pin_cache && slot.host_read_bytes > 0) {
     const uint32_t G = s_.weights->plan().gpu_batches;
-    auto st = [this](size_t a, size_t b) -> Stream& { return tp_.stream(a, b); };
-    const JobId first = s_.weights->pin_copy(slot.host_read_bytes / G, static_cast<int32_t>(step), layer, board_, st);
+    const JobId first = s_.weights->pin_copy(slot.host_read_bytes / G, static_cast<int32_t>(step), layer, board_, cpu_stream());
     pins_.push_back(first);
     pin_rest_bytes_ += slot.host_read_bytes * (G - 1) / G;
     tp_.depend(static_cast<size_t>(s_.weights->homes().dram_tier), gpu_ep, first);
@@ -459,6 +458,9 @@ void LayerPipeline::fetch_selected(Slot& slot, uint32_t layer) {
   slot.host_read_bytes = 0;
   const bool cpu_attn = s_.weights && s_.weights->plan().cpu_attention;
   const int host_tier = s_.weights ? s_.weights->homes().dram_tier : -1;
+  // What is read into the GPU from pageable host memory (pin_cache false), raw bytes.
+  const int pageable_tier = s_.weights && !s_.weights->plan().pin_cache ? host_tier : -1;
+  double host_raw = 0;
   for (BlockId b : sel_) {
     const TierId t = t_.tier[b];
     const double bb = kv_.data_bytes(b);
@@ -505,7 +507,7 @@ void LayerPipeline::fetch_selected(Slot& slot, uint32_t layer) {
       const TierId dest = s_.pol.promote->promote_to(b, t, t_);
       if (dest < t && kv_.make_room(dest)) {
         if (dest == 0) {
-          if (static_cast<int>(t) == host_tier) slot.host_read_bytes += crossing_bytes(t, layer, bb);
+          if (static_cast<int>(t) == pageable_tier) host_raw += bb;
           JobId fj = tp_.add(t, 0, layer, bb, kv_.pending(b));
           kv_.move(b, t, 0);
           kv_.pending(b) = fj;
@@ -529,8 +531,9 @@ void LayerPipeline::fetch_selected(Slot& slot, uint32_t layer) {
       }
     }
     tp_.add(t, gpu_ep, layer, bb, kv_.pending(b));  // read through a staging buffer
-    if (static_cast<int>(t) == host_tier) slot.host_read_bytes += crossing_bytes(t, layer, bb);
+    if (static_cast<int>(t) == pageable_tier) host_raw += bb;
   }
+  if (host_raw > 0) slot.host_read_bytes = crossing_bytes(static_cast<TierId>(pageable_tier), layer, host_raw);
 }
 
 void LayerPipeline::predict_for(uint32_t step1, uint32_t layer, uint32_t s, uint32_t n1) {
@@ -756,8 +759,7 @@ void LayerPipeline::offload_compute(Slot& slot, uint64_t k, JobId weights) {
       for (JobId j : pins_) board_.wait(j);
       pins_.clear();
     } else if (pin_rest_bytes_ > 0) {
-      auto st = [this](size_t a, size_t b) -> Stream& { return tp_.stream(a, b); };
-      board_.wait(w.pin_copy(pin_rest_bytes_ / (G - 1), step, layer, board_, st));
+      board_.wait(w.pin_copy(pin_rest_bytes_ / (G - 1), step, layer, board_, cpu_stream()));
     }
     // Hidden states in host memory: FlexGen stores the previous GPU batch's
     // output and loads the next one's input on the kernels' own CUDA stream,
@@ -787,7 +789,6 @@ void LayerPipeline::cpu_attention(double tokens, double query_bytes, double outp
   const double d = s_.model.model_dim();
   const double sec = cpu_attention_s(cpu_attention_cost(tokens, d, static_cast<double>(s_.model.kv_bytes_per_token_layer())),
                                      w.cpu_flops, w.cpu_mem_Bps);
-  const size_t cpu = static_cast<size_t>(s_.cpu_dev);
   const size_t gpu = s_.gpu_dev, host = static_cast<size_t>(w.homes().dram);
   auto submit = [&](Stream& st, TransferJob job) {
     job.step = step;
@@ -797,7 +798,7 @@ void LayerPipeline::cpu_attention(double tokens, double query_bytes, double outp
     return id;
   };
   const JobId q = submit(tp_.activations(true), TransferJob{board_.create(), gpu, host, query_bytes, {}, -1, 0, "activations"});
-  const JobId a = submit(tp_.stream(cpu, cpu), TransferJob{board_.create(), 0, 0, 0, {q}, s_.cpu_dev, sec, "attention"});
+  const JobId a = submit(cpu_stream(), TransferJob{board_.create(), 0, 0, 0, {q}, s_.cpu_dev, sec, "attention"});
   const JobId out = submit(tp_.activations(false), TransferJob{board_.create(), host, gpu, output_bytes, {a}, -1, 0, "activations"});
   board_.wait(out);
   w.cpu_attention_s += sec;

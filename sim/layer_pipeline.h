@@ -91,6 +91,8 @@ class LayerPipeline {
   // Pass 2: what of sel_ is below the GPU is fetched or promoted.
   void fetch_selected(Slot& slot, uint32_t layer);
   double crossing_bytes(TierId t, uint32_t layer, double raw) const;
+  // The work queue of the CPU (attention, copies into pinned buffers).
+  Stream& cpu_stream() { return tp_.stream(static_cast<size_t>(s_.cpu_dev), static_cast<size_t>(s_.cpu_dev)); }
   void score(Slot& slot, uint32_t step, uint32_t layer, uint32_t n);
   void append(uint64_t k);
   void compute(double seconds, const char* phase, int64_t step, uint32_t layer, uint64_t kv_blocks);

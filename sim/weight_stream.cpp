@@ -44,12 +44,9 @@ std::unique_ptr<WeightStream> WeightStream::from_config(const WeightPlan& plan, 
                       "hardware.tiers");
   if (plan.cpu_attention && cpu_dev < 0)
     throw ConfigError(P + ".cpu_attention: hardware.devices needs a device of kind cpu");
-  if (!plan.pin_weights && cpu_dev < 0)
-    throw ConfigError(P + ".pin_weights: copying pageable weights into pinned buffers needs a device of kind cpu in "
-                      "hardware.devices");
-  if (!plan.pin_cache && cpu_dev < 0)
-    throw ConfigError(P + ".pin_cache: copying pageable KV into pinned buffers needs a device of kind cpu in "
-                      "hardware.devices");
+  if ((!plan.pin_weights || !plan.pin_cache) && cpu_dev < 0)
+    throw ConfigError(P + (plan.pin_weights ? ".pin_cache" : ".pin_weights") +
+                      ": copying pageable host memory into pinned buffers needs a device of kind cpu in hardware.devices");
   h.cpu = cpu_dev;
   const uint32_t wbits = model.weight_bits ? model.weight_bits : model.dtype_bytes * 8;
   if (plan.compress_weights && wbits != 16)
@@ -108,7 +105,7 @@ CompressionSpec WeightStream::cache_codec(double gpu_mem_Bps) const {
 }
 
 JobId WeightStream::load(uint32_t layer, int32_t step, JobBoard& board,
-                         const std::function<Stream&(size_t, size_t)>& stream) {
+                         const std::function<Stream&(size_t, size_t)>& stream, JobId* staging) {
   if (!streams()) return kNoJob;
   const size_t gpu = static_cast<size_t>(homes_.gpu), dram = static_cast<size_t>(homes_.dram);
   const double from_dram = plan_.cpu * layer_bytes_, from_disk = plan_.disk * layer_bytes_;
@@ -121,13 +118,14 @@ JobId WeightStream::load(uint32_t layer, int32_t step, JobBoard& board,
     stream(from, to).submit(std::move(j));
     return id;
   };
-  last_staging_ = kNoJob;
+  if (staging) *staging = kNoJob;
   if (from_dram > 0) {
     // Pageable weights reach the GPU through a pinned buffer the CPU fills first.
     std::vector<JobId> deps;
     if (!plan_.pin_weights) {
-      last_staging_ = pin_copy(from_dram, step, layer, board, stream);
-      deps.push_back(last_staging_);
+      const size_t cpu = static_cast<size_t>(homes_.cpu);
+      deps.push_back(pin_copy(from_dram, step, layer, board, stream(cpu, cpu)));
+      if (staging) *staging = deps.back();
     }
     last = job(dram, gpu, from_dram, std::move(deps));
     to_gpu_ += from_dram;
@@ -151,22 +149,17 @@ JobId WeightStream::issue(uint32_t layer, int32_t step, bool more_after, JobBoar
   const JobId mine = next_;
   next_ = kNoJob;
   next_staging_ = kNoJob;
-  if (more_after) {
-    next_ = load((layer + 1) % layers_, layer + 1 == layers_ ? step + 1 : step, board, stream);
-    next_staging_ = last_staging_;
-  }
+  if (more_after) next_ = load((layer + 1) % layers_, layer + 1 == layers_ ? step + 1 : step, board, stream, &next_staging_);
   return mine;
 }
 
-JobId WeightStream::pin_copy(double bytes, int32_t step, uint32_t layer, JobBoard& board,
-                             const std::function<Stream&(size_t, size_t)>& stream) {
-  const size_t cpu = static_cast<size_t>(homes_.cpu);
+JobId WeightStream::pin_copy(double bytes, int32_t step, uint32_t layer, JobBoard& board, Stream& cpu_stream) {
   const double sec = 2.0 * bytes / cpu_mem_Bps;
   TransferJob j{board.create(), 0, 0, 0, {}, homes_.cpu, sec, "pin"};
   j.step = step;
   j.layer = static_cast<int32_t>(layer);
   const JobId id = j.id;
-  stream(cpu, cpu).submit(std::move(j));
+  cpu_stream.submit(std::move(j));
   pin_copy_s += sec;
   return id;
 }

@@ -68,7 +68,9 @@ class WeightStream {
   // compute waits for (kNoJob when nothing streams). Every copy into the GPU
   // of one layer goes through one Stream in order, so the last one done
   // means all are.
-  JobId load(uint32_t layer, int32_t step, JobBoard& board, const std::function<Stream&(size_t, size_t)>& stream);
+  // `staging` (if given) gets the copy of pageable weights into a pinned buffer (kNoJob: none).
+  JobId load(uint32_t layer, int32_t step, JobBoard& board, const std::function<Stream&(size_t, size_t)>& stream,
+             JobId* staging = nullptr);
   // The job layer `layer`'s compute waits for, as both engines schedule
   // loads. With overlap (FlexGen's --overlap, DeepSpeed's prefetch), the
   // next layer's load is issued as this one is handed out, when `more_after`
@@ -87,8 +89,7 @@ class WeightStream {
   // The CPU's copy of `bytes` of pageable host memory into a pinned buffer
   // (read and written once, at the host memory's rate), on the CPU's stream;
   // returns its job.
-  JobId pin_copy(double bytes, int32_t step, uint32_t layer, JobBoard& board,
-                 const std::function<Stream&(size_t, size_t)>& stream);
+  JobId pin_copy(double bytes, int32_t step, uint32_t layer, JobBoard& board, Stream& cpu_stream);
   // Waits for j, counting the GPU's stall in wait_s.
   void await(JobId j, JobBoard& board);
 
@@ -108,7 +109,7 @@ class WeightStream {
   GroupQuant quant_;
   double to_gpu_ = 0, from_disk_ = 0;
   uint64_t loads_ = 0;
-  JobId next_ = kNoJob, next_staging_ = kNoJob, last_staging_ = kNoJob;
+  JobId next_ = kNoJob, next_staging_ = kNoJob;
 };
 
 }  // namespace kvtier
