@@ -22,6 +22,10 @@ struct TierInfo {
   std::string kind;         // the device kind ("gpu", "dram", "nvme", ...)
   uint64_t capacity_blocks = 0;
   uint64_t used_blocks = 0;  // blocks that live here or are on their way here
+  // Blocks written down from here whose write has not landed: the data is
+  // still here, so its memory is not free yet (it counts against capacity).
+  uint64_t draining_blocks = 0;
+  uint64_t occupied_blocks() const { return used_blocks + draining_blocks; }
 };
 
 struct BlockTable {

@@ -96,8 +96,8 @@ void InvariantChecker::after_step(uint32_t step, const std::vector<uint32_t>* cr
     if (count_[i] != ti.used_blocks)
       fail("after step " + std::to_string(step) + ": tier " + ti.name + " counts " + std::to_string(ti.used_blocks) +
            " blocks in use but holds " + std::to_string(count_[i]) + " (blocks and copies)");
-    if (ti.used_blocks > ti.capacity_blocks)
-      fail("after step " + std::to_string(step) + ": tier " + ti.name + " holds " + std::to_string(ti.used_blocks) +
+    if (ti.occupied_blocks() > ti.capacity_blocks)
+      fail("after step " + std::to_string(step) + ": tier " + ti.name + " holds " + std::to_string(ti.occupied_blocks()) +
            " blocks, above its capacity of " + std::to_string(ti.capacity_blocks));
   }
 }

@@ -91,6 +91,8 @@ void KvStore::start(TransferPlanner& planner) {
   pending_.assign(t_.size(), kNoJob);
   pending_src_.assign(t_.size(), kNoSource);
   copy_lists_.assign(t_.tiers.size(), RecencyLists{});
+  drains_.assign(t_.tiers.size(), {});
+  room_waits_.clear();
   for (auto& l : copy_lists_) l.setup(t_.size(), 1);
   prefetched_.assign(t_.size(), 0);
   prefetch_src_.assign(t_.size(), 0);
@@ -175,8 +177,9 @@ void KvStore::release(BlockId b) {
 
 // Where a lower tier still holds a valid copy, the highest such copy
 // becomes b's own again (no bytes move); otherwise b is written to the tier
-// below. The caller has made room below unless free_demotion(b).
-void KvStore::demote(BlockId v, TierId from) {
+// below, and its room here stays in use until the write lands (a drain).
+// The caller has made room below unless free_demotion(b).
+void KvStore::demote(BlockId v, TierId from, size_t mark) {
   const TierId to = static_cast<TierId>(from + 1);
   ++c_.demoted_blocks;
   if (free_demotion(v)) {
@@ -192,19 +195,77 @@ void KvStore::demote(BlockId v, TierId from) {
   pending_src_[v] = from;
   t_.dirty[v] = 0;
   ++c_.written_back_blocks;
+  Drain d;
+  d.block = v;
+  d.write = j;
+  // The room below may itself be waiting for writes further down: this
+  // room is free only once the data could land there.
+  for (size_t i = mark; i < room_waits_.size(); ++i) {
+    const JobId w = room_waits_[i];
+    if (planner_->done(w)) continue;
+    if (d.n_after < d.after.size()) d.after[d.n_after++] = w;
+    else d.after.back() = std::max(d.after.back(), w);  // the latest of the rest (ids grow with time)
+  }
+  room_waits_.resize(mark);
+  drains_[from].push_back(d);
+  ++t_.tiers[from].draining_blocks;
+  c_.peak_blocks[from] = std::max(c_.peak_blocks[from], t_.tiers[from].occupied_blocks());
+}
+
+void KvStore::reclaim(TierId t) {
+  auto& q = drains_[t];
+  while (!q.empty()) {
+    const Drain& d = q.front();
+    if (!planner_->done(d.write)) return;
+    for (uint8_t i = 0; i < d.n_after; ++i)
+      if (!planner_->done(d.after[i])) return;
+    q.pop_front();
+    --t_.tiers[t].draining_blocks;
+  }
+}
+
+void KvStore::reclaim_drains() {
+  for (size_t t = 0; t < drains_.size(); ++t) reclaim(static_cast<TierId>(t));
+}
+
+// The oldest drain's room goes to whoever asked: it is usable once its
+// writes land. Its block no longer has its data here: a reader waits for
+// the write and reads it from below. A block a layer in flight reads here
+// (pinned) keeps its room; false if every drain is such a block.
+bool KvStore::claim_drain(TierId t) {
+  auto& q = drains_[t];
+  auto it = q.begin();
+  while (it != q.end() && t_.pinned(it->block)) ++it;
+  if (it == q.end()) return false;
+  const Drain d = *it;
+  q.erase(it);
+  --t_.tiers[t].draining_blocks;
+  if (pending_[d.block] == d.write) pending_src_[d.block] = kNoSource;
+  if (!planner_->done(d.write)) room_waits_.push_back(d.write);
+  for (uint8_t i = 0; i < d.n_after; ++i)
+    if (!planner_->done(d.after[i])) room_waits_.push_back(d.after[i]);
+  return true;
+}
+
+void KvStore::take_room_waits(std::vector<JobId>& into) {
+  for (JobId j : room_waits_) add_dep(into, j);
+  room_waits_.clear();
 }
 
 bool KvStore::make_room(TierId t) {
-  while (t_.tiers[t].used_blocks >= t_.tiers[t].capacity_blocks) {
+  if (full(t)) reclaim(t);
+  while (full(t)) {
     if (drop_oldest_copy(t)) continue;
+    if (!drains_[t].empty() && claim_drain(t)) continue;
     BlockId v = s_.pol.evict->victim(t);
     if (v == kNoBlock) return false;
     if (s_.pol.evict->drops()) {
       drop(v);
       continue;
     }
+    const size_t mark = room_waits_.size();
     if (!room_below(v, t)) return false;
-    demote(v, t);
+    demote(v, t, mark);
   }
   return true;
 }
@@ -213,10 +274,11 @@ void KvStore::enforce_budget(uint32_t seq, uint32_t layer) {
   BlockId v;
   while ((v = s_.pol.evict->budget_victim(seq, layer)) != kNoBlock) {
     const TierId t = t_.tier[v];
+    const size_t mark = room_waits_.size();
     if (s_.pol.evict->drops() || !room_below(v, t))
       drop(v);
     else
-      demote(v, t);
+      demote(v, t, mark);
   }
 }
 
@@ -244,12 +306,15 @@ void KvStore::background_demotion() {
     const double w = s_.pol.evict->watermark(static_cast<TierId>(t));
     if (w >= 1.0) continue;
     const uint64_t limit = static_cast<uint64_t>(w * static_cast<double>(t_.tiers[t].capacity_blocks));
+    // Blocks already being written down are on their way out: the
+    // watermark counts what stays.
     while (t_.tiers[t].used_blocks > limit) {
       // Copies kept for blocks above count as use too, and go first.
       if (drop_oldest_copy(static_cast<TierId>(t))) continue;
       BlockId v = s_.pol.evict->victim(static_cast<TierId>(t));
+      const size_t mark = room_waits_.size();
       if (v == kNoBlock || !room_below(v, static_cast<TierId>(t))) break;
-      demote(v, static_cast<TierId>(t));
+      demote(v, static_cast<TierId>(t), mark);
     }
   }
 }
@@ -270,7 +335,7 @@ void KvStore::sample_occupancy(double now) {
   if (now > occupancy_t_) close_occupancy();
   occupancy_t_ = now;
   for (size_t t = 0; t < t_.tiers.size(); ++t)
-    occupancy_value_[t] = double(t_.tiers[t].used_blocks) * double(t_.block_bytes);
+    occupancy_value_[t] = double(t_.tiers[t].occupied_blocks()) * double(t_.block_bytes);
 }
 
 void KvStore::close_occupancy() {

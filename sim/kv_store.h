@@ -8,8 +8,18 @@
 // (unless eviction is exclusive); each tier keeps its copies in a list,
 // oldest at the tail, counted against its capacity and dropped first when it
 // needs room. Demoting a block with a valid copy below moves no bytes.
+//
+// Drains: a block written down keeps its memory in the tier it leaves until
+// the write lands (the data is read from there while it moves). Until then
+// that room is the tier's draining_blocks. Whoever needs the room takes the
+// oldest drain and must wait for its write (and for the writes the room
+// below it was waiting for) before putting data there: make_room hands
+// those jobs out through take_room_waits.
 #pragma once
 
+#include <algorithm>
+#include <array>
+#include <deque>
 #include <vector>
 
 #include "policies/common.h"
@@ -71,9 +81,15 @@ class KvStore {
   // Moves b's own tier. A read up (to < from) leaves the copy it was read
   // from in place; a move down finds the room already made by the caller.
   void move(BlockId b, TierId from, TierId to);
-  // Room in tier t: copies go first, then the policy's victims; false if
-  // nothing can leave.
+  // Room in tier t: copies go first, then the room of blocks already being
+  // written down (the caller waits for their writes: take_room_waits), then
+  // the policy's victims; false if nothing can leave.
   bool make_room(TierId t);
+  // The writes that rooms handed out since the last call are waiting for:
+  // what is put into those rooms must not land before them.
+  void take_room_waits(std::vector<JobId>& into);
+  // Drains of every tier whose writes have landed give their room back.
+  void reclaim_drains();
   void drop(BlockId b);
   // b's sequence is gone (serving: its request finished or is recomputed):
   // b leaves its tier and its copies, and could be created again.
@@ -96,7 +112,20 @@ class KvStore {
   void drop_copy(BlockId b, TierId t);
   bool drop_oldest_copy(TierId t);
   // b leaves tier `from`: to the highest valid copy below, or written down.
-  void demote(BlockId b, TierId from);
+  // `mark`: room_waits_ from there on are the waits of the room made below
+  // for b (they become part of b's drain).
+  void demote(BlockId b, TierId from, size_t mark);
+  // A drain of tier t: the block written down, its write, and the writes
+  // the room it went into was still waiting for.
+  struct Drain {
+    BlockId block = kNoBlock;
+    JobId write = kNoJob;
+    uint8_t n_after = 0;
+    std::array<JobId, 7> after{};
+  };
+  void reclaim(TierId t);
+  bool claim_drain(TierId t);
+  bool full(TierId t) const { return t_.tiers[t].occupied_blocks() >= t_.tiers[t].capacity_blocks; }
   // b has a valid copy below its tier: demoting it moves no bytes.
   bool free_demotion(BlockId b) const { return !s_.pol.evict->exclusive() && t_.copies[b] != 0; }
   // Whether b can leave tier t: freely, or into room made in the tier below.
@@ -104,7 +133,8 @@ class KvStore {
     return free_demotion(b) || (t + 1u < t_.tiers.size() && make_room(static_cast<TierId>(t + 1)));
   }
   void count_use(TierId t) {
-    if (++t_.tiers[t].used_blocks > c_.peak_blocks[t]) c_.peak_blocks[t] = t_.tiers[t].used_blocks;
+    ++t_.tiers[t].used_blocks;
+    c_.peak_blocks[t] = std::max(c_.peak_blocks[t], t_.tiers[t].occupied_blocks());
   }
 
   EngineSetup& s_;
@@ -118,6 +148,8 @@ class KvStore {
   std::vector<uint8_t> prefetched_;
   std::vector<TierId> prefetch_src_;
   std::vector<RecencyLists> copy_lists_;  // per tier
+  std::vector<std::deque<Drain>> drains_;  // per tier, oldest first
+  std::vector<JobId> room_waits_;
   Timeline* timeline_ = nullptr;
   std::vector<uint32_t> occupancy_track_;  // per tier: a timeline counter of its bytes in use
   std::vector<double> occupancy_value_;    // the values of the latest instant, not yet written

@@ -35,7 +35,9 @@ void LayerPipeline::note_staging(double staged) {
 }
 
 double LayerPipeline::gpu_tier_bytes() const {
-  return s_.gpu_tier ? static_cast<double>(t_.tiers[0].used_blocks) * static_cast<double>(t_.block_bytes) * gpu_tier_fraction_ : 0.0;
+  // Blocks still being written down from the GPU hold their memory until the write lands.
+  return s_.gpu_tier ? static_cast<double>(t_.tiers[0].occupied_blocks()) * static_cast<double>(t_.block_bytes) * gpu_tier_fraction_
+                     : 0.0;
 }
 
 // Prompt KV computed on the GPU and still being written to its tier: drops
@@ -75,7 +77,7 @@ uint32_t LayerPipeline::prefill_chunk(uint32_t s0, double per_seq) {
     kv_.make_room(0);
     // Blocks the tier cannot give up (pinned) keep their room; the staging
     // check at the end of the run reports an output that then does not fit.
-    g.capacity_blocks = std::max(cap, g.used_blocks);
+    g.capacity_blocks = std::max(cap, g.occupied_blocks());
   }
   const uint32_t k = static_cast<uint32_t>(std::max(1.0, std::min(double(left), std::floor(budget() / (2 * per_seq)))));
   while (!prefill_staged_.empty() && room() < k * per_seq) {
@@ -84,6 +86,13 @@ uint32_t LayerPipeline::prefill_chunk(uint32_t s0, double per_seq) {
     c_.prefill_write_wait_s += sg4::Engine::get_clock() - t0;
   }
   return k;
+}
+
+void LayerPipeline::wait_rooms() {
+  const double t0 = sg4::Engine::get_clock();
+  for (JobId j : room_waits_) board_.wait(j);
+  room_waits_.clear();
+  c_.prefill_write_wait_s += sg4::Engine::get_clock() - t0;
 }
 
 void LayerPipeline::note_prefill_output(StagedWrites&& w) {
@@ -161,6 +170,9 @@ void LayerPipeline::prefill() {
     below_per_seq = 0;
     for (uint32_t s0 = 0; s0 < s_.batch;) {
       const uint32_t k = s_.prefill_compute ? prefill_chunk(s0, est) : s_.batch - s0;
+      // The blocks the last kernel's output took were still being written
+      // out of that room: this kernel waits until they have left.
+      wait_rooms();
       if (s_.prefill_compute) {
         // Weights once, every prompt token through them, causal attention over T^2/2 pairs.
         const double gemm = s_.model.weight_flops_per_token_layer() * T * k;
@@ -223,10 +235,13 @@ void LayerPipeline::prefill() {
         tp_.settle();
       }
       if (s_.prefill_compute) note_prefill_output(std::move(out));
+      kv_.take_room_waits(room_waits_);
       s0 += k;
     }
   }
   if (s_.gpu_tier) t_.tiers[0].capacity_blocks = gpu_capacity;  // the room prefill output took is free once written
+  // The first token needs the last layer's KV in place.
+  wait_rooms();
   if (!s_.prefill_load) return;
   const double q = s_.query_tokens;
   for (uint32_t l = 0; l < s_.model.layers; ++l) {
@@ -323,6 +338,9 @@ LayerPipeline::Slot& LayerPipeline::open_slot(uint64_t k) {
   Slot& slot = ring_[k % ring_.size()];
   tp_.take_staged_bytes();  // earlier flushes stage nothing this slot reads
   slot.waits.clear();  // keeps its capacity: no allocation per layer
+  // Rooms handed out since the last kernel (a prefill chunk's or an
+  // append's new blocks) are written into by then: the next kernel waits.
+  kv_.take_room_waits(slot.waits);
   slot.kv_blocks = 0;
   slot.extra_gpu_s = 0;
   slot.score_cpu = slot.score_fpga = slot.score_read = slot.score_move_cpu = kNoJob;
@@ -395,6 +413,9 @@ void LayerPipeline::select(uint64_t k) {
     const uint32_t n1 = s_.blocks_at(step + 1);
     for (uint32_t s = 0; s < s_.batch; ++s) predict_for(step + 1, layer, s, n1);
   }
+  // What comes into rooms still being written out lands after those writes:
+  // the kernel that reads it waits for them.
+  kv_.take_room_waits(slot.waits);
   flush(&slot);
   slot.staged_bytes = tp_.take_staged_bytes();
   slot.kv_blocks = sel_.size();
@@ -465,15 +486,19 @@ void LayerPipeline::fetch_selected(Slot& slot, uint32_t layer) {
     const TierId t = t_.tier[b];
     const double bb = kv_.data_bytes(b);
     slot.kv_tokens += kv_.held_tokens(b);
-    ++c_.hits[t];
+    // A block still being written down is read where its data is: the tier
+    // it is leaving, which keeps the memory until the write lands.
+    const bool draining = kv_.pending_src(b) != KvStore::kNoSource && !board_.done(kv_.pending(b));
+    const TierId at = draining ? kv_.pending_src(b) : t;
+    ++c_.hits[at];
     if (kv_.prefetched(b)) {
       kv_.prefetched(b) = 0;
       ++c_.prefetch.used_blocks;
-      if (s_.gpu_tier && t == 0) {
+      if (s_.gpu_tier && at == 0) {
         ++c_.prefetch.covered_blocks;
         ++c_.prefetch.needed_blocks;
       }
-    } else if (!(s_.gpu_tier && t == 0)) {
+    } else if (!(s_.gpu_tier && at == 0)) {
       ++c_.prefetch.needed_blocks;
     }
     if (s_.gpu_tier && t == 0) {
@@ -494,10 +519,11 @@ void LayerPipeline::fetch_selected(Slot& slot, uint32_t layer) {
       continue;
     }
     // Still being written down from a tier: the data is read from there
-    // (the source keeps it until the write completes). Prefill output
-    // written from the GPU's staging buffer is not kept: that buffer is
-    // reused layer after layer, so a read waits for the write.
-    if (kv_.pending_src(b) != KvStore::kNoSource && !board_.done(kv_.pending(b))) {
+    // (the source keeps it until the write completes, unless its room was
+    // given away: then pending_src is cleared and the read waits for the
+    // write). Prefill output written from the GPU's staging buffer is not
+    // kept: that buffer is reused layer after layer, so a read waits for the write.
+    if (draining) {
       const size_t src = kv_.pending_src(b);
       if (s_.gpu_tier && src == 0) continue;  // still on the GPU
       tp_.add(src, gpu_ep, layer, bb, kNoJob);
@@ -859,6 +885,7 @@ void LayerPipeline::select_iteration(uint64_t index, uint32_t layer, const std::
   if (s_.gpu_tier)
     for (const IterationSeq& q : seqs)
       if (!q.prefill && q.predict) predict_for(q.step + 1, layer, q.seq, (q.past + 1) / s_.bt + 1);
+  kv_.take_room_waits(slot.waits);
   flush(&slot);
   slot.staged_bytes = tp_.take_staged_bytes();
   slot.kv_blocks = sel_.size();
@@ -943,9 +970,13 @@ void LayerPipeline::run_iteration(uint64_t index, const std::vector<IterationSeq
     note_staging(staged);
     if (s_.weights) s_.weights->await(weights, board_);
     if (check_) check_->before_attention(static_cast<uint32_t>(index), l, slot.on_gpu);
+    // As in the single-batch prefill: the rooms the last layer's new blocks took must be free first.
+    wait_rooms();
     compute(kernel(slot.seq_tokens) + slot.extra_gpu_s, "iteration", static_cast<int64_t>(index), l, slot.kv_blocks);
     append_iteration(l, seqs);
+    kv_.take_room_waits(room_waits_);
   }
+  wait_rooms();
   clock_base_ += L;
   kv_.background_demotion();
   flush(nullptr);

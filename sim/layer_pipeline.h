@@ -74,6 +74,8 @@ class LayerPipeline {
   void prefill();
   uint32_t prefill_chunk(uint32_t s0, double seq_out);
   void note_prefill_output(StagedWrites&& w);
+  // Prefill: waits for the writes out of the rooms its output took.
+  void wait_rooms();
   double prefill_staged_bytes();
   double gpu_tier_bytes() const;  // the KV the GPU tier holds now
   void note_staging(double staged);
@@ -149,6 +151,7 @@ class LayerPipeline {
   uint64_t clock_base_ = 0;               // serving: layer computations of the iterations so far
   std::deque<StagedWrites> prefill_staged_;  // prefill output still being written down, oldest first
   double prefill_staged_sum_ = 0;
+  std::vector<JobId> room_waits_;  // prefill: writes out of the rooms the last kernel's output took
 };
 
 }  // namespace kvtier

@@ -568,7 +568,7 @@ void ServingSimulation::sample_occupancy() {
   std::fill(occ_now_.begin(), occ_now_.end(), 0.0);
   if (kv_)
     for (size_t t = 0; t < occ_now_.size(); ++t)
-      occ_now_[t] = double(kv_->table().tiers[t].used_blocks) * double(kv_->table().block_bytes);
+      occ_now_[t] = double(kv_->table().tiers[t].occupied_blocks()) * double(kv_->table().block_bytes);
   else
     occ_now_[0] = double(sched_->used_blocks()) * kv_blk;
   for (size_t u = 0; cache_ && u < cache_->tiers(); ++u) occ_now_[u + 1] = double(cache_->used(uint32_t(u))) * double(cache_cfg_->block_bytes);

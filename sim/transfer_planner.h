@@ -41,6 +41,8 @@ class TransferPlanner {
   Stream& activations(bool to_host);
 
   size_t gpu_ep() const { return s_.tiers(); }
+  // Whether job j has finished (kNoJob has).
+  bool done(JobId j) const { return board_.done(j); }
   // Adds `raw_bytes` (uncompressed) of a block of `layer` to the transfer
   // from endpoint from_ep to to_ep; the transfer waits for `wait_for`
   // (whatever is still moving the block) unless that is done.
