@@ -21,8 +21,9 @@ ParamList llm_params() {
       integer("dtype_bytes", 2, "bytes per KV element (2 = FP16/BF16)", 1, 8),
       positive("params_B", nullptr, "parameter count in billions (weights and per-token FLOPs)"),
       integer("max_context_tokens", 0,
-              "longest sequence (prompt + output) the model was trained for; serving rejects a request past it. "
-              "0 = not given (unchecked). Single-batch studies may go past it, as long-context papers do",
+              "longest sequence (prompt + output) the model was trained for; serving rejects a request past it, "
+              "a single-batch run too unless workload.past_trained_context is true (as long-context papers ran). "
+              "0 = not given (unchecked)",
               0, 1 << 30),
       str("weight_dtype", "same", "weight element type, separate from the KV's dtype_bytes; same = as many bytes as a KV element",
           {"same", "fp16", "bf16", "fp8", "int8", "int4"}),

@@ -235,6 +235,9 @@ ParamList workload_params() {
       integer("context_tokens", 4096, "prompt tokens per sequence (KV present when decode starts)", 1,
               kMaxContextTokens),
       integer("decode_steps", 64, "tokens generated per sequence", 1, kMaxDecodeSteps),
+      boolean("past_trained_context", false,
+              "run context_tokens + decode_steps past model.max_context_tokens (as papers that ran a model past "
+              "the context it was trained for did); the timing does not depend on what attention would compute there"),
       integer("warmup_steps", 0,
               "first decode steps left out of TPOT and tokens/s (start-up: prefill write-back still draining, "
               "caches cold); first-step and all-step figures are reported apart", 0, kMaxDecodeSteps),
@@ -276,8 +279,14 @@ void check_workload_size(const json& cfg) {
     throw ConfigError("workload.trace.kind: expected a string (synthetic, patterns, file or none), got " +
                       brief_dump(w["trace"]["kind"]));
   json m = cfg["model"];  // a copy: the model is resolved again, in place, by the simulation
-  const long long layers = parse_llm(m, "model").layers;
+  const LlmSpec spec = parse_llm(m, "model");
+  const long long layers = spec.layers;
   const long long ctx = get_int(w, "context_tokens"), steps = get_int(w, "decode_steps");
+  if (spec.max_context > 0 && ctx + steps > spec.max_context && !w["past_trained_context"].get<bool>())
+    throw ConfigError("workload: context_tokens " + std::to_string(ctx) + " + decode_steps " + std::to_string(steps) +
+                      " = " + std::to_string(ctx + steps) + " tokens, past the " + std::to_string(spec.max_context) +
+                      " tokens " + (spec.name.empty() ? std::string("the model") : spec.name) +
+                      " was trained for (model.max_context_tokens); set workload.past_trained_context to true to run it anyway");
   const long long bt = get_int(w, "block_tokens"), batch = get_int(w, "batch");
   if (get_int(w, "warmup_steps") >= steps)
     throw ConfigError("workload.warmup_steps: " + std::to_string(get_int(w, "warmup_steps")) +

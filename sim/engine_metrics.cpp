@@ -34,6 +34,12 @@ json link_metrics(Platform& platform, double end) {
   return links;
 }
 
+std::vector<double> link_busy_now(Platform& platform, double now) {
+  std::vector<double> out;
+  for (const auto& st : platform.stats()) out.push_back(st.busy_s + (st.active > 0 ? now - st.busy_since : 0.0));
+  return out;
+}
+
 json engine_metrics(const EngineSetup& s, EngineCounters& c, const KvStore& kv, Platform& platform, double end) {
   const BlockTable& table = kv.table();
   const size_t nt = table.tiers.size();
@@ -67,7 +73,9 @@ json engine_metrics(const EngineSetup& s, EngineCounters& c, const KvStore& kv, 
   // TTFT: the first token comes out of prefill; without simulated prefill it
   // is the first decode step.
   m["ttft_s"] = s.prefill_compute || s.prefill_load ? c.prefill_end : (all.empty() ? 0.0 : all.front());
-  m["gpu_busy_fraction"] = end > 0 ? c.gpu_busy_s / end : 0.0;
+  // The GPU's compute stream over decode, and apart over prefill (TTFT).
+  m["gpu_busy_fraction"] = decode_s > 0 ? std::min(1.0, (c.gpu_busy_s - c.gpu_busy_at_decode) / decode_s) : 0.0;
+  m["prefill_gpu_busy_fraction"] = c.prefill_end > 0 ? std::min(1.0, c.gpu_busy_at_decode / c.prefill_end) : 0.0;
   m["cpu_codec_s"] = c.cpu_codec_s;
   m["gpu_staging_peak_bytes"] = c.staging_peak_bytes;
   m["prefill_staging_peak_bytes"] = c.prefill_staging_peak_bytes;
@@ -152,7 +160,14 @@ json engine_metrics(const EngineSetup& s, EngineCounters& c, const KvStore& kv, 
       if (std::isfinite(y) && y > 0) tj["years_to_wear_out"] = y;
     }
   }
+  // Decode's share of each link's time: from the first decode step to the last step's end.
   m["links"] = link_metrics(platform, end);
+  if (!c.step_end.empty()) {
+    const double d = c.step_end.back() - c.decode_start;
+    size_t i = 0;
+    for (auto it = m["links"].begin(); it != m["links"].end() && i < c.link_busy_at_decode.size(); ++it, ++i)
+      (*it)["decode_busy_fraction"] = d > 0 ? std::min(1.0, (c.link_busy_after_decode[i] - c.link_busy_at_decode[i]) / d) : 0.0;
+  }
 
   return m;
   return m;

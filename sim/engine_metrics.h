@@ -19,6 +19,9 @@ class Platform;
 struct EngineCounters {
   // Time.
   double decode_start = 0, prefill_end = 0, gpu_busy_s = 0;
+  // When decode starts: the GPU's busy time so far, and each link's (platform.stats() order).
+  double gpu_busy_at_decode = 0;
+  std::vector<double> link_busy_at_decode, link_busy_after_decode;  // and when its last step ends
   std::vector<double> step_end;  // decode step end times (seconds)
   // Attention.
   double total_mass = 0, used_mass = 0;
@@ -54,6 +57,8 @@ double nearest_rank(const std::vector<double>& sorted, double q);
 // Per link: bytes, busy_fraction (some transfer active), utilization (bytes /
 // (bandwidth x time)).
 json link_metrics(Platform& platform, double end);
+// Each link's busy seconds up to now, a transfer in progress included.
+std::vector<double> link_busy_now(Platform& platform, double now);
 
 // The metrics of a run that ended at simulated time `end`.
 json engine_metrics(const EngineSetup& s, EngineCounters& c, const KvStore& kv, Platform& platform, double end);

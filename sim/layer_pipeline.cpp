@@ -658,6 +658,8 @@ void LayerPipeline::drive() {
   prefill();
   c_.prefill_end = sg4::Engine::get_clock();
   c_.decode_start = c_.prefill_end;
+  c_.gpu_busy_at_decode = c_.gpu_busy_s;
+  c_.link_busy_at_decode = link_busy_now(platform_, c_.decode_start);
   if (s_.overlap_next_load) load_next_request();
   const uint64_t N = uint64_t(s_.steps) * s_.model.layers;
   ring_.assign(65, Slot{});  // room for the deepest prefetch a policy may ask for (64)
@@ -737,6 +739,7 @@ void LayerPipeline::drive() {
     append(k);
     if (k % s_.model.layers == s_.model.layers - 1) {
       c_.step_end.push_back(sg4::Engine::get_clock());
+      if (k + 1 == N) c_.link_busy_after_decode = link_busy_now(platform_, c_.step_end.back());
       kv_.background_demotion();
       flush(nullptr);
       if (check_) check_->after_step(static_cast<uint32_t>(k / s_.model.layers));

@@ -49,7 +49,7 @@ TEST_CASE("the default config resolves with every default filled in") {
 TEST_CASE("a section preset with overrides next to it, and --set on top") {
   std::string p = write_tmp("preset_override.json", R"({
     "hardware": {"preset": "configs/hardware/rtx4090_dram_nvme.json", "devices": {"gpu": {"capacity_GB": 48}}},
-    "model": "configs/models/opt-6.7b.json"})");
+    "model": "configs/models/opt-6.7b.json", "workload": {"context_tokens": 1024}})");
   json cfg = load_config(p, {"workload.batch=3", "policies.eviction.name=lru"});
   CHECK(cfg["hardware"]["devices"]["gpu"]["capacity_GB"] == 48);
   CHECK(cfg["hardware"]["devices"]["gpu"]["kind"] == "gpu");  // the rest of the preset survives
@@ -139,7 +139,7 @@ TEST_CASE("a whole preset swapped with --set: a section by file name or {\"prese
 
 TEST_CASE("a policy given by name is normalised before --set, so its parameters can be set") {
   const std::string cfg = write_tmp("short_policy.json", R"({"hardware": "configs/hardware/rtx4090_dram_nvme.json",
-    "model": "configs/models/opt-6.7b.json", "policies": {"prefetch": "layer_ahead"}})");
+    "model": "configs/models/opt-6.7b.json", "workload": {"context_tokens": 1024}, "policies": {"prefetch": "layer_ahead"}})");
   json j = load_config(cfg, {"policies.prefetch.depth=2"});
   CHECK(j["policies"]["prefetch"] == json{{"name", "layer_ahead"}, {"depth", 2}});
   Simulation sim(j);  // and it validates
@@ -189,4 +189,16 @@ TEST_CASE("error messages print numbers plainly") {
   CHECK(plain_numbers("after 13.400000 GB of weights") == "after 13.4 GB of weights");
   CHECK(plain_numbers("x 2.000000 y") == "x 2 y");
   CHECK(plain_numbers("keeps 1.5, 3 and 0.1234567") == "keeps 1.5, 3 and 0.1234567");
+}
+
+TEST_CASE("a single-batch run past the model's trained context is refused unless the config says so") {
+  const std::string p = write_tmp("past_context.json", R"({"hardware": "configs/hardware/rtx4090_dram_nvme.json",
+    "model": "configs/models/opt-6.7b.json", "workload": {"context_tokens": 2000, "decode_steps": 64}})");
+  const std::string e = error_of([&] { load_config(p, {}); });
+  CHECK_THAT(e, Catch::Contains("2064 tokens"));
+  CHECK_THAT(e, Catch::Contains("opt-6.7b"));
+  CHECK_THAT(e, Catch::Contains("model.max_context_tokens"));
+  CHECK_THAT(e, Catch::Contains("workload.past_trained_context"));
+  CHECK(load_config(p, {"workload.decode_steps=48"})["workload"]["context_tokens"] == 2000);  // 2048 exactly fits
+  CHECK(load_config(p, {"workload.past_trained_context=true"})["workload"]["past_trained_context"] == true);
 }

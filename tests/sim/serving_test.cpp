@@ -39,7 +39,7 @@ json a100(const std::vector<std::string>& tiers) {
 json single_batch(uint32_t batch, uint32_t ctx, uint32_t steps) {
   json cfg{{"hardware", a100({"gpu"})}, {"model", "configs/models/opt-6.7b.json"}};
   cfg["workload"] = {{"batch", batch}, {"context_tokens", ctx}, {"decode_steps", steps}, {"block_tokens", 16},
-                     {"prefill", "compute"}, {"trace", {{"kind", "none"}}}};
+                     {"prefill", "compute"}, {"trace", {{"kind", "none"}}}, {"past_trained_context", true}};
   cfg["policies"] = {{"evaluation", "exact"}};
   return cfg;
 }
@@ -302,7 +302,7 @@ TEST_CASE("serving, KV in tiers: a request with its own attention gives the sing
   auto pair = [&](json hw, json policies, uint32_t ctx, uint32_t steps, uint32_t bt) {
     json single{{"hardware", hw}, {"model", "configs/models/opt-6.7b.json"}, {"policies", policies}};
     single["workload"] = {{"batch", 1}, {"context_tokens", ctx}, {"decode_steps", steps}, {"block_tokens", bt},
-                          {"prefill", "compute"}, {"trace", attention}};
+                          {"prefill", "compute"}, {"trace", attention}, {"past_trained_context", true}};
     json serving{{"hardware", hw},
                  {"model", {{"preset", "configs/models/opt-6.7b.json"}, {"max_context_tokens", 0}}},
                  {"workload", {{"block_tokens", bt}}},
