@@ -36,6 +36,7 @@ BASE_WORKLOAD = {
     "batch": 4,
     "context_tokens": 8192,
     "decode_steps": 64,
+    "past_trained_context": True,  # OPT-6.7B at 8K, past the 2,048 tokens it was trained for, as the presets run it
     "block_tokens": 128,
     "prefill": "compute",
     "trace": {"kind": "synthetic", "heavy_fraction": 0.15},

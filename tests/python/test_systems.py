@@ -21,7 +21,7 @@ EXPECTED = ["aios", "dram_offload", "flexgen", "h2o", "hifc_paper", "hifc_seed",
             "vllm_swap"]
 CONTRACT = ["simulated_time_s", "decode_tokens_per_s", "mean_step_latency_s", "p50_step_latency_s",
             "p99_step_latency_s", "ttft_s", "gpu_busy_fraction", "attention_recall", "ssd_bytes_written"]
-SMALL = ["--set", "workload.decode_steps=4", "--set", "workload.warmup_steps=0", "--set", "workload.context_tokens=2048"]
+SMALL = ["--set", "workload.decode_steps=4", "--set", "workload.warmup_steps=0", "--set", "workload.context_tokens=2040"]
 # Serving presets (a `serving` section: vllm_swap, hifc_paper) report per-request metrics.
 SERVING_CONTRACT = ["simulated_time_s", "decode_tokens_per_s", "throughput_tokens_per_s", "gpu_busy_fraction",
                     "ssd_bytes_written"]
