@@ -255,7 +255,9 @@ int main(int argc, char** argv) {
     }
     if (*show) {
       json cfg = load_config(config, sets);
-      Simulation sim(cfg);
+      // Resolved (and validated) by the engine that would run it.
+      if (cfg.contains("serving")) ServingSimulation sim(cfg);
+      else Simulation sim(cfg);
       std::cout << cfg.dump(2) << "\n";
       return 0;
     }

@@ -154,3 +154,10 @@ def test_tiered_kv_refuses_a_prefix_cache(kvtier, tmp_path):
     assert p.returncode == 2, p.stderr
     assert "serving.prefix_cache.enabled: with serving.kv \"tiered\"" in p.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_config_resolves_a_serving_config(kvtier, tmp_path):
+    p = kvtier("config", ROOT / "configs" / "serving" / "mooncake.json", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    cfg = json.loads(p.stdout)
+    assert "serving" in cfg and cfg["serving"]["requests"]
