@@ -48,6 +48,8 @@ CASES = {
     "default, small GPU": ("configs/default.json", SHORT + ["hardware.devices.gpu.capacity_GB=16"]),
     "default, tokens unit": ("configs/default.json", SHORT + ["workload.transfer_unit=tokens"]),
     "hillinfer": ("configs/systems/hillinfer.json", SHORT + ["workload.context_tokens=4096"]),
+    "default on H200, CXL, NVMe": ("configs/default.json", SHORT + ["hardware=configs/hardware/h200_cxl_nvme.json",
+                                                                    "hardware.devices.gpu.capacity_GB=24"]),
     "h2o": ("configs/systems/h2o.json", SHORT),
     "dram_offload": ("configs/systems/dram_offload.json", SHORT),
     "ssd_offload": ("configs/systems/ssd_offload.json", SHORT),
@@ -59,7 +61,7 @@ CASES = {
     "vllm_swap (serving)": ("configs/systems/vllm_swap.json", []),
 }
 
-RATE = re.compile(r"(GBps|TFLOPS|GFLOPS|kIOPS|MTps|_per_core|efficiency)")
+RATE = re.compile(r"(GBps|TFLOPS|GFLOPS|kIOPS|MTps|MHz|_per_core|efficiency)$")
 LATENCY = re.compile(r"latency_us$|_us$")
 
 
@@ -92,7 +94,7 @@ def perturbations(hw):
                 if key == "duplex_efficiency" and dev.get("duplex") != "split":
                     continue  # only a split-duplex link shares it between directions
                 path = "hardware.%s.%s.%s" % (sect, name, key)
-                if key == "cores" or key == "channels" or key == "drives":
+                if key in ("cores", "channels", "drives", "lanes"):
                     if v > 1:
                         out.append((path + " halved", "%s=%d" % (path, max(1, int(v) // 2))))
                 elif RATE.search(key):
