@@ -326,10 +326,15 @@ json load_config(const std::string& given, const std::vector<std::string>& sets)
   if (!cfg.contains("name")) cfg["name"] = fs::path(path).stem().string();
   {
     const json& n = cfg["name"];
+    // Control characters (a newline, an escape) would make a folder name no shell prints on one line.
+    auto control = [](const std::string& s) {
+      return std::any_of(s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
+    };
     if (!n.is_string() || n.get_ref<const std::string&>().empty() || n.get_ref<const std::string&>().size() > 200 ||
-        n.get_ref<const std::string&>().find('/') != std::string::npos || n == "." || n == "..")
+        n.get_ref<const std::string&>().find('/') != std::string::npos || n == "." || n == ".." ||
+        control(n.get_ref<const std::string&>()))
       throw ConfigError(path + ": name: expected a non-empty string of at most 200 characters usable as a folder "
-                        "name (no '/'), got " + brief_dump(n));
+                        "name (no '/', no control characters), got " + brief_dump(n));
   }
   for (const char* s : {"hardware", "model"})
     if (!cfg.contains(s) || !cfg[s].is_object())

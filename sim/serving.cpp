@@ -222,6 +222,10 @@ ServingSimulation::ServingSimulation(json& cfg) : cfg_(cfg) {
     ServingRequest q;
     q.id = static_cast<uint32_t>(reqs_.size());
     q.arrival_s = r.arrival_s * scale;
+    if (!(q.arrival_s <= kMaxArrivalSeconds))
+      throw ConfigError("serving.requests: request " + std::to_string(q.id) + " arrives at " +
+                        plain_numbers(std::to_string(q.arrival_s)) +
+                        " s (serving.time_scale applied), past the 1e8 s (about 3 years) a run may span");
     q.input_tokens = r.input_tokens;
     q.output_tokens = std::max<uint32_t>(1, r.output_tokens);
     q.prefix_blocks.reserve(r.blocks.size());

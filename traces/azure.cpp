@@ -65,6 +65,8 @@ class AzureReader : public RequestSource {
     double t = timestamp(trim(text.substr(0, c1)));
     if (requests_ == 0) origin_ = t;
     double rel = t - origin_;
+    if (!(rel <= kMaxArrivalSeconds))
+      fail("timestamp " + trim(text.substr(0, c1)) + " is more than 1e8 s (about 3 years) after the first request's");
     if (requests_ > 0 && rel < last_s_)
       fail("timestamp " + trim(text.substr(0, c1)) +
            " is before the previous request's: expected non-decreasing arrival times");
@@ -89,6 +91,11 @@ class AzureReader : public RequestSource {
     if (std::sscanf(s.c_str(), "%d-%d-%d %d:%d:%lf%n", &Y, &M, &D, &h, &m, &sec, &n) != 6 || size_t(n) != s.size() ||
         s.size() > 40 || Y < 1970 || Y > 9999 || M < 1 || M > 12 || D < 1 || D > 31 || h < 0 || h > 23 || m < 0 || m > 59 || !(sec >= 0 && sec < 61))  // NaN fails both
       fail("TIMESTAMP: expected a date and time like 2023-11-16 18:17:03.9799600, got \"" + s + "\"");
+    static const int days[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    const bool leap = (Y % 4 == 0 && Y % 100 != 0) || Y % 400 == 0;
+    if (D > days[M - 1] + (M == 2 && leap ? 1 : 0))
+      fail("TIMESTAMP: " + s.substr(0, 10) + " is not a calendar date (month " + std::to_string(M) + " has " +
+           std::to_string(days[M - 1] + (M == 2 && leap ? 1 : 0)) + " days)");
     std::tm tm{};
     tm.tm_year = Y - 1900;
     tm.tm_mon = M - 1;

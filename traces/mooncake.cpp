@@ -50,6 +50,8 @@ class MooncakeReader : public RequestSource {
     if (!ts.is_number() || ts.get<double>() < 0)
       fail("timestamp: expected a non-negative number of milliseconds, got " + brief_dump(ts));
     double t = ts.get<double>() / 1000.0;
+    if (!(t <= kMaxArrivalSeconds))
+      fail("timestamp " + brief_dump(ts) + " ms: expected at most 1e11 ms (about 3 years) from the trace's start");
     if (requests_ > 0 && t < last_s_)
       fail("timestamp " + ts.dump() + " ms is before the previous request's (" + json(last_s_ * 1000.0).dump() +
            " ms): expected non-decreasing arrival times");

@@ -16,8 +16,14 @@
 
 namespace kvtier {
 
+// The latest arrival a request trace may give, seconds from its start
+// (about 3.2 years). Simulated time is a double: at 1e8 s its resolution is
+// 15 ns, while at 1e15 s a TTFT comes out in steps of 0.125 s and a TPOT
+// as 0. Readers refuse a timestamp past it, as config times are capped.
+constexpr double kMaxArrivalSeconds = 1e8;
+
 struct Request {
-  double arrival_s = 0;    // from the start of the trace, non-decreasing
+  double arrival_s = 0;    // from the start of the trace, non-decreasing, at most kMaxArrivalSeconds
   uint32_t input_tokens = 0;
   uint32_t output_tokens = 0;
   uint64_t session = 0;    // conversation the request belongs to (synthetic); 0 where unknown
