@@ -254,3 +254,47 @@ TEST_CASE("a CPU codec's threads share the CPU's cores: fewer cores never run fa
   CHECK(step(4, 16) == Approx(c4).epsilon(1e-9));
   CHECK(step(4, 64) == Approx(c4).epsilon(1e-9));
 }
+
+TEST_CASE("a codec's threads share the CPU with its other work: work on fewer threads holds at most their cores") {
+  // Four cores. The codec's job: 1 s on its 2 threads (2 core-seconds);
+  // other CPU work (scoring, attention) on the whole CPU: 1 s alone (4
+  // core-seconds). Together, max-min sharing gives each 2 cores until the
+  // codec ends at 1 s; the other then has the 4 cores for its last 2
+  // core-seconds: 1.5 s, the 6 core-seconds on 4 cores.
+  json m = in_child([] {
+    json hwc = host_and_drive();
+    Hardware h = parse_hardware(hwc, "hardware");
+    Topology topo(h);
+    start_simgrid();
+    Platform p(h, topo);
+    JobBoard board;
+    Timeline tl;
+    const int cpu = static_cast<int>(h.device_index("cpu"));
+    Stream codec("codec", p, board, tl), other("other", p, board, tl), alone("alone", p, board, tl);
+    const JobId a = board.create(), b = board.create(), c = board.create();
+    TransferJob ja{a, 0, 0, 0, {}, cpu, 1.0, "decompress"};
+    ja.threads = 2;
+    codec.submit(ja);
+    other.submit(TransferJob{b, 0, 0, 0, {}, cpu, 1.0, "score"});
+    // Then, alone: 8 threads on 4 cores take twice their seconds.
+    TransferJob jc{c, 0, 0, 0, {a, b}, cpu, 1.0, "decompress"};
+    jc.threads = 8;
+    alone.submit(jc);
+    std::vector<double> done(3, 0.0);
+    for (Stream* s : {&codec, &other, &alone}) s->start();
+    sg4::Actor::create("waiter", p.controller(), [&] {
+      const JobId ids[3] = {a, b, c};
+      for (int i = 0; i < 3; ++i) {
+        board.wait(ids[i]);
+        done[i] = sg4::Engine::get_clock();
+      }
+      for (Stream* s : {&codec, &other, &alone}) s->stop();
+    });
+    sg4::Engine::get_instance()->run();
+    return json(done);
+  });
+  REQUIRE(m.is_array());
+  CHECK(m[0].get<double>() == Approx(1.0).epsilon(1e-9));
+  CHECK(m[1].get<double>() == Approx(1.5).epsilon(1e-9));
+  CHECK(m[2].get<double>() == Approx(1.5 + 2.0).epsilon(1e-9));
+}
