@@ -298,3 +298,41 @@ TEST_CASE("a codec's threads share the CPU with its other work: work on fewer th
   CHECK(m[1].get<double>() == Approx(1.5).epsilon(1e-9));
   CHECK(m[2].get<double>() == Approx(1.5 + 2.0).epsilon(1e-9));
 }
+
+namespace {
+
+// The AIOS preset (Llama-3-8B, batch 32 x 32K over HBM, CXL and NVMe),
+// shortened; its KV fits in the GPU and the CXL expander, so every block
+// read into the GPU comes off the CXL link.
+json aios(const json& compression_overrides) {
+  json cfg = load_json_file("configs/systems/aios.json");
+  cfg.erase("note");
+  cfg["hardware"] = load_json_file("configs/hardware/h200_cxl_nvme.json");
+  cfg["model"] = load_json_file("configs/models/llama-3-8b.json");
+  cfg["workload"]["decode_steps"] = 4;
+  cfg["policies"]["compression"].update(compression_overrides);
+  return cfg;
+}
+
+}  // namespace
+
+TEST_CASE("AIOS: its GPU codec moves compressed bytes over the CXL link and PCIe; on the CPU, PCIe carries them restored") {
+  json gpu = simulate(aios(json::object()));
+  json cpu = simulate(aios({{"where", "cpu"}}));
+  json cpu_seed = simulate(aios({{"where", "cpu"}, {"ratio", 2.5}}));
+  REQUIRE(gpu.contains("links"));
+  REQUIRE(cpu.contains("links"));
+  REQUIRE(cpu_seed.contains("links"));
+  const double cxl_in = link_bytes(gpu, "cxl_link:cxl->root");
+  REQUIRE(cxl_in > 0);
+  CHECK(link_bytes(gpu, "pcie_gpu:root->gpu") == Approx(cxl_in).epsilon(1e-12));
+  CHECK(link_bytes(gpu, "pcie_gpu:gpu->root") == Approx(link_bytes(gpu, "cxl_link:root->cxl")).epsilon(1e-12));
+  CHECK(gpu["cpu_codec_s"].get<double>() == 0);
+  // The CPU variant: the same blocks; the CXL link carries them at ratio
+  // 1.25, PCIe restored; at the seed's 2.5 the CXL link carries half as
+  // much and PCIe the same.
+  const double pcie_in = link_bytes(cpu, "pcie_gpu:root->gpu");
+  CHECK(link_bytes(cpu, "cxl_link:cxl->root") == Approx(pcie_in / 1.25).epsilon(1e-9));
+  CHECK(link_bytes(cpu_seed, "cxl_link:cxl->root") == Approx(pcie_in / 2.5).epsilon(1e-9));
+  CHECK(link_bytes(cpu_seed, "pcie_gpu:root->gpu") == Approx(pcie_in).epsilon(1e-9));
+}
