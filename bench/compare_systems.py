@@ -53,6 +53,8 @@ SYSTEMS = [
      "it has no pSLC mode"),
     ("hifc_seed", ["gpu", "dram", "smartssd"], {}, "GPU -> DRAM -> flash as in the seed"),
     ("aios", ["gpu", "dram", "smartssd"], {}, "HBM -> CXL -> NVMe mapped to GPU -> DRAM -> SmartSSD (no CXL device here)"),
+    ("aios_70b", ["gpu", "dram", "smartssd"], {},
+     "as aios: its policies are aios's, its LLaMA2-70B and A100 are replaced by the base's"),
     ("flexgen", ["gpu", "dram", "smartssd"], {}, "GPU / CPU DRAM / disk"),
     ("h2o", ["gpu"], {}, "GPU only; evicted KV is dropped"),
     ("vllm_swap", ["gpu", "dram"], {}, "GPU with a CPU DRAM swap pool"),

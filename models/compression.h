@@ -9,6 +9,10 @@
 //     so the ratios are our assumption for FP16 tensors, not Silesia's.
 //     (The AIOS seed's "60% less data" with Zstd would be ratio 2.5; we do not
 //     adopt it.)
+//   zstd, lz4 on the GPU (nvCOMP): LZ4 at the nvCOMP README's A100 figure
+//     ("up to 100 GB/s compression and decompression"); Zstd has no
+//     published figure we found, so it is assumed from nvCOMP's own ranking
+//     of its formats (Zstd a step below LZ4 in both directions).
 //   int8, int4: FP16 -> 8 / 4 bits with one FP16 scale and zero per group of
 //     64 (KIVI/FlexGen-style group-wise quantization), run on the GPU at
 //     memory speed, so their throughput is a fraction of GPU bandwidth.
@@ -29,6 +33,12 @@ struct Codec {
   bool lossy = false;
   bool on_gpu = false;        // runs as a GPU kernel rather than on CPU cores
   std::string source;
+  // The same format run as GPU kernels (nvCOMP), for a lossless codec that
+  // can run on either side: throughput of the whole GPU, over uncompressed
+  // bytes; 0 = no GPU implementation known.
+  double gpu_compress_Bps = 0;
+  double gpu_decompress_Bps = 0;
+  std::string gpu_source;
 };
 
 // The built-in table: none, zstd, lz4, int8, int4.

@@ -32,6 +32,7 @@ class Cpu : public DeviceModel {
         mem_(get_num(p, "memory_GBps") * kGB) {}
   DeviceRole role() const override { return DeviceRole::Compute; }
   double flops() const override { return flops_; }
+  int cores() const override { return static_cast<int>(cores_); }
   double memory_Bps() const override { return mem_; }
   double scoring_Bps(int bits) const override {
     double r = cores_ * score_core_ * bits / 8.0;

@@ -39,6 +39,9 @@ class DeviceModel {
   virtual double flops() const { return 0; }           // dense FP16 FLOP/s
   virtual double memory_Bps() const { return 0; }      // bandwidth seen by kernels
   virtual double launch_overhead_s() const { return 0; }
+  // How many cores share flops() (a CPU's): work on fewer threads than
+  // cores runs at that share of the device, and concurrent work shares it.
+  virtual int cores() const { return 1; }
   // GPUs: how many copy engines serve copies between this device and host-side
   // memory, per direction. 0: not modelled (copies from different sources run
   // at once and share the links); 1: they run one after the other, as

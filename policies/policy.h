@@ -267,7 +267,12 @@ struct CompressionSpec {
   double value_ratio = 1.0;
   double compress_Bps = 0;    // when a block is written into the tier
   double decompress_Bps = 0;  // when it is read out of the tier
-  bool on_gpu = false;        // where the work runs: GPU (quantization kernels) or CPU (zstd)
+  bool on_gpu = false;        // where the work runs: GPU (quantization kernels, nvCOMP) or CPU (zstd)
+  // A CPU codec's threads: the rates above are those of this many threads
+  // running at once, and the engine runs them on min(threads, cores) of the
+  // cpu device's cores, shared with whatever else the CPU does. 0: the rates
+  // are the whole CPU's.
+  uint32_t threads = 0;
   // Stored bytes / uncompressed bytes of a whole block (K and V halves).
   double stored_fraction() const { return 0.5 / key_ratio + 0.5 / value_ratio; }
 };

@@ -37,7 +37,7 @@ struct EngineCounters {
   double gpu_kv_and_staging_peak_bytes = 0;  // most GPU memory staging and the GPU tier's KV took together
   double prefill_staging_peak_bytes = 0;  // most prompt KV held on the GPU until its write below landed
   double prefill_write_wait_s = 0;        // prefill kernels held back for want of room for their output
-  double cpu_codec_s = 0;  // CPU (de)compression work submitted, seconds (all its cores together)
+  double cpu_codec_s = 0;  // CPU (de)compression work submitted: seconds of its threads alone on the cores they get
   std::vector<FlashWear> wear;  // per tier (storage tiers only matter)
   PrefetchStats prefetch;
   // APP scoring.

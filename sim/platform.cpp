@@ -96,8 +96,10 @@ Platform::Platform(const Hardware& hw, const Topology& topo) : n_(hw.devices.siz
   auto* zone = sg4::create_full_zone("kvtier");
   controller_ = zone->create_host("kvtier.controller", 1e9);
   hosts_.assign(n_, nullptr);
+  cores_.assign(n_, 1);
   for (size_t i = 0; i < n_; ++i) {
     const auto& d = hw.devices[i];
+    cores_[i] = std::max(1, d.model->cores());
     if (d.model->role() == DeviceRole::Switch) continue;
     double speed = d.model->flops() > 0 ? d.model->flops() : 1e9;
     hosts_[i] = zone->create_host(d.name, speed);

@@ -88,6 +88,8 @@ class Platform {
   Platform& operator=(const Platform&) = delete;
 
   sg4::Host* host(size_t device) const { return hosts_[device]; }
+  // The device model's cores: a host's speed is all of them together.
+  int cores(size_t device) const { return cores_[device]; }
   sg4::Host* controller() const { return controller_; }
   // The route from device `from` to device `to` (both not switches).
   const PlatformRoute& route(size_t from, size_t to) const { return routes_[from * n_ + to]; }
@@ -111,6 +113,7 @@ class Platform {
  private:
   size_t n_;
   std::vector<sg4::Host*> hosts_;
+  std::vector<int> cores_;
   sg4::Host* controller_ = nullptr;
   std::vector<PlatformRoute> routes_;
   std::vector<LinkStat> stats_;

@@ -103,7 +103,13 @@ void Stream::run() {
     const double t0 = sg4::Engine::get_clock();
     if (job.exec_on >= 0) {
       sg4::Host* h = platform_.host(static_cast<size_t>(job.exec_on));
-      sg4::ExecPtr e = sg4::this_actor::exec_init(job.seconds * h->get_speed());
+      // The host's speed is all its cores; a job on fewer threads holds at
+      // most its cores' share of it, whatever else runs there.
+      const double cores = platform_.cores(static_cast<size_t>(job.exec_on));
+      const double threads = job.threads > 0 ? double(job.threads) : cores;
+      const double per_core = h->get_speed() / cores;
+      sg4::ExecPtr e = sg4::this_actor::exec_init(job.seconds * threads * per_core);
+      if (threads < cores) e->set_bound(threads * per_core);
       e->set_host(h);
       e->start();
       e->wait();

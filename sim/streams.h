@@ -53,6 +53,11 @@ struct TransferJob {
   // destination device, shared by the copies relayed at the same time, and
   // the job ends when both are done.
   double relay_Bps = 0;
+  // Work on `threads` threads (a CPU codec's pool): `seconds` is its time on
+  // that many cores, and it runs on at most min(threads, cores) of the
+  // device's cores, sharing them with the device's other work. 0: the work
+  // may use the whole device and `seconds` is its time there alone.
+  uint32_t threads = 0;
 };
 
 class Stream {

@@ -43,9 +43,15 @@ void TransferPlanner::make_streams(const std::vector<std::pair<size_t, size_t>>&
     for (size_t b : eps)
       if (a != b) want(a, b);
   if (s_.cpu_dev >= 0) want(static_cast<size_t>(s_.cpu_dev), static_cast<size_t>(s_.cpu_dev));
-  // A CPU codec on a storage tier works through host memory (submit_through_host).
-  if (s_.staging_dev >= 0) {
-    const size_t host = static_cast<size_t>(s_.staging_dev);
+  // A CPU codec works through host memory (submit_through_host): the cores
+  // read and write the compressed bytes where they are in host memory (a
+  // drive's in the staging buffer) and the restored ones in the staging
+  // buffer, which the GPU's copies read and write.
+  if (s_.staging_dev >= 0 && s_.cpu_dev >= 0) {
+    const size_t host = static_cast<size_t>(s_.staging_dev), cpu = static_cast<size_t>(s_.cpu_dev);
+    auto copies = [&](size_t a, size_t b) {
+      if (a != b) want(a, b);
+    };
     for (size_t t = 0; t < s_.tiers(); ++t) {
       bool host_codec = false;
       for (uint32_t l = 0; l < s_.model.layers; ++l) {
@@ -53,11 +59,16 @@ void TransferPlanner::make_streams(const std::vector<std::pair<size_t, size_t>>&
         host_codec = host_codec || (!c.on_gpu && c.stored_fraction() < 1.0);
       }
       const size_t d = s_.tier_dev[t];
-      if (!host_codec || !hw.devices[d].model->is_storage() || d == host) continue;
-      want(d, host);
-      want(host, d);
-      want(host, gpu);
-      want(gpu, host);
+      if (!host_codec || d == gpu) continue;
+      const size_t packed = hw.devices[d].model->is_storage() ? host : d;
+      copies(d, host);
+      copies(host, d);
+      copies(packed, cpu);
+      copies(cpu, packed);
+      copies(host, cpu);
+      copies(cpu, host);
+      copies(host, gpu);
+      copies(gpu, host);
     }
   }
   if (s_.fpga_dev >= 0) want(static_cast<size_t>(s_.fpga_dev), static_cast<size_t>(s_.fpga_dev));
@@ -106,9 +117,9 @@ void TransferPlanner::accumulate(Batch& bt, size_t from_ep, size_t to_ep, uint32
   const CompressionSpec& c = s_.codec[low * s_.model.layers + layer];
   const double f = c.stored_fraction();
   // A host (CPU) codec runs in host memory: between a compressed tier and
-  // the GPU the uncompressed bytes cross PCIe, decompressed before the copy
-  // or compressed after it. A GPU codec (quantization kernels) moves the
-  // compressed bytes and runs on the GPU.
+  // the GPU the compressed bytes go as far as the CPU and the uncompressed
+  // ones cross PCIe (submit_through_host). A GPU codec (quantization, nvCOMP)
+  // moves the compressed bytes all the way and runs on the GPU.
   const bool host_codec_at_gpu = f < 1.0 && !c.on_gpu && (high == n || (s_.gpu_tier && high == 0));
   bt.bytes += raw_bytes * (host_codec_at_gpu ? 1.0 : f);
   bt.stored += raw_bytes * f;
@@ -120,6 +131,7 @@ void TransferPlanner::accumulate(Batch& bt, size_t from_ep, size_t to_ep, uint32
     const double bps = decompress ? c.decompress_Bps : c.compress_Bps;
     if (bps > 0) bt.codec_s += raw_bytes / bps;
     bt.decompress = decompress;
+    bt.threads = c.threads;
   }
   if (!board_.done(wait_for)) add_dep(bt.deps, wait_for);
 }
@@ -171,10 +183,12 @@ void TransferPlanner::submit(Batch& bt, size_t a, size_t b, bool critical, std::
     // from one (between a compressed tier and the GPU, submit_through_host).
     const size_t cpu = static_cast<size_t>(s_.cpu_dev);
     JobId transfer_id = bt.id;
-    if (bt.codec_s > 0 && !on_gpu) c_.cpu_codec_s += bt.codec_s;
+    if (bt.codec_s > 0 && !on_gpu) c_.cpu_codec_s += cpu_pool_s(bt);
     if (bt.codec_s > 0 && !on_gpu && !bt.decompress) {
       JobId cj = board_.create();
-      stream(cpu, cpu).submit(TransferJob{cj, 0, 0, 0, std::move(bt.deps), s_.cpu_dev, bt.codec_s, "compress"});
+      TransferJob work{cj, 0, 0, 0, std::move(bt.deps), s_.cpu_dev, bt.codec_s, "compress"};
+      work.threads = bt.threads;
+      stream(cpu, cpu).submit(std::move(work));
       bt.deps = {cj};
     }
     TransferJob job{transfer_id, from, to, bt.bytes, std::move(bt.deps), -1, 0, "transfer"};
@@ -185,7 +199,9 @@ void TransferPlanner::submit(Batch& bt, size_t a, size_t b, bool critical, std::
     JobId ready = transfer_id;
     if (bt.codec_s > 0 && !on_gpu && bt.decompress) {
       ready = board_.create();
-      stream(cpu, cpu).submit(TransferJob{ready, 0, 0, 0, {transfer_id}, s_.cpu_dev, bt.codec_s, "decompress"});
+      TransferJob work{ready, 0, 0, 0, {transfer_id}, s_.cpu_dev, bt.codec_s, "decompress"};
+      work.threads = bt.threads;
+      stream(cpu, cpu).submit(std::move(work));
     }
     if (bt.codec_s > 0 && on_gpu) {
       if (critical && gpu_codec_s) *gpu_codec_s += bt.codec_s;
@@ -197,47 +213,62 @@ void TransferPlanner::submit(Batch& bt, size_t a, size_t b, bool critical, std::
 }
 
 // Between a tier a CPU codec stores compressed and the GPU, the data passes
-// through host memory: read from storage into a host buffer (compressed),
-// decompressed there by the CPU, copied to the GPU (uncompressed); a write
-// runs the other way. Host memory tiers (DRAM, CXL) are their own buffer:
-// the CPU works on them in place. Each block is its own codec frame, so the
-// stages overlap block by block, as double-buffered I/O does with its reads
-// in flight together. The stages run as one activity each, side by side
-// (sharing links and cores as they would), and the transfer is done when
-// all are, plus the pipeline's fill: with K blocks and stage times s_i as
-// they ran, sum(s) / K + (K - 1) / K x max(s), from max(s) (many blocks) to
-// sum(s) (one block, store and forward).
+// through host memory, and it is compressed as far as the CPU. A read: the
+// CPU's cores read the compressed bytes where they are in host memory (a
+// drive first reads them into the staging buffer; a DRAM or CXL tier is
+// read in place, over its own link), restore them into the staging buffer,
+// and the GPU's copy takes them from there uncompressed. A write runs the
+// other way. Each block is its own codec frame, so the stages overlap block
+// by block, as double-buffered I/O does with its reads in flight together.
+// The stages run as one activity each, side by side (sharing links and
+// cores as they would), and the transfer is done when all are, plus the
+// pipeline's fill: with K blocks and stage times s_i as they ran, sum(s) / K
+// + (K - 1) / K x max(s), from max(s) (many blocks) to sum(s) (one block,
+// store and forward).
 void TransferPlanner::submit_through_host(Batch& bt, size_t a, size_t b) {
   const size_t n = s_.tiers();
   const bool read = b == n || (s_.gpu_tier && b == 0);
   const size_t tier_dev = ep_dev(read ? a : b), gpu = ep_dev(read ? b : a);
-  const bool bounce = s_.hw.devices[tier_dev].model->is_storage();
-  const size_t host = bounce ? static_cast<size_t>(s_.staging_dev) : tier_dev;
+  const bool drive = s_.hw.devices[tier_dev].model->is_storage();
+  const size_t staging = static_cast<size_t>(s_.staging_dev);
   const size_t cpu = static_cast<size_t>(s_.cpu_dev);
+  // Where the cores find (or leave) the compressed bytes.
+  const size_t packed = drive ? staging : tier_dev;
   const char* codec = read ? "decompress" : "compress";
   std::vector<JobId> stages;
   auto copy = [&](size_t from, size_t to, double bytes) {
+    if (from == to) return;  // the staging buffer is the CPU's own memory: no copy
     const JobId id = board_.create();
     stream(from, to).submit(TransferJob{id, from, to, bytes, bt.deps, -1, 0, "transfer"});
     stages.push_back(id);
   };
-  c_.cpu_codec_s += bt.codec_s;
+  auto work = [&] {
+    const JobId id = board_.create();
+    TransferJob job{id, 0, 0, 0, bt.deps, s_.cpu_dev, bt.codec_s, codec};
+    job.threads = bt.threads;
+    stream(cpu, cpu).submit(std::move(job));
+    stages.push_back(id);
+  };
+  c_.cpu_codec_s += cpu_pool_s(bt);
   if (read) {
-    if (bounce) copy(tier_dev, host, bt.stored);
+    if (drive) copy(tier_dev, staging, bt.stored);
+    copy(packed, cpu, bt.stored);
+    work();
+    copy(cpu, staging, bt.bytes);
+    copy(staging, gpu, bt.bytes);
     c_.fetched_bytes += bt.bytes;
     if (b == n) staged_bytes_ += bt.bytes;
   } else {
-    copy(gpu, host, bt.bytes);
-    if (bounce) {
+    copy(gpu, staging, bt.bytes);
+    copy(staging, cpu, bt.bytes);
+    work();
+    copy(cpu, packed, bt.stored);
+    if (drive) {
+      copy(staging, tier_dev, bt.stored);
       c_.ssd_bytes_written += bt.stored;
       c_.wear[b].record_write(bt.stored);
     }
   }
-  const JobId work = board_.create();
-  stream(cpu, cpu).submit(TransferJob{work, 0, 0, 0, bt.deps, s_.cpu_dev, bt.codec_s, codec});
-  stages.push_back(work);
-  if (read) copy(host, gpu, bt.bytes);
-  else if (bounce) copy(host, tier_dev, bt.stored);
   const double k = std::max<uint32_t>(1, bt.pieces);
   const JobId done = bt.id;
   JobBoard& board = board_;
@@ -252,6 +283,14 @@ void TransferPlanner::submit_through_host(Batch& bt, size_t a, size_t b) {
     if (fill > 0) sg4::this_actor::sleep_for(fill);
     board.finish(done);
   });
+}
+
+// A CPU codec's time alone on the cores it gets: its threads beyond the
+// cpu device's cores wait for one.
+double TransferPlanner::cpu_pool_s(const Batch& bt) const {
+  const double cores = std::max(1, s_.hw.devices[static_cast<size_t>(s_.cpu_dev)].model->cores());
+  const double threads = bt.threads > 0 ? double(bt.threads) : cores;
+  return bt.codec_s * threads / std::min(threads, cores);
 }
 
 void TransferPlanner::flush(std::vector<JobId>* waits, double* gpu_codec_s) {

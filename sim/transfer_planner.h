@@ -2,9 +2,11 @@
 // one transfer (a Batch), submitted to the Stream of that device pair when
 // the layer's planning is done. Endpoints are tiers 0..n-1 and the GPU as
 // endpoint n (where the GPU's memory is a tier, tier 0 is the GPU too).
-// Bytes on the wire are as stored in the lower tier of the two; crossing
-// between a plain and a compressed tier costs a codec pass, on the CPU in
-// host memory or on the GPU beside the next kernel.
+// Bytes on the wire are as stored in the lower tier of the two as far as the
+// processor running the codec: crossing between a plain and a compressed
+// tier costs a codec pass, on the CPU in host memory (compressed bytes
+// between the tier and the CPU, uncompressed ones from there to the GPU) or
+// on the GPU beside the next kernel (compressed bytes all the way).
 #pragma once
 
 #include <memory>
@@ -83,11 +85,13 @@ class TransferPlanner {
     double codec_s = 0;    // (de)compression work for these bytes
     bool decompress = false;
     bool host_codec_at_gpu = false;  // a CPU codec at the GPU's side: the copy moves uncompressed bytes
+    uint32_t threads = 0;            // a CPU codec's threads (CompressionSpec::threads)
     std::vector<JobId> deps;
   };
   void accumulate(Batch& bt, size_t from_ep, size_t to_ep, uint32_t layer, double raw_bytes, JobId wait_for);
   void submit(Batch& bt, size_t a, size_t b, bool critical, std::vector<JobId>* waits, double* gpu_codec_s);
   void submit_through_host(Batch& bt, size_t a, size_t b);
+  double cpu_pool_s(const Batch& bt) const;
   size_t ep_dev(size_t ep) const { return ep == s_.tiers() ? s_.gpu_dev : s_.tier_dev[ep]; }
 
   const EngineSetup& s_;

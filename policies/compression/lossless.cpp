@@ -1,13 +1,20 @@
-// Lossless compression of the KV stored in the lower tiers, on CPU cores:
-// Zstd (InCloud AIOS, seed 004) and LZ4 (MatKV writes its chunks' KV with
-// LZ4, seed 001). The codecs' figures come from models/compression.h
-// (single-core speeds from their READMEs; ratios for FP16 KV, whose
-// mantissa bits compress poorly, are assumptions). The AIOS seed claims
-// "60% less data" with Zstd, i.e. ratio 2.5: unverified, so not the default;
-// a preset that reproduces the claim sets "ratio": 2.5 and says so. Keys and
-// values share the ratio. Where the data meets the GPU the CPU works in host
-// memory: a block read from storage lands in a host buffer compressed and
-// crosses to the GPU uncompressed (sim/transfer_planner.cpp).
+// Lossless compression of the KV stored in the lower tiers: Zstd (InCloud
+// AIOS, seed 004) and LZ4 (MatKV writes its chunks' KV with LZ4, seed 001).
+// The codecs' figures come from models/compression.h (single-core CPU speeds
+// from their READMEs, GPU speeds from nvCOMP; ratios for FP16 KV, whose
+// mantissa bits compress poorly, are assumptions). The AIOS seed claims "60%
+// less data" with Zstd, i.e. ratio 2.5: unverified, so not the default; a
+// preset that reproduces the claim sets "ratio": 2.5 and says so. Keys and
+// values share the ratio.
+//
+// `where` says which processor runs the codec, and so where the data is
+// uncompressed (sim/transfer_planner.cpp). On the CPU ("cpu"), the cores
+// read the compressed bytes out of host memory (after a drive has read them
+// there) and write the restored bytes into a staging buffer, from which they
+// cross to the GPU uncompressed; `threads` of them work at once, bounded by
+// the cpu device's cores. On the GPU ("gpu", nvCOMP's kernels, as AIOS runs
+// them), the compressed bytes cross PCIe and the GPU restores them in a
+// kernel next to the attention kernel that reads them.
 #include <cstdio>
 
 #include "models/compression.h"
@@ -30,15 +37,23 @@ class LosslessCompression : public CompressionPolicy {
                     figure(c.ratio) + ", assumed for FP16 KV)" +
                     (name == "zstd" ? "; the AIOS seed's '60% less data' is 2.5" : ""),
                 0.0),
+            str("where", "cpu",
+                "the processor running the codec: cpu (threads in host memory; PCIe carries restored bytes) or gpu "
+                "(nvCOMP kernels beside attention; PCIe carries compressed bytes)",
+                {"cpu", "gpu"}),
             num("compress_GBps", 0.0,
-                "compression throughput per core over uncompressed bytes, GB/s; 0 = built-in (" +
-                    figure(c.compress_Bps / 1e9) + ")",
+                "compression throughput over uncompressed bytes, GB/s: per thread on the cpu, of the whole GPU on the "
+                "gpu; 0 = built-in (cpu " + figure(c.compress_Bps / 1e9) + ", gpu " + figure(c.gpu_compress_Bps / 1e9) + ")",
                 0.0),
             num("decompress_GBps", 0.0,
-                "decompression throughput per core over uncompressed bytes, GB/s; 0 = built-in (" +
-                    figure(c.decompress_Bps / 1e9) + ")",
+                "decompression throughput over uncompressed bytes, GB/s: per thread on the cpu, of the whole GPU on "
+                "the gpu; 0 = built-in (cpu " + figure(c.decompress_Bps / 1e9) + ", gpu " +
+                    figure(c.gpu_decompress_Bps / 1e9) + ")",
                 0.0),
-            integer("threads", 4, "CPU cores running the codec in parallel", 1, 1024),
+            integer("threads", 4,
+                    "CPU threads running the codec at once (where cpu), each on its own core up to the cpu device's "
+                    "cores; ignored on the gpu",
+                    1, 1024),
             integer("from_tier", 1, "tiers with this index and below (slower) store compressed; 1 = all but the GPU", 0, 253)};
   }
   LosslessCompression(const json& p, const char* codec) : from_(TierId(get_int(p, "from_tier"))) {
@@ -47,9 +62,15 @@ class LosslessCompression : public CompressionPolicy {
     double r = get_num(p, "ratio");
     if (r > 0 && r < 1) throw ConfigError(where + ": ratio " + std::to_string(r) + " would expand the data; expected >= 1");
     ratio_ = r > 0 ? r : c.ratio;
-    double threads = double(get_int(p, "threads"));
-    c_ = (get_num(p, "compress_GBps") > 0 ? get_num(p, "compress_GBps") * 1e9 : c.compress_Bps) * threads;
-    d_ = (get_num(p, "decompress_GBps") > 0 ? get_num(p, "decompress_GBps") * 1e9 : c.decompress_Bps) * threads;
+    gpu_ = p.at("where").get<std::string>() == "gpu";
+    const double cb = gpu_ ? c.gpu_compress_Bps : c.compress_Bps;
+    const double db = gpu_ ? c.gpu_decompress_Bps : c.decompress_Bps;
+    // On the CPU the rates are per thread and the spec carries those of all
+    // `threads` together; the engine bounds them by the cores it has.
+    threads_ = gpu_ ? 0 : static_cast<uint32_t>(get_int(p, "threads"));
+    const double engines = gpu_ ? 1.0 : double(threads_);
+    c_ = (get_num(p, "compress_GBps") > 0 ? get_num(p, "compress_GBps") * 1e9 : cb) * engines;
+    d_ = (get_num(p, "decompress_GBps") > 0 ? get_num(p, "decompress_GBps") * 1e9 : db) * engines;
   }
   CompressionSpec spec(TierId t, uint32_t) const override {
     CompressionSpec s;
@@ -57,12 +78,15 @@ class LosslessCompression : public CompressionPolicy {
     s.key_ratio = s.value_ratio = ratio_;
     s.compress_Bps = c_;
     s.decompress_Bps = d_;
-    s.on_gpu = false;
+    s.on_gpu = gpu_;
+    s.threads = threads_;
     return s;
   }
 
  private:
   double ratio_ = 1, c_ = 0, d_ = 0;
+  bool gpu_ = false;
+  uint32_t threads_ = 0;
   TierId from_;
 };
 
@@ -75,8 +99,10 @@ struct Lz4Compression : LosslessCompression {
   explicit Lz4Compression(const json& p) : LosslessCompression(p, "lz4") {}
 };
 KVTIER_REGISTER(CompressionPolicy, ZstdCompression, "zstd",
-                "lossless Zstd of the KV in lower tiers on CPU cores (AIOS); codec figures from models/compression.h");
+                "lossless Zstd of the KV in lower tiers, on CPU threads or GPU kernels (AIOS); codec figures from "
+                "models/compression.h");
 KVTIER_REGISTER(CompressionPolicy, Lz4Compression, "lz4",
-                "lossless LZ4 of the KV in lower tiers on CPU cores (MatKV); codec figures from models/compression.h");
+                "lossless LZ4 of the KV in lower tiers, on CPU threads or GPU kernels (MatKV); codec figures from "
+                "models/compression.h");
 
 }  // namespace kvtier

@@ -27,6 +27,28 @@ TEST_CASE("compression zstd: below the GPU only, figures from the codec table, s
   CHECK_THROWS_AS(make<CompressionPolicy>(json{{"name", "zstd"}, {"ratio", 0.4}}), ConfigError);
 }
 
+TEST_CASE("compression zstd/lz4 where gpu: nvCOMP figures for the whole GPU, no CPU threads; bad where is a config error") {
+  const Codec& z = find_codec("zstd", "test");
+  const Codec& l = find_codec("lz4", "test");
+  REQUIRE(z.gpu_decompress_Bps > 0);
+  REQUIRE(l.gpu_decompress_Bps > 0);
+  auto g = make<CompressionPolicy>(json{{"name", "zstd"}, {"where", "gpu"}, {"threads", 16}});
+  CompressionSpec s = g->spec(1, 0);
+  CHECK(s.on_gpu);
+  CHECK(s.threads == 0);
+  CHECK(s.decompress_Bps == Approx(z.gpu_decompress_Bps));  // threads do not multiply a GPU's rate
+  CHECK(s.compress_Bps == Approx(z.gpu_compress_Bps));
+  auto l4 = make<CompressionPolicy>(json{{"name", "lz4"}, {"where", "gpu"}, {"decompress_GBps", 7.0}});
+  CHECK(l4->spec(1, 0).decompress_Bps == Approx(7e9));
+  CHECK(l4->spec(1, 0).compress_Bps == Approx(l.gpu_compress_Bps));
+  // On the CPU: per-thread rates times threads, and the threads travel with the spec.
+  CompressionSpec c = make<CompressionPolicy>(json{{"name", "zstd"}, {"threads", 8}})->spec(1, 0);
+  CHECK_FALSE(c.on_gpu);
+  CHECK(c.threads == 8);
+  CHECK(c.decompress_Bps == Approx(8 * z.decompress_Bps));
+  CHECK_THROWS_AS(make<CompressionPolicy>(json{{"name", "zstd"}, {"where", "fpga"}}), ConfigError);
+}
+
 TEST_CASE("compression quant: key bits per layer range (HiFC default)") {
   auto c = make<CompressionPolicy>(json{{"name", "quant"}, {"group", 0}});  // bare bits/16
   // Layers 1-8 (index 0-7): 8-bit keys, FP16 values.
