@@ -230,6 +230,12 @@ class ScoringSplit {
   // Whether keys are scored at decode step `step` (between scorings the
   // last selection is reused).
   virtual bool scores_at(uint32_t step) const = 0;
+  // Where the INT8/INT4 copy of the keys of the SmartSSD's blocks lives.
+  // false: on its NAND beside the FP16 KV, read by the FPGA at every
+  // scoring. true: in the FPGA's own memory (models/fpga_ku15p.h
+  // FpgaMemory) as far as it fits, kept up to date as blocks are written to
+  // the drive; the rest stays on NAND.
+  virtual bool key_copy_in_fpga_memory() const { return false; }
 };
 
 // Importance evaluation: which blocks a step actually loads. Writes block

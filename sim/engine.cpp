@@ -92,9 +92,26 @@ Simulation::Simulation(json& cfg) : cfg_(cfg) {
       s_.rates.f_c = std::min(s_.rates.f_c, s_.hw.devices[static_cast<size_t>(s_.host_mem_dev)].model->read_Bps());
     s_.fpga_compute_Bps = s_.hw.devices[static_cast<size_t>(s_.fpga_dev)].model->scoring_Bps(bits);
     s_.rates.f_s = s_.fpga_compute_Bps;
-    if (s_.ssd_dev >= 0) {  // the FPGA streams keys off its NAND: capped by that path at block-sized requests
+    const ScoringSplit& sc = *s_.pol.eval->scoring();
+    if (sc.key_copy_in_fpga_memory()) {
+      const FpgaMemory* m = fpga_memory(*s_.hw.devices[static_cast<size_t>(s_.fpga_dev)].model);
+      if (!m || !(m->bytes > 0))
+        throw ConfigError("policies.evaluation.key_copy: 'fpga_dram' needs memory on the FPGA; hardware.devices." +
+                          s_.hw.devices[static_cast<size_t>(s_.fpga_dev)].name + ".dram_GB is 0");
+      s_.fpga_mem = *m;
+      for (size_t t = 0; t < s_.tier_dev.size(); ++t)
+        if (static_cast<int>(s_.tier_dev[t]) == s_.ssd_dev) s_.key_copy_tier = static_cast<int>(t);
+    }
+    // The keys of one block are its key half at the scoring precision, read
+    // as one request of that size (a separate copy, contiguous per block).
+    const double key_slice = static_cast<double>(t_.block_bytes) / 2.0 * bits / 16.0;
+    if (s_.key_copy_tier >= 0) {
+      // The closed form's f_s takes the copy as fitting: the FPGA then reads
+      // its keys from its memory.
+      s_.rates.f_s = std::min(s_.rates.f_s, s_.fpga_mem.Bps);
+    } else if (s_.ssd_dev >= 0) {  // the FPGA streams keys off its NAND: capped by that path at key-slice requests
       const DeviceModel& ssd = *s_.hw.devices[static_cast<size_t>(s_.ssd_dev)].model;
-      s_.rates.f_s = std::min(s_.rates.f_s, ssd.read_Bps() * ssd.read_efficiency(static_cast<double>(t_.block_bytes), 1));
+      s_.rates.f_s = std::min(s_.rates.f_s, ssd.read_Bps() * ssd.read_efficiency(key_slice, 1));
     }
     if (s_.rates.f_c <= 0 || s_.rates.f_s <= 0)
       throw ConfigError("hardware.devices: the cpu and ku15p devices must score keys (scoring rate 0 at " +

@@ -100,6 +100,15 @@ json engine_metrics(const EngineSetup& s, EngineCounters& c, const KvStore& kv, 
     a["key_bytes_scored_fpga"] = c.key_bytes_scored_fpga;
     a["key_bytes_scored_gpu"] = c.key_bytes_scored_gpu;
     a["key_bytes_moved"] = c.key_bytes_moved;
+    a["key_bytes_read_nand"] = c.key_bytes_read_nand;
+    a["key_copy"] = s.key_copy_tier >= 0 ? "fpga_dram" : "nand";
+    if (s.key_copy_tier >= 0) {
+      a["key_bytes_read_fpga_memory"] = c.key_bytes_read_fpga_memory;
+      a["key_copy_peak_bytes"] = c.key_copy_peak_bytes;
+      a["key_copy_bytes_written"] = c.key_copy_bytes_written;
+      a["key_copy_min_fit"] = c.key_copy_min_fit;
+      a["fpga_memory_bytes"] = s.fpga_mem.bytes;
+    }
     a["scored_layers"] = c.scored_layers;
     a["beta_final"] = s.pol.eval->scoring()->beta();
     a["cpu_busy_s"] = c.cpu_score_s;

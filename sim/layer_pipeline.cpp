@@ -273,6 +273,11 @@ void LayerPipeline::score(Slot& slot, uint32_t step, uint32_t layer, uint32_t n)
     tp_.stream(host, f).submit(TransferJob{to_fpga, host, f, p.moved_to_fpga, {}, -1, 0, "key move"});
     slot.waits.push_back(to_fpga);
   }
+  // Keys the FPGA scores that are on its drive (the rest was moved to it):
+  // from NAND, or as far as the copy in its memory holds them, from there.
+  const double on_drive = p.bytes_fpga - p.moved_to_fpga;
+  const double from_mem = on_drive * key_copy_fit(kb);
+  const double nand = on_drive - from_mem;
   double fpga_s = p.bytes_fpga / s_.fpga_compute_Bps;
   if (s_.thermal && fpga_s > 0) {
     const double now = sg4::Engine::get_clock();
@@ -293,13 +298,21 @@ void LayerPipeline::score(Slot& slot, uint32_t step, uint32_t layer, uint32_t n)
   add_dep(fdeps, to_fpga);
   tp_.stream(c, c).submit(TransferJob{slot.score_cpu, 0, 0, 0, std::move(cdeps), s_.cpu_dev, p.bytes_cpu / s_.rates.f_c, "score"});
   // The FPGA streams keys from its NAND while it computes: read and compute overlap.
+  // From its own memory the kernel is bound by the slower of its datapath
+  // and that memory's bandwidth.
+  fpga_s = std::max(fpga_s, s_.fpga_mem.read_s(from_mem));
   tp_.stream(f, f).submit(TransferJob{slot.score_fpga, 0, 0, 0, std::move(fdeps), s_.fpga_dev, fpga_s, "score"});
-  const double nand = p.bytes_fpga - p.moved_to_fpga;
   if (nand > 0) {
     slot.score_read = board_.create();
-    tp_.stream(ssd, f).submit(TransferJob{slot.score_read, ssd, f, nand, {}, -1, 0, "key read"});
+    // Each block's keys are a slice of their own (key half x bits/16), read
+    // as one request of that size, not of the FP16 block.
+    TransferJob read{slot.score_read, ssd, f, nand, {}, -1, 0, "key read"};
+    read.request_bytes = kb;
+    tp_.stream(ssd, f).submit(std::move(read));
     slot.waits.push_back(slot.score_read);
   }
+  c_.key_bytes_read_nand += nand;
+  c_.key_bytes_read_fpga_memory += from_mem;
   slot.score_move_cpu = to_cpu;
   c_.beta_sum += p.beta;
   ++c_.scored_layers;
@@ -309,6 +322,31 @@ void LayerPipeline::score(Slot& slot, uint32_t step, uint32_t layer, uint32_t n)
   c_.key_bytes_moved += p.moved_to_cpu + p.moved_to_fpga;
   slot.waits.push_back(slot.score_cpu);
   slot.waits.push_back(slot.score_fpga);
+}
+
+// key_copy fpga_dram: the score_bits copy of the keys of every block the
+// SmartSSD holds (copies below a block read up included) lives in the FPGA's
+// memory as far as it fits. Scoring reads all of a layer's keys and every
+// layer is scored alike, so which blocks fit does not change the time: the
+// copy is taken to hold the same share of each layer's blocks, capacity /
+// (the drive's blocks x key bytes per block), and the rest is read from
+// NAND. Blocks written to the drive since the last scoring (demotions,
+// prefill output) brought their keys in with their write: the FPGA is the
+// drive's PCIe switch, so it sees the write pass and no extra PCIe traffic
+// is needed; their bytes are counted. Returns the share held, 0 with the
+// copy on NAND.
+double LayerPipeline::key_copy_fit(double key_bytes_per_block) {
+  if (s_.key_copy_tier < 0) return 0.0;
+  const size_t t = static_cast<size_t>(s_.key_copy_tier);
+  const double keys = static_cast<double>(t_.tiers[t].used_blocks) * key_bytes_per_block;
+  const double fit = keys > s_.fpga_mem.bytes ? s_.fpga_mem.bytes / keys : 1.0;
+  const double written = c_.wear[t].host_bytes_written();
+  c_.key_copy_bytes_written +=
+      (written - c_.key_copy_seen_written) * key_bytes_per_block / static_cast<double>(t_.block_bytes) * fit;
+  c_.key_copy_seen_written = written;
+  c_.key_copy_peak_bytes = std::max(c_.key_copy_peak_bytes, std::min(keys, s_.fpga_mem.bytes));
+  c_.key_copy_min_fit = std::min(c_.key_copy_min_fit, fit);
+  return fit;
 }
 
 // What attention will read on the GPU (predictions may move blocks it

@@ -53,6 +53,9 @@ struct TransferJob {
   // destination device, shared by the copies relayed at the same time, and
   // the job ends when both are done.
   double relay_Bps = 0;
+  // Size of the requests the transfer is issued as, where it is not made of
+  // whole blocks (Platform::set_request_bytes); 0: whole blocks.
+  double request_bytes = 0;
 };
 
 class Stream {
