@@ -236,6 +236,13 @@ class ScoringSplit {
   // FpgaMemory) as far as it fits, kept up to date as blocks are written to
   // the drive; the rest stays on NAND.
   virtual bool key_copy_in_fpga_memory() const { return false; }
+  // true: the FPGA does not score but computes exact attention over the
+  // SmartSSD's blocks inside the drive (near-storage attention, InstInfer):
+  // the engine keeps those blocks off the GPU, sends the FPGA the layer's
+  // query and gets back the partial attention output; plan() and report()
+  // are then not called, and key_copy_in_fpga_memory() says whether the
+  // drive's FP16 KV is read from the FPGA's memory (as far as it fits).
+  virtual bool attends_in_storage() const { return false; }
 };
 
 // Importance evaluation: which blocks a step actually loads. Writes block

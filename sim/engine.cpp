@@ -113,6 +113,7 @@ Simulation::Simulation(json& cfg) : cfg_(cfg) {
       const DeviceModel& ssd = *s_.hw.devices[static_cast<size_t>(s_.ssd_dev)].model;
       s_.rates.f_s = std::min(s_.rates.f_s, ssd.read_Bps() * ssd.read_efficiency(key_slice, 1));
     }
+    if (sc.attends_in_storage()) bind_storage_attention();
     if (s_.rates.f_c <= 0 || s_.rates.f_s <= 0)
       throw ConfigError("hardware.devices: the cpu and ku15p devices must score keys (scoring rate 0 at " +
                         std::to_string(bits) + " bits)");
@@ -120,6 +121,31 @@ Simulation::Simulation(json& cfg) : cfg_(cfg) {
 
   s_.pol.setup(t_);
 }
+// Near-storage attention: the SmartSSD's FPGA attends the drive's blocks with
+// its full-attention kernel over the FP16 KV as stored, with the query of the
+// layer being computed. The query exists only when the layer runs, so the
+// selection must not run ahead of it (prefetch depth 0).
+void Simulation::bind_storage_attention() {
+  const DeviceEntry& fd = s_.hw.devices[static_cast<size_t>(s_.fpga_dev)];
+  const std::string where = "hardware.devices." + fd.name;
+  const ScoringKernel* k = fpga_kernel(*fd.model);
+  if (!k) throw ConfigError(where + ".kind: near_storage attention runs on a ku15p FPGA, not a " + fd.kind);
+  if (k->kind != ScoringKernelKind::FullAttention)
+    throw ConfigError(where + ".kernel: near_storage attention needs the full_attention kernel, not " +
+                      std::string(to_string(k->kind)));
+  if (k->bits != 16)
+    throw ConfigError(where + ".score_bits: near_storage attention reads the FP16 KV as stored; expected 16, got " +
+                      std::to_string(k->bits));
+  for (size_t t = 0; t < s_.tier_dev.size(); ++t)
+    if (static_cast<int>(s_.tier_dev[t]) == s_.ssd_dev) s_.storage_attention_tier = static_cast<int>(t);
+  if (s_.storage_attention_tier < 0)
+    throw ConfigError("hardware.tiers: near_storage attention attends the blocks of a SmartSSD tier; there is none");
+  if (s_.pol.prefetch->depth() > 0 || s_.pol.prefetch->adapts_depth())
+    throw ConfigError("policies.prefetch: near_storage attention needs each layer's query before the drive attends "
+                      "its blocks, so selection cannot run ahead; expected depth 0 (\"none\")");
+  s_.fpga_attention_Bps = fpga_scoring_Bps(*k, k->clock_MHz);
+}
+
 // KV read through the GPU (not kept in its tier) lands in staging buffers:
 // the layer computing and the layers fetched ahead of it; prompt KV that
 // prefill writes below stays in GPU memory until its write lands. Both take
@@ -160,6 +186,10 @@ json Simulation::run(const std::string& timeline_path) {
     if (s_.host_mem_dev >= 0) {
       scoring_pairs.emplace_back(host, fpga);
       s_.rates.b_c = platform_->route(host, gpu).bottleneck_Bps;
+    }
+    if (s_.storage_attention_tier >= 0) {  // the query to the drive's FPGA, its partial output back
+      scoring_pairs.emplace_back(gpu, fpga);
+      scoring_pairs.emplace_back(fpga, gpu);
     }
     if (s_.ssd_dev >= 0) {
       scoring_pairs.emplace_back(ssd, fpga);

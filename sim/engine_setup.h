@@ -85,6 +85,11 @@ struct EngineSetup {
   // blocks' keys it holds (-1: the copy is on NAND).
   FpgaMemory fpga_mem;
   int key_copy_tier = -1;
+  // Near-storage attention (ScoringSplit::attends_in_storage): the SmartSSD's
+  // tier, whose blocks its FPGA attends in place (-1: none), and the FPGA's
+  // attention kernel rate in bytes of KV per second at its nominal clock.
+  int storage_attention_tier = -1;
+  double fpga_attention_Bps = 0;
   std::unique_ptr<ThermalModel> thermal;
   // policies.weights other than "gpu": where the weights live and how they
   // stream (null: every weight on the GPU, one batch, the default schedule).
