@@ -243,6 +243,9 @@ class ScoringSplit {
   // are then not called, and key_copy_in_fpga_memory() says whether the
   // drive's FP16 KV is read from the FPGA's memory (as far as it fits).
   virtual bool attends_in_storage() const { return false; }
+  // With attends_in_storage: bytes of K and V per second the attention
+  // kernel the system loads into the FPGA processes at its clock.
+  virtual double attention_Bps() const { return 0; }
 };
 
 // Importance evaluation: which blocks a step actually loads. Writes block

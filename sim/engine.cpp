@@ -121,21 +121,18 @@ Simulation::Simulation(json& cfg) : cfg_(cfg) {
 
   s_.pol.setup(t_);
 }
-// Near-storage attention: the SmartSSD's FPGA attends the drive's blocks with
-// its full-attention kernel over the FP16 KV as stored, with the query of the
-// layer being computed. The query exists only when the layer runs, so the
-// selection must not run ahead of it (prefetch depth 0).
+// Near-storage attention: the SmartSSD's FPGA attends the drive's blocks
+// with the kernel the policy loads into it, over the FP16 KV as stored, with
+// the query of the layer being computed. The query exists only when the
+// layer runs, so the selection must not run ahead of it (prefetch depth 0).
 void Simulation::bind_storage_attention() {
   const DeviceEntry& fd = s_.hw.devices[static_cast<size_t>(s_.fpga_dev)];
-  const std::string where = "hardware.devices." + fd.name;
-  const ScoringKernel* k = fpga_kernel(*fd.model);
-  if (!k) throw ConfigError(where + ".kind: near_storage attention runs on a ku15p FPGA, not a " + fd.kind);
-  if (k->kind != ScoringKernelKind::FullAttention)
-    throw ConfigError(where + ".kernel: near_storage attention needs the full_attention kernel, not " +
-                      std::string(to_string(k->kind)));
-  if (k->bits != 16)
-    throw ConfigError(where + ".score_bits: near_storage attention reads the FP16 KV as stored; expected 16, got " +
-                      std::to_string(k->bits));
+  if (!fpga_kernel(*fd.model))
+    throw ConfigError("hardware.devices." + fd.name + ".kind: near_storage attention runs on a ku15p FPGA, not a " +
+                      fd.kind);
+  if (s_.model.dtype_bytes != 2)
+    throw ConfigError("model.dtype_bytes: near_storage attention's kernel reads FP16 KV; expected 2, got " +
+                      std::to_string(s_.model.dtype_bytes));
   for (size_t t = 0; t < s_.tier_dev.size(); ++t)
     if (static_cast<int>(s_.tier_dev[t]) == s_.ssd_dev) s_.storage_attention_tier = static_cast<int>(t);
   if (s_.storage_attention_tier < 0)
@@ -143,7 +140,7 @@ void Simulation::bind_storage_attention() {
   if (s_.pol.prefetch->depth() > 0 || s_.pol.prefetch->adapts_depth())
     throw ConfigError("policies.prefetch: near_storage attention needs each layer's query before the drive attends "
                       "its blocks, so selection cannot run ahead; expected depth 0 (\"none\")");
-  s_.fpga_attention_Bps = fpga_scoring_Bps(*k, k->clock_MHz);
+  s_.fpga_attention_Bps = s_.pol.eval->scoring()->attention_Bps();
 }
 
 // KV read through the GPU (not kept in its tier) lands in staging buffers:

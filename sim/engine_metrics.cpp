@@ -108,10 +108,6 @@ json engine_metrics(const EngineSetup& s, EngineCounters& c, const KvStore& kv, 
     }
     a["pcie_bytes"] = c.storage_attention_pcie_bytes;
     a["fpga_busy_s"] = c.fpga_score_s;
-    if (s.thermal) {
-      a["fpga_peak_temperature_C"] = c.thermal_peak_C;
-      a["fpga_throttled_fraction"] = end > 0 ? std::min(1.0, c.throttled_s / end) : 0.0;
-    }
     m["near_storage"] = a;
   } else if (s.pol.eval->scoring()) {
     json a;

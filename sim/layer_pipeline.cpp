@@ -380,7 +380,9 @@ void LayerPipeline::attend_in_storage(Slot& slot, uint32_t step, uint32_t layer)
   const JobId q = job(gpu, f, q_bytes, {}, -1, 0, "query");
   JobId read = kNoJob;
   if (nand > 0) read = job(ssd, f, nand, writes, -1, 0, "kv read");
-  const double fpga_s = std::max(fpga_kernel_s(kv_b / s_.fpga_attention_Bps), s_.fpga_mem.read_s(from_mem));
+  // The device's thermal clock belongs to its scoring kernel; no throttling
+  // of the attention kernel is reported, so it runs at its own clock.
+  const double fpga_s = std::max(kv_b / s_.fpga_attention_Bps, s_.fpga_mem.read_s(from_mem));
   writes.push_back(q);
   const JobId attn = job(0, 0, 0, std::move(writes), s_.fpga_dev, fpga_s, "attention");
   std::vector<JobId> done{attn};

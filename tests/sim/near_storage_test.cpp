@@ -18,9 +18,7 @@ json near_storage(int batch = 1, int context = 2048) {
   json cfg = load_json_file("configs/systems/near_storage_attention.json");
   cfg.erase("note");
   json hw = load_json_file("configs/hardware/rtx4090_ddr4_smartssd.json");
-  json over = cfg["hardware"];
-  over.erase("preset");
-  hw.merge_patch(over);
+  hw["tiers"] = cfg["hardware"]["tiers"];
   cfg["hardware"] = hw;
   cfg["model"] = load_json_file("configs/models/opt-6.7b.json");
   cfg["workload"] = {{"batch", batch}, {"context_tokens", context}, {"decode_steps", 6}, {"block_tokens", 128},
@@ -50,7 +48,7 @@ TEST_CASE("near-storage attention: exact, the drive's KV read on the FPGA, only 
   CHECK(a["kv_bytes_attended"].get<double>() == Approx(kv));
   CHECK(a["kv_bytes_read_nand"].get<double>() == Approx(kv));
   CHECK(link_bytes(m, "smartssd.read") == Approx(kv));
-  // 64 FP16 lanes at 200 MHz: 25.6 GB/s of K and V, unthrottled.
+  // 64 FP16 lanes at 200 MHz: 25.6 GB/s of K and V.
   CHECK(a["fpga_attention_GBps"].get<double>() == Approx(25.6));
   CHECK(a["fpga_busy_s"].get<double>() == Approx(kv / 25.6e9).epsilon(1e-6));
   // Up the host link: the partial outputs only (FP16 per head_dim and an
@@ -92,12 +90,12 @@ TEST_CASE("near-storage attention refuses what it cannot run, naming the JSON pa
   json ahead = near_storage();
   ahead["policies"]["prefetch"] = {{"name", "layer_ahead"}, {"depth", 1}};
   CHECK_THAT(error(ahead), Catch::Matchers::Contains("policies.prefetch"));
-  json qk = near_storage();
-  qk["hardware"]["devices"]["fpga"]["kernel"] = "qk_dot";
-  CHECK_THAT(error(qk), Catch::Matchers::Contains("hardware.devices.fpga.kernel"));
-  json int8 = near_storage();
-  int8["hardware"]["devices"]["fpga"]["score_bits"] = 8;
-  CHECK_THAT(error(int8), Catch::Matchers::Contains("hardware.devices.fpga.score_bits"));
+  json wide = near_storage();
+  wide["policies"]["evaluation"]["lanes"] = 128;  // 128 FP16 lanes: twice HillInfer's full-attention design
+  CHECK_THAT(error(wide), Catch::Matchers::Contains("policies.evaluation.lanes") && Catch::Matchers::Contains("KU15P"));
+  json fast = near_storage();
+  fast["policies"]["evaluation"]["clock_MHz"] = 350;  // the scoring kernel's clock, above full attention's 200
+  CHECK_THAT(error(fast), Catch::Matchers::Contains("policies.evaluation.clock_MHz"));
   json no_drive = near_storage();
   no_drive["hardware"]["tiers"] = {"dram"};
   CHECK_THAT(error(no_drive), Catch::Matchers::Contains("hardware.tiers"));
