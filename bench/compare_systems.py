@@ -60,10 +60,12 @@ SYSTEMS = [
     ("vllm_swap", ["gpu", "dram"], {}, "GPU with a CPU DRAM swap pool"),
     ("dram_offload", ["dram"], {}, "all KV in DRAM, nothing cached on the GPU"),
     ("ssd_offload", ["smartssd"], {}, "all KV on the SmartSSD, nothing cached on the GPU"),
+    ("near_storage_attention", ["smartssd"], {},
+     "all KV on the SmartSSD, attended in the drive by its FPGA; only queries and outputs cross PCIe"),
 ]
 
 EVAL_WORDS = {"exact": "dense", "trace": "oracle sparse (trace)", "app": "top-k (APP)", "topk": "top-k",
-              "quest": "Quest top-k"}
+              "quest": "Quest top-k", "near_storage": "dense, in the drive"}
 
 
 def policy_name(p):

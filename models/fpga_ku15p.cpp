@@ -1,6 +1,7 @@
 // The KU15P scoring accelerator as a device kind ("ku15p"): a compute device
 // whose throughput is that of its scoring kernel, checked to fit the part,
-// with the thermal model (models/thermal.h) governing its clock.
+// with the thermal model (models/thermal.h) governing its clock, and the DDR4
+// the part carries.
 #include "models/fpga_ku15p.h"
 
 #include <algorithm>
@@ -83,11 +84,16 @@ class Ku15p : public DeviceModel {
         integer("lanes", 128, "multiply-accumulates per cycle", 1, 65536),
         integer("score_bits", 8, "key precision the kernel is built for (4, 8 or 16)", 4, 16),
         num("max_utilization", 1.0, "share of each resource that placement and routing may use", 0.01, 1.0),
+        num("dram_GB", 4.0, "DDR4 attached to the FPGA, decimal GB (SmartSSD product brief: 4 GB); 0 = none", 0.0),
+        positive("dram_GBps", 19.2,
+                 "peak read bandwidth of that DDR4, GB/s (one 64-bit DDR4-2400 channel: 2400 MT/s x 8 B)"),
     };
     for (auto& t : thermal_params()) p.push_back(t);
     return p;
   }
   explicit Ku15p(const json& p) : thermal_(parse_thermal(p)) {
+    mem_.bytes = get_num(p, "dram_GB") * kGB;
+    mem_.Bps = get_num(p, "dram_GBps") * kGB;
     k_.kind = parse_kernel_kind(p.at("kernel").get<std::string>(), "kernel");
     k_.lanes = static_cast<int>(get_int(p, "lanes"));
     k_.bits = static_cast<int>(get_int(p, "score_bits"));
@@ -108,10 +114,12 @@ class Ku15p : public DeviceModel {
   }
   const ScoringKernel& kernel() const { return k_; }
   const ThermalParams& thermal() const { return thermal_; }
+  const FpgaMemory& memory() const { return mem_; }
 
  private:
   ScoringKernel k_;
   ThermalParams thermal_;
+  FpgaMemory mem_;
 };
 KVTIER_REGISTER(DeviceModel, Ku15p, "ku15p",
                 "Xilinx KU15P (SmartSSD FPGA) scoring engine: lanes x precision x clock, resource check, thermal clock");
@@ -123,6 +131,10 @@ const ScoringKernel* fpga_kernel(const DeviceModel& d) {
 const ThermalParams* fpga_thermal(const DeviceModel& d) {
   auto* f = dynamic_cast<const Ku15p*>(&d);
   return f ? &f->thermal() : nullptr;
+}
+const FpgaMemory* fpga_memory(const DeviceModel& d) {
+  auto* f = dynamic_cast<const Ku15p*>(&d);
+  return f ? &f->memory() : nullptr;
 }
 
 }  // namespace kvtier

@@ -53,11 +53,23 @@ void check_kernel_fits(const ScoringKernel& k, double max_utilization, const std
 // Bytes of keys scored per second at `clock_MHz`: lanes x bits/8 x clock.
 double fpga_scoring_Bps(const ScoringKernel& k, double clock_MHz);
 
-// For a device of kind "ku15p": its kernel and thermal parameters (to build a
-// ThermalModel per run); nullptr for any other kind.
+// The DDR4 attached to the FPGA (on the SmartSSD: 4 GB on one 64-bit
+// channel): a place data can live next to the kernel, read by it without
+// crossing PCIe or the NAND. Nothing but the FPGA's own kernels reaches it in
+// the model, so it is a capacity and a bandwidth, not a SimGrid link.
+struct FpgaMemory {
+  double bytes = 0;  // capacity; 0 = the FPGA has none
+  double Bps = 0;    // the kernel's read bandwidth from it
+  // Seconds the kernel needs to read `bytes` of it.
+  double read_s(double b) const { return Bps > 0 ? b / Bps : 0.0; }
+};
+
+// For a device of kind "ku15p": its kernel, thermal parameters (to build a
+// ThermalModel per run) and attached memory; nullptr for any other kind.
 class DeviceModel;
 struct ThermalParams;
 const ScoringKernel* fpga_kernel(const DeviceModel& d);
 const ThermalParams* fpga_thermal(const DeviceModel& d);
+const FpgaMemory* fpga_memory(const DeviceModel& d);
 
 }  // namespace kvtier

@@ -230,6 +230,22 @@ class ScoringSplit {
   // Whether keys are scored at decode step `step` (between scorings the
   // last selection is reused).
   virtual bool scores_at(uint32_t step) const = 0;
+  // Where the INT8/INT4 copy of the keys of the SmartSSD's blocks lives.
+  // false: on its NAND beside the FP16 KV, read by the FPGA at every
+  // scoring. true: in the FPGA's own memory (models/fpga_ku15p.h
+  // FpgaMemory) as far as it fits, kept up to date as blocks are written to
+  // the drive; the rest stays on NAND.
+  virtual bool key_copy_in_fpga_memory() const { return false; }
+  // true: the FPGA does not score but computes exact attention over the
+  // SmartSSD's blocks inside the drive (near-storage attention, InstInfer):
+  // the engine keeps those blocks off the GPU, sends the FPGA the layer's
+  // query and gets back the partial attention output; plan() and report()
+  // are then not called, and key_copy_in_fpga_memory() says whether the
+  // drive's FP16 KV is read from the FPGA's memory (as far as it fits).
+  virtual bool attends_in_storage() const { return false; }
+  // With attends_in_storage: bytes of K and V per second the attention
+  // kernel the system loads into the FPGA processes at its clock.
+  virtual double attention_Bps() const { return 0; }
 };
 
 // Importance evaluation: which blocks a step actually loads. Writes block

@@ -98,7 +98,26 @@ json engine_metrics(const EngineSetup& s, EngineCounters& c, const KvStore& kv, 
   m["prefetch"] = {{"prefetched_blocks", c.prefetch.prefetched_blocks}, {"used_blocks", c.prefetch.used_blocks},
                    {"accuracy", c.prefetch.accuracy()},                  {"coverage", c.prefetch.coverage()},
                    {"wasted_bytes", c.prefetch.wasted_bytes}};
-  if (s.pol.eval->scoring()) {
+  if (s.storage_attention_tier >= 0) {
+    // Near-storage attention: what the drive's FPGA did in place of the GPU.
+    json a;
+    a["fpga_attention_GBps"] = s.fpga_attention_Bps / 1e9;
+    a["attended_layers"] = c.scored_layers;
+    a["attended_tokens"] = c.storage_attention_tokens;
+    a["kv_bytes_attended"] = c.storage_attention_kv_bytes;
+    a["kv_bytes_read_nand"] = c.key_bytes_read_nand;
+    a["kv_copy"] = s.key_copy_tier >= 0 ? "fpga_dram" : "nand";
+    if (s.key_copy_tier >= 0) {
+      a["kv_bytes_read_fpga_memory"] = c.key_bytes_read_fpga_memory;
+      a["kv_copy_peak_bytes"] = c.key_copy_peak_bytes;
+      a["kv_copy_bytes_written"] = c.key_copy_bytes_written;
+      a["kv_copy_min_fit"] = c.key_copy_min_fit;
+      a["fpga_memory_bytes"] = s.fpga_mem.bytes;
+    }
+    a["pcie_bytes"] = c.storage_attention_pcie_bytes;
+    a["fpga_busy_s"] = c.fpga_score_s;
+    m["near_storage"] = a;
+  } else if (s.pol.eval->scoring()) {
     json a;
     a["beta_mean"] = c.scored_layers ? c.beta_sum / double(c.scored_layers) : 0.0;
     a["f_c_GBps"] = s.rates.f_c / 1e9;
@@ -108,6 +127,15 @@ json engine_metrics(const EngineSetup& s, EngineCounters& c, const KvStore& kv, 
     a["key_bytes_scored_fpga"] = c.key_bytes_scored_fpga;
     a["key_bytes_scored_gpu"] = c.key_bytes_scored_gpu;
     a["key_bytes_moved"] = c.key_bytes_moved;
+    a["key_bytes_read_nand"] = c.key_bytes_read_nand;
+    a["key_copy"] = s.key_copy_tier >= 0 ? "fpga_dram" : "nand";
+    if (s.key_copy_tier >= 0) {
+      a["key_bytes_read_fpga_memory"] = c.key_bytes_read_fpga_memory;
+      a["key_copy_peak_bytes"] = c.key_copy_peak_bytes;
+      a["key_copy_bytes_written"] = c.key_copy_bytes_written;
+      a["key_copy_min_fit"] = c.key_copy_min_fit;
+      a["fpga_memory_bytes"] = s.fpga_mem.bytes;
+    }
     a["scored_layers"] = c.scored_layers;
     a["beta_final"] = s.pol.eval->scoring()->beta();
     a["cpu_busy_s"] = c.cpu_score_s;

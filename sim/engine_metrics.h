@@ -45,6 +45,15 @@ struct EngineCounters {
   uint64_t scored_layers = 0;
   double key_bytes_scored_cpu = 0, key_bytes_scored_fpga = 0, key_bytes_scored_gpu = 0, key_bytes_moved = 0;
   double thermal_peak_C = 0, throttled_s = 0;
+  // The FPGA's reads of the SmartSSD's keys for scoring: from its NAND, and
+  // (key_copy fpga_dram) from the copy in its memory; that copy's most bytes
+  // held, the bytes written into it, its least share of the keys that fit,
+  // and the SmartSSD's host bytes written when it was last brought up to date.
+  double key_bytes_read_nand = 0, key_bytes_read_fpga_memory = 0;
+  // Near-storage attention: tokens and KV bytes the drive's FPGA attended,
+  // and the query and output bytes that crossed PCIe for it.
+  double storage_attention_tokens = 0, storage_attention_kv_bytes = 0, storage_attention_pcie_bytes = 0;
+  double key_copy_peak_bytes = 0, key_copy_bytes_written = 0, key_copy_min_fit = 1, key_copy_seen_written = 0;
   // MatKV's next request, loaded while this one decodes.
   double next_load_end = -1, next_load_bytes = 0;
   double next_copy_bytes = 0;  // what then crosses to the GPU (uncompressed where the CPU decompressed it)

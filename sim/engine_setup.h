@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "models/fpga_ku15p.h"
 #include "models/hardware.h"
 #include "models/llm.h"
 #include "models/thermal.h"
@@ -79,6 +80,16 @@ struct EngineSetup {
   double gpu_free_bytes = 0;
   ScoringRates rates;
   double fpga_compute_Bps = 0;  // the FPGA's kernel alone (its NAND read is a transfer)
+  // APP with the key copy in the FPGA's memory (ScoringSplit::
+  // key_copy_in_fpga_memory): that memory, and the SmartSSD's tier whose
+  // blocks' keys it holds (-1: the copy is on NAND).
+  FpgaMemory fpga_mem;
+  int key_copy_tier = -1;
+  // Near-storage attention (ScoringSplit::attends_in_storage): the SmartSSD's
+  // tier, whose blocks its FPGA attends in place (-1: none), and the FPGA's
+  // attention kernel rate in bytes of KV per second at its nominal clock.
+  int storage_attention_tier = -1;
+  double fpga_attention_Bps = 0;
   std::unique_ptr<ThermalModel> thermal;
   // policies.weights other than "gpu": where the weights live and how they
   // stream (null: every weight on the GPU, one batch, the default schedule).

@@ -96,6 +96,12 @@ class LayerPipeline {
   // The work queue of the CPU (attention, copies into pinned buffers).
   Stream& cpu_stream() { return tp_.stream(static_cast<size_t>(s_.cpu_dev), static_cast<size_t>(s_.cpu_dev)); }
   void score(Slot& slot, uint32_t step, uint32_t layer, uint32_t n);
+  // The share of the SmartSSD's keys its FPGA's memory holds (key_copy fpga_dram; 0 otherwise), brought up to date.
+  double key_copy_fit(double key_bytes_per_block);
+  // Near-storage attention of this layer's SmartSSD blocks (ScoringSplit::attends_in_storage).
+  void attend_in_storage(Slot& slot, uint32_t step, uint32_t layer);
+  // A kernel of `nominal_s` on the FPGA at the clock its temperature allows; advances the thermal model.
+  double fpga_kernel_s(double nominal_s);
   void append(uint64_t k);
   void compute(double seconds, const char* phase, int64_t step, uint32_t layer, uint64_t kv_blocks);
   void load_next_request();

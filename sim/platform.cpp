@@ -97,6 +97,7 @@ Platform::Platform(const Hardware& hw, const Topology& topo) : n_(hw.devices.siz
   controller_ = zone->create_host("kvtier.controller", 1e9);
   hosts_.assign(n_, nullptr);
   cores_.assign(n_, 1);
+  route_request_.assign(n_ * n_, 0.0);
   for (size_t i = 0; i < n_; ++i) {
     const auto& d = hw.devices[i];
     cores_[i] = std::max(1, d.model->cores());
@@ -208,16 +209,16 @@ Platform::~Platform() {
   if (g_active == this) g_active = nullptr;
 }
 
-// A transfer of `bytes` is issued as requests of request_bytes_ (the whole
+// A transfer of `bytes` is issued as requests of `request` (the whole
 // transfer when unknown or larger), as many outstanding as there are
 // requests, up to the device's queue limit.
-void Platform::requests(double bytes, double* req, int* qd) const {
+void Platform::requests(double request, double bytes, double* req, int* qd) {
   *req = bytes;
   *qd = 1;
-  if (request_bytes_ > 0 && request_bytes_ < bytes) {
-    *req = request_bytes_;
+  if (request > 0 && request < bytes) {
+    *req = request;
     // Relative slack so that k blocks' worth of bytes counts as k requests.
-    const double n = std::ceil(bytes / request_bytes_ * (1 - 1e-12));
+    const double n = std::ceil(bytes / request * (1 - 1e-12));
     *qd = static_cast<int>(std::min<double>(n, kMaxQueueDepth));
   }
 }
@@ -230,7 +231,7 @@ double Platform::bandwidth_factor(size_t from, size_t to, double bytes) const {
   if (f.read_dev || f.write_dev) {
     double req;
     int qd;
-    requests(bytes, &req, &qd);
+    requests(route_request_bytes(from, to), bytes, &req, &qd);
     if (f.read_dev) eff_min = std::min(eff_min, f.read_Bps * f.read_dev->read_efficiency(req, qd));
     if (f.write_dev) eff_min = std::min(eff_min, f.write_Bps * f.write_dev->write_efficiency(req, qd));
   }
@@ -257,7 +258,7 @@ double Platform::latency_factor(size_t from, size_t to, double bytes) const {
   if (f.read_dev || f.write_dev) {
     double req;
     int qd;
-    requests(bytes, &req, &qd);
+    requests(route_request_bytes(from, to), bytes, &req, &qd);
     double other = f.const_min_Bps;
     for (const auto& h : f.bw_curved) other = std::min(other, h.nominal_Bps * h.link->bandwidth_factor(h.forward, bytes));
     const double er = f.read_dev ? f.read_dev->read_efficiency(req, qd) : 1.0;

@@ -101,6 +101,19 @@ class Platform {
   // Call before running; it applies to transfers started afterwards.
   void set_request_bytes(double block_bytes) { request_bytes_ = block_bytes > 0 ? block_bytes : 0; }
   double request_bytes() const { return request_bytes_; }
+  // The request size of the transfers from `from` to `to` started from now
+  // on, where they are not whole blocks (the FPGA's reads of a block's key
+  // slice); 0: back to set_request_bytes'. SimGrid evaluates the factors
+  // when a transfer starts, in its own context, so this is kept per route:
+  // a stream sets it before each of its transfers, which it runs one at a
+  // time (sim/streams.cpp).
+  void set_route_request_bytes(size_t from, size_t to, double bytes) {
+    if (from < n_ && to < n_) route_request_[from * n_ + to] = bytes > 0 ? bytes : 0;
+  }
+  double route_request_bytes(size_t from, size_t to) const {
+    const double r = from < n_ && to < n_ ? route_request_[from * n_ + to] : 0.0;
+    return r > 0 ? r : request_bytes_;
+  }
 
   // The factors SimGrid applies to one transfer of `bytes` from device `from`
   // to device `to`: the rate is bandwidth_factor x the route's nominal
@@ -108,7 +121,8 @@ class Platform {
   // route(from, to).latency_s. 1 for a pair without a route.
   double bandwidth_factor(size_t from, size_t to, double bytes) const;
   double latency_factor(size_t from, size_t to, double bytes) const;
-  void requests(double bytes, double* req, int* qd) const;  // request size and queue depth of a transfer
+  // Request size and queue depth of a transfer of `bytes` issued as requests of `request`.
+  static void requests(double request, double bytes, double* req, int* qd);
 
  private:
   size_t n_;
@@ -120,6 +134,7 @@ class Platform {
   std::vector<RouteFactors> factors_;  // by from * n_ + to, like routes_
   std::unordered_map<const sg4::Host*, uint32_t> device_of_;  // host -> device index
   double request_bytes_ = 0;
+  std::vector<double> route_request_;  // by from * n_ + to; 0 = request_bytes_
 
   // Device indices of a SimGrid transfer's ends; false if either is not a device.
   bool ends(const sg4::Host* src, const sg4::Host* dst, size_t* from, size_t* to) const;

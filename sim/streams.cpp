@@ -132,6 +132,11 @@ void Stream::run() {
       relay->set_host(h);
       relay->start();
     }
+    // SimGrid evaluates the transfer's factors when the start is handled, so
+    // the request size goes with the route. A stream runs one transfer at a
+    // time, and the only jobs that set a size (the FPGA's key reads) go
+    // SmartSSD -> FPGA, a pair no other stream uses.
+    platform_.set_route_request_bytes(job.from, job.to, job.request_bytes);
     sg4::CommPtr c = sg4::Comm::sendto_async(platform_.host(job.from), platform_.host(job.to),
                                              static_cast<uint64_t>(job.bytes));
     c->wait();

@@ -58,6 +58,9 @@ struct TransferJob {
   // device's cores, sharing them with the device's other work. 0: the work
   // may use the whole device and `seconds` is its time there alone.
   uint32_t threads = 0;
+  // Size of the requests the transfer is issued as, where it is not made of
+  // whole blocks (Platform::set_request_bytes); 0: whole blocks.
+  double request_bytes = 0;
 };
 
 class Stream {

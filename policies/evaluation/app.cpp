@@ -31,6 +31,12 @@
 // here. The a.M/B terms are in the closed form only: the selected KV is
 // moved once, by the engine's fetch.
 //
+// Key copy: HillInfer does not say where the quantized keys live. With
+// key_copy "nand" the FPGA streams them off the drive's NAND at every
+// scoring (the literal reading of "keys streamed"); with "fpga_dram" they sit
+// in the FPGA's 4 GB DDR4 as far as they fit (the engine charges and splits
+// it, and keeps it current as blocks are written to the drive).
+//
 // Per step: HillInfer does not say how often it scores; scoring every key of
 // every layer at every step is the literal reading (score_interval 1).
 // With score_interval N the keys are scored every N-th step and the last
@@ -46,8 +52,8 @@ namespace kvtier {
 class AppSplit : public ScoringSplit {
  public:
   enum class Mode { Residence, ClosedForm, Fixed, Rebalance };
-  AppSplit(Mode mode, double beta, double m0, double gain, int bits, uint32_t interval)
-      : mode_(mode), fixed_beta_(beta), m0_(m0), gain_(gain), bits_(bits), interval_(interval) {}
+  AppSplit(Mode mode, double beta, double m0, double gain, int bits, uint32_t interval, bool key_copy_fpga)
+      : mode_(mode), fixed_beta_(beta), m0_(m0), gain_(gain), bits_(bits), interval_(interval), key_copy_fpga_(key_copy_fpga) {}
 
   void set_kept_fraction(double kept) { kept_ = kept; }
   void configure(const ScoringRates& r) override {
@@ -83,12 +89,14 @@ class AppSplit : public ScoringSplit {
   double beta() const override { return beta_; }
   int bits() const override { return bits_; }
   bool scores_at(uint32_t step) const override { return step % interval_ == 0; }
+  bool key_copy_in_fpga_memory() const override { return key_copy_fpga_; }
 
  private:
   Mode mode_;
   double fixed_beta_, m0_, gain_;
   int bits_;
   uint32_t interval_;
+  bool key_copy_fpga_;
   double kept_ = 0.2, a_c_ = 1, a_s_ = 1, beta_ = 0.5;
   ScoringPlan last_;
 };
@@ -109,6 +117,11 @@ class AppEvaluation : public EvaluationPolicy {
     p.push_back(integer("score_bits", 8, "precision keys are scored in (HillInfer: INT8/INT4); 16 = FP16", 4, 16));
     p.push_back(positive("key_range_sigmas", 4.0, "quantization clip range of the keys, in standard deviations"));
     p.push_back(integer("score_interval", 1, "decode steps between scorings (1: every step)", 1));
+    p.push_back(str("key_copy", "nand",
+                    "where the score_bits copy of the keys of the SmartSSD's blocks lives: nand (beside the FP16 KV, "
+                    "read from NAND by the FPGA at every scoring) or fpga_dram (in the FPGA's DDR4 as far as it fits, "
+                    "read there; the rest from NAND)",
+                    {"nand", "fpga_dram"}));
     p.push_back(num("gain", 0.5, "split rebalance: fraction of the way beta moves towards the measured optimum per step", 0.0, 1.0));
     return p;
   }
@@ -117,7 +130,8 @@ class AppEvaluation : public EvaluationPolicy {
         sinks_(uint32_t(get_int(p, "sinks"))),
         recent_(uint32_t(get_int(p, "recent"))),
         split_(mode(p.at("split").get<std::string>()), get_num(p, "beta"), get_num(p, "host_budget_GB") * 1e9,
-               get_num(p, "gain"), int(get_int(p, "score_bits")), uint32_t(get_int(p, "score_interval"))) {
+               get_num(p, "gain"), int(get_int(p, "score_bits")), uint32_t(get_int(p, "score_interval")),
+               p.at("key_copy").get<std::string>() == "fpga_dram") {
     const double bits = double(get_int(p, "score_bits"));
     const double step = 2.0 * get_num(p, "key_range_sigmas") / (std::pow(2.0, bits) - 1.0);
     sigma_ = bits >= 16 ? 0.0 : step / std::sqrt(12.0);

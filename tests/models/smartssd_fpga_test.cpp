@@ -119,3 +119,28 @@ TEST_CASE("Thresholds are configurable", "[thermal][fpga]") {
   CHECK(h.clock_MHz() == 250);
   CHECK_THROWS_WITH(test::make_device("ku15p", {{"throttle_clock_MHz", 400}}), Contains("throttle_clock_MHz"));
 }
+
+TEST_CASE("The SmartSSD's FPGA carries 4 GB of DDR4 read at one DDR4-2400 channel's 19.2 GB/s", "[fpga][fpga_memory]") {
+  auto f = test::make_device("ku15p", json::object());
+  const FpgaMemory* m = fpga_memory(*f);
+  REQUIRE(m != nullptr);
+  CHECK(m->bytes == Approx(4e9));
+  CHECK(m->Bps == Approx(2400e6 * 8));
+  // Reading 1 GB of keys from it takes 1 GB / 19.2 GB/s.
+  CHECK(m->read_s(1e9) == Approx(1e9 / 19.2e9));
+  auto g = test::make_device("ku15p", {{"dram_GB", 0}, {"dram_GBps", 25.6}});
+  CHECK(fpga_memory(*g)->bytes == 0);
+  CHECK(fpga_memory(*g)->read_s(1e9) == Approx(1e9 / 25.6e9));
+  // Only the FPGA kind has one.
+  auto s = test::make_device("smartssd", json::object());
+  CHECK(fpga_memory(*s) == nullptr);
+}
+
+TEST_CASE("Bad FPGA memory parameters are ConfigErrors naming the JSON path", "[fpga][fpga_memory][hardware]") {
+  json hw = test::one_tier_hw("nvme", {{"capacity_GB", 100}, {"read_GBps", 3}, {"write_GBps", 2}}, {{"pcie", "gen3x4"}});
+  hw["devices"]["fpga"] = {{"kind", "ku15p"}, {"dram_GB", -1}};
+  hw["links"]["fpga_link"] = {{"ends", {"root", "fpga"}}, {"pcie", "gen3x4"}};
+  CHECK_THAT(test::hardware_error(hw), Contains("hardware.devices.fpga.dram_GB"));
+  hw["devices"]["fpga"] = {{"kind", "ku15p"}, {"dram_GBps", 0}};
+  CHECK_THAT(test::hardware_error(hw), Contains("hardware.devices.fpga.dram_GBps"));
+}
