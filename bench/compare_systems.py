@@ -57,6 +57,11 @@ SYSTEMS = [
     ("vllm_swap", ["gpu", "dram"], {}, "GPU with a CPU DRAM swap pool"),
     ("dram_offload", ["dram"], {}, "all KV in DRAM, nothing cached on the GPU"),
     ("ssd_offload", ["smartssd"], {}, "all KV on the SmartSSD, nothing cached on the GPU"),
+    # HillInfer's comparators keep their overflow on a standard NVMe; the base has
+    # no drive but the SmartSSD, whose NAND stands in for it (its FPGA unused).
+    ("h2o_ssd_offload", ["gpu", "dram", "smartssd"], {}, "GPU, host memory, then the SSD (the SmartSSD's NAND as a plain drive)"),
+    ("leoam", ["gpu", "dram", "smartssd"], {}, "GPU, host memory, then the SSD (the SmartSSD's NAND as a plain drive)"),
+    ("flexgen_ssd", ["gpu", "dram", "smartssd"], {}, "all KV on the SSD (the SmartSSD's NAND as a plain drive), nothing cached on the GPU"),
 ]
 
 EVAL_WORDS = {"exact": "dense", "trace": "oracle sparse (trace)", "app": "top-k (APP)", "topk": "top-k",
