@@ -62,6 +62,11 @@ SYSTEMS = [
     ("ssd_offload", ["smartssd"], {}, "all KV on the SmartSSD, nothing cached on the GPU"),
     ("near_storage_attention", ["smartssd"], {},
      "all KV on the SmartSSD, attended in the drive by its FPGA; only queries and outputs cross PCIe"),
+    # HillInfer's comparators keep their overflow on a standard NVMe; the base has
+    # no drive but the SmartSSD, whose NAND stands in for it (its FPGA unused).
+    ("h2o_ssd_offload", ["gpu", "dram", "smartssd"], {}, "GPU, host memory, then the SSD (the SmartSSD's NAND as a plain drive)"),
+    ("leoam", ["gpu", "dram", "smartssd"], {}, "GPU, host memory, then the SSD (the SmartSSD's NAND as a plain drive)"),
+    ("flexgen_ssd", ["gpu", "dram", "smartssd"], {}, "all KV on the SSD (the SmartSSD's NAND as a plain drive), nothing cached on the GPU"),
 ]
 
 EVAL_WORDS = {"exact": "dense", "trace": "oracle sparse (trace)", "app": "top-k (APP)", "topk": "top-k",
