@@ -76,10 +76,9 @@ def past_context(cfg):
     return limit > 0 and w.get("context_tokens", 0) + w.get("decode_steps", 0) > limit
 
 
-def run(cfg, out_dir, tag, timeline=False):
+def run(cfg, out_dir, tag):
     """Run one config; returns {"metrics", "config", ...} or {"error": ...}.
-    A run past the model's trained context says so (workload.past_trained_context);
-    a binary that does not know the key yet runs without it (noted in the result)."""
+    A run past the model's trained context says so (workload.past_trained_context)."""
     os.makedirs(out_dir, exist_ok=True)
     path = os.path.join(out_dir, tag + ".json")
     cfg = copy.deepcopy(cfg)
@@ -88,51 +87,15 @@ def run(cfg, out_dir, tag, timeline=False):
     if past:
         cfg["workload"][PAST_CONTEXT_KEY] = True
     res_dir = os.path.join(out_dir, tag)
-    tl = os.path.join(out_dir, tag + ".timeline.json") if timeline else None
-    key_unknown = False
-    while True:
-        with open(path, "w") as f:
-            json.dump(cfg, f, indent=1)
-        p = subprocess.run([BIN, "run", path, "--out", res_dir, "-q"] + (["--timeline", tl] if tl else []),
-                           cwd=ROOT, capture_output=True, text=True)
-        msg = (p.stderr or p.stdout).strip()
-        if p.returncode != 0 and PAST_CONTEXT_KEY in msg and "unknown key" in msg and PAST_CONTEXT_KEY in cfg["workload"]:
-            del cfg["workload"][PAST_CONTEXT_KEY]  # this binary predates the key
-            key_unknown = True
-            continue
-        break
+    with open(path, "w") as f:
+        json.dump(cfg, f, indent=1)
+    p = subprocess.run([BIN, "run", path, "--out", res_dir, "-q"], cwd=ROOT, capture_output=True, text=True)
+    msg = (p.stderr or p.stdout).strip()
     if p.returncode != 0:
         return {"error": msg.splitlines()[-1] if msg else f"exit {p.returncode}"}
     with open(os.path.join(res_dir, "result.json")) as f:
         r = json.load(f)
-    out = {"metrics": r["metrics"], "config": r["config"], "past_context": past, "past_context_key_unknown": key_unknown}
-    if tl:
-        out["decode_gpu_busy_timeline"] = decode_gpu_busy_from_timeline(tl, r["metrics"])
-    return out
-
-
-def decode_gpu_busy_from_timeline(path, m):
-    """Share of decode time the GPU compute stream is busy, from the timeline
-    (decode slices are named 'step N Ll'; prefill's are not)."""
-    with open(path) as f:
-        t = json.load(f)
-    ev = t["traceEvents"] if isinstance(t, dict) else t
-    gpu = {(e["pid"], e["tid"]) for e in ev
-           if e.get("ph") == "M" and e.get("name") == "thread_name" and e["args"].get("name") == "gpu compute"}
-    busy = sum(e["dur"] for e in ev if e.get("ph") == "X" and (e["pid"], e["tid"]) in gpu
-               and e.get("name", "").startswith("step ")) / 1e6
-    return busy / m["decode_time_s"] if m.get("decode_time_s") else None
-
-
-def decode_gpu_busy(res):
-    """Share of decode time the GPU computes. The engine's gpu_busy_fraction
-    counts decode only where it also reports prefill's apart
-    (prefill_gpu_busy_fraction); before that it spans the whole run, and the
-    decode share comes from the run's timeline."""
-    m = res["metrics"]
-    if "prefill_gpu_busy_fraction" in m:
-        return m["gpu_busy_fraction"]
-    return res.get("decode_gpu_busy_timeline")
+    return {"metrics": r["metrics"], "config": r["config"], "past_context": past}
 
 
 def bound(m):
@@ -141,15 +104,18 @@ def bound(m):
     busy links (to 1%) the slowest one (lowest bandwidth) is the bound."""
     if "error" in m:
         return "-"
+    # Over decode: the figures the engine reports for decode alone (prefill
+    # is TTFT's, not the step's).
     end = m["simulated_time_s"] or 1.0
+    dec = m.get("decode_time_s") or end
     cands = [("GPU compute", m.get("gpu_busy_fraction", 0.0), 0.0)]
     app = m.get("app")
     if app:
-        cands.append(("FPGA scoring", app["fpga_busy_s"] / end, 0.0))
-        cands.append(("CPU scoring", app["cpu_busy_s"] / end, 0.0))
+        cands.append(("FPGA scoring", min(1.0, app["fpga_busy_s"] / dec), 0.0))
+        cands.append(("CPU scoring", min(1.0, app["cpu_busy_s"] / dec), 0.0))
     for name, l in m.get("links", {}).items():
         bw = l["bytes"] / (l["utilization"] * end) if l.get("utilization", 0) > 0 else float("inf")
-        cands.append((name, l.get("busy_fraction", 0.0), bw))
+        cands.append((name, l.get("decode_busy_fraction", l.get("busy_fraction", 0.0)), bw))
     name, frac, _ = min(cands, key=lambda c: (-round(c[1], 2), c[2]))
     return f"{name} ({frac:.0%} busy)"
 
@@ -222,7 +188,7 @@ def hillinfer_rows(fast):
                     c["policies"] = merge(c["policies"], e["policies"])
             runs[sysname] = c
         rows.append({"group": "HillInfer", "case": label, "claim_speedup": claim, "runs": runs, "family": family,
-                     "batch": batch, "host_GB": HOST_KV_GB, "timeline": True,
+                     "batch": batch, "host_GB": HOST_KV_GB,
                      "claim_batch25_tokens_per_s": 50.0 if batch == 25 else None})
     return rows
 
@@ -238,8 +204,7 @@ def hillinfer_interval_rows(fast):
         "model": model, "workload": wl, "policies": {"evaluation": {"score_interval": n}}}) for n in (1, 4, 16)}
     runs["h2o_ssd_offload"] = merge(base["h2o_ssd_offload"], {"model": model, "workload": wl})
     return [{"group": "HillInfer", "case": "OPT-6.7B, INT8 weights, scoring interval", "claim_speedup": 8.56,
-             "runs": runs, "interval_row": True, "family": "opt-6.7b", "batch": 1, "host_GB": HOST_KV_GB,
-             "timeline": True}]
+             "runs": runs, "interval_row": True, "family": "opt-6.7b", "batch": 1, "host_GB": HOST_KV_GB}]
 
 
 def hifc_rows(fast):
@@ -383,7 +348,7 @@ def metrics_row(res):
             "years": next((t.get("years_to_wear_out") for t in m["tiers"].values() if "years_to_wear_out" in t), None),
             "e2e_s": m["ttft_s"] + m["decode_time_s"],
             "bound": bound(m),
-            "decode_gpu_busy": decode_gpu_busy(res), "ssd_read_decode": ssd_read,
+            "decode_gpu_busy": m["gpu_busy_fraction"], "ssd_read_decode": ssd_read,
             "weights_gpu_GB": weights_gpu_GB, "weight_dtype": spec.get("weight_dtype", "same"),
             "gpu_footprint_GB": footprint, "kv_GB": kv_GB,
             "tier_peak_GB": {t: v.get("peak_bytes", 0) / 1e9 for t, v in kv_tiers.items()},
@@ -394,7 +359,7 @@ def metrics_row(res):
             "context_tokens": wl["context_tokens"], "decode_steps": wl["decode_steps"], "batch": wl["batch"],
             "model": spec["name"], "max_context_tokens": spec.get("max_context_tokens", 0),
             "placement_alpha": cfg["policies"].get("placement", {}).get("alpha"),
-            "past_context": res["past_context"], "past_context_key_unknown": res["past_context_key_unknown"]}
+            "past_context": res["past_context"]}
 
 
 def run_rows(rows, out_dir):
@@ -402,7 +367,7 @@ def run_rows(rows, out_dir):
         r["results"] = {}
         for name, cfg in r["runs"].items():
             tag = f"{r['group'].lower()}_{i}_{name}".replace(" ", "_").replace(",", "")
-            r["results"][name] = metrics_row(run(cfg, out_dir, tag, timeline=r.get("timeline", False)))
+            r["results"][name] = metrics_row(run(cfg, out_dir, tag))
         r["conditions"] = conditions(r)
     return rows
 
@@ -459,9 +424,7 @@ def hillinfer_conditions(r):
     out.append(cond("LongBench-36K context",
                     "LongBench-36K (seed 000, 1 and 5.1)",
                     f"{hi['context_tokens']:,} tokens, batch {hi['batch']}, {hi['decode_steps']} steps"
-                    + (f"; past {hi['model']}'s trained {hi['max_context_tokens']:,}"
-                       + (" (workload.past_trained_context not known to this binary: left out)"
-                          if hi["past_context_key_unknown"] else " (workload.past_trained_context)")
+                    + (f"; past {hi['model']}'s trained {hi['max_context_tokens']:,} (workload.past_trained_context)"
                        if hi["past_context"] else ""), hi["context_tokens"] == LONGBENCH_36K))
     alpha = hi["placement_alpha"]  # HKM's time-pinning share (policies.placement.alpha)
     pinned = alpha * hi["kv_GB"]
@@ -588,7 +551,7 @@ TESTBEDS = {
         "gpu -> dram -> smartssd), `h2o_ssd_offload.json`, `leoam.json`, `flexgen_ssd.json` (tiers gpu -> dram -> "
         "ssd: their overflow on the standard NVMe, the SmartSSD's FPGA unused). LongBench's 36K context, batch 1 "
         "unless the case says otherwise. Decode GPU busy is the share of decode time the GPU compute stream works "
-        "(gpu_busy_fraction once the engine counts decode alone, from the run's timeline before that); "
+        "(gpu_busy_fraction); "
         "1 - that share is the time the GPU waits on data, kvtier's measure of 'time on data migration'."),
     "MatKV": (f"`configs/systems/matkv.json` on its H100 + 4 x 9100 PRO RAID-0, {MATKV_DECODE_TOKENS} decode tokens "
               "(the seed's), loading against recomputing the 2,048-token prompt; end to end = TTFT + decode."),

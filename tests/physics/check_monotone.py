@@ -57,6 +57,13 @@ CASES = {
     "matkv": ("configs/systems/matkv.json", SHORT),
     "aios": ("configs/systems/aios.json", SHORT),
     "hifc_seed (serving)": ("configs/systems/hifc_seed.json", []),
+    "hillinfer, key copy in FPGA memory": ("configs/systems/hillinfer.json",
+                                           SHORT + ["workload.context_tokens=4096", "policies.evaluation.key_copy=fpga_dram"]),
+    "near_storage_attention": ("configs/systems/near_storage_attention.json", SHORT + ["workload.context_tokens=4096"]),
+    "h2o_ssd_offload": ("configs/systems/h2o_ssd_offload.json", SHORT + ["workload.context_tokens=8192"]),
+    "leoam": ("configs/systems/leoam.json", SHORT + ["workload.context_tokens=8192"]),
+    "flexgen_ssd": ("configs/systems/flexgen_ssd.json", SHORT + ["workload.context_tokens=8192"]),
+    "aios_70b": ("configs/systems/aios_70b.json", SHORT),
     "hifc_paper (serving)": ("configs/systems/hifc_paper.json", []),
     "vllm_swap (serving)": ("configs/systems/vllm_swap.json", []),
 }
