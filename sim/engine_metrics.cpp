@@ -191,10 +191,12 @@ json engine_metrics(const EngineSetup& s, EngineCounters& c, const KvStore& kv, 
   // Decode's share of each link's time: from the first decode step to the last step's end.
   m["links"] = link_metrics(platform, end);
   if (!c.step_end.empty()) {
+    // The snapshots follow platform.stats()' order (result.json's links are sorted by name).
     const double d = c.step_end.back() - c.decode_start;
-    size_t i = 0;
-    for (auto it = m["links"].begin(); it != m["links"].end() && i < c.link_busy_at_decode.size(); ++it, ++i)
-      (*it)["decode_busy_fraction"] = d > 0 ? std::min(1.0, (c.link_busy_after_decode[i] - c.link_busy_at_decode[i]) / d) : 0.0;
+    const auto& stats = platform.stats();
+    for (size_t i = 0; i < stats.size() && i < c.link_busy_at_decode.size() && i < c.link_busy_after_decode.size(); ++i)
+      m["links"][stats[i].name]["decode_busy_fraction"] =
+          d > 0 ? std::min(1.0, (c.link_busy_after_decode[i] - c.link_busy_at_decode[i]) / d) : 0.0;
   }
 
   return m;

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from conftest import DEFAULT_CONFIG
+from conftest import DEFAULT_CONFIG, ROOT
 
 CONTRACT = [
     "simulated_time_s",
@@ -173,3 +173,20 @@ def test_ttft_without_prefill_is_first_step(kvtier, tmp_path):
     first = (tmp_path / "o" / "steps.csv").read_text().splitlines()[1].split(",")
     assert float(first[1]) == 0.0
     assert m["ttft_s"] == pytest.approx(float(first[3]), rel=1e-12)
+
+
+def test_decode_busy_figures_belong_to_their_links(kvtier, tmp_path):
+    # HillInfer's testbed carries an idle NVMe link beside the SmartSSD's busy ones:
+    # a link that moved nothing is never busy, and a busy one is busy over decode too.
+    p = kvtier("run", "configs/systems/hillinfer.json", "--out", tmp_path / "o", "--set", "workload.decode_steps=6",
+               "--set", "workload.warmup_steps=1", "--set", "workload.context_tokens=4096",
+               "--set", "hardware=configs/hardware/rtx4090_ddr4_smartssd_nvme.json",
+               "--set", 'hardware.tiers=["gpu", "dram", "smartssd"]', cwd=ROOT)
+    assert p.returncode == 0, p.stderr
+    m = json.load(open(tmp_path / "o" / "result.json"))["metrics"]
+    for name, link in m["links"].items():
+        assert 0 <= link["decode_busy_fraction"] <= 1, name
+        if link["bytes"] == 0:
+            assert link["decode_busy_fraction"] == 0 and link["busy_fraction"] == 0, name
+    assert m["links"]["smartssd.read"]["decode_busy_fraction"] > 0.5  # the FPGA reads its keys every step
+    assert 0 < m["gpu_busy_fraction"] <= 1 and 0 < m["prefill_gpu_busy_fraction"] <= 1
