@@ -98,6 +98,18 @@ json engine_metrics(const EngineSetup& s, EngineCounters& c, const KvStore& kv, 
   m["prefetch"] = {{"prefetched_blocks", c.prefetch.prefetched_blocks}, {"used_blocks", c.prefetch.used_blocks},
                    {"accuracy", c.prefetch.accuracy()},                  {"coverage", c.prefetch.coverage()},
                    {"wasted_bytes", c.prefetch.wasted_bytes}};
+  // Where the FPGA's copy (keys for scoring, K and V for near-storage
+  // attention) lives and what it read from where; `what` is "key" or "kv".
+  auto fpga_copy = [&](json& a, const std::string& what) {
+    a[what + "_bytes_read_nand"] = c.key_bytes_read_nand;
+    a[what + "_copy"] = s.key_copy_tier >= 0 ? "fpga_dram" : "nand";
+    if (s.key_copy_tier < 0) return;
+    a[what + "_bytes_read_fpga_memory"] = c.key_bytes_read_fpga_memory;
+    a[what + "_copy_peak_bytes"] = c.key_copy_peak_bytes;
+    a[what + "_copy_bytes_written"] = c.key_copy_bytes_written;
+    a[what + "_copy_min_fit"] = c.key_copy_min_fit;
+    a["fpga_memory_bytes"] = s.fpga_mem.bytes;
+  };
   if (s.storage_attention_tier >= 0) {
     // Near-storage attention: what the drive's FPGA did in place of the GPU.
     json a;
@@ -105,15 +117,7 @@ json engine_metrics(const EngineSetup& s, EngineCounters& c, const KvStore& kv, 
     a["attended_layers"] = c.scored_layers;
     a["attended_tokens"] = c.storage_attention_tokens;
     a["kv_bytes_attended"] = c.storage_attention_kv_bytes;
-    a["kv_bytes_read_nand"] = c.key_bytes_read_nand;
-    a["kv_copy"] = s.key_copy_tier >= 0 ? "fpga_dram" : "nand";
-    if (s.key_copy_tier >= 0) {
-      a["kv_bytes_read_fpga_memory"] = c.key_bytes_read_fpga_memory;
-      a["kv_copy_peak_bytes"] = c.key_copy_peak_bytes;
-      a["kv_copy_bytes_written"] = c.key_copy_bytes_written;
-      a["kv_copy_min_fit"] = c.key_copy_min_fit;
-      a["fpga_memory_bytes"] = s.fpga_mem.bytes;
-    }
+    fpga_copy(a, "kv");
     a["pcie_bytes"] = c.storage_attention_pcie_bytes;
     a["fpga_busy_s"] = c.fpga_score_s;
     m["near_storage"] = a;
@@ -127,15 +131,7 @@ json engine_metrics(const EngineSetup& s, EngineCounters& c, const KvStore& kv, 
     a["key_bytes_scored_fpga"] = c.key_bytes_scored_fpga;
     a["key_bytes_scored_gpu"] = c.key_bytes_scored_gpu;
     a["key_bytes_moved"] = c.key_bytes_moved;
-    a["key_bytes_read_nand"] = c.key_bytes_read_nand;
-    a["key_copy"] = s.key_copy_tier >= 0 ? "fpga_dram" : "nand";
-    if (s.key_copy_tier >= 0) {
-      a["key_bytes_read_fpga_memory"] = c.key_bytes_read_fpga_memory;
-      a["key_copy_peak_bytes"] = c.key_copy_peak_bytes;
-      a["key_copy_bytes_written"] = c.key_copy_bytes_written;
-      a["key_copy_min_fit"] = c.key_copy_min_fit;
-      a["fpga_memory_bytes"] = s.fpga_mem.bytes;
-    }
+    fpga_copy(a, "key");
     a["scored_layers"] = c.scored_layers;
     a["beta_final"] = s.pol.eval->scoring()->beta();
     a["cpu_busy_s"] = c.cpu_score_s;
