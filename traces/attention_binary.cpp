@@ -170,7 +170,51 @@ BinaryTraceReader::BinaryTraceReader(const std::string& path) : AttentionFileSou
   if (!err.empty()) fail(err);
   if (tag == kEnd) ended_ = true;
   else if (tag != kRecords) fail("unexpected chunk " + tag_name(tag));
+  if (!ended_) verify_end();
   guard.r = nullptr;
+}
+
+// A run reads only the records it needs and may stop short of the END
+// chunk, so the END chunk is checked before any record is used: the chunk
+// headers are walked (their data skipped, not decompressed) to the END
+// chunk, whose count must match both the records the chunks hold and the
+// header's promise. The first decode chunk stays in raw_.
+void BinaryTraceReader::verify_end() {
+  const long here = std::ftell(f_);
+  const uint64_t no = chunk_no_, offset = chunk_offset_;
+  std::fseek(f_, 0, SEEK_END);
+  const uint64_t size = static_cast<uint64_t>(std::ftell(f_));
+  std::fseek(f_, here, SEEK_SET);
+  uint64_t records = chunk_records_;
+  for (;;) {
+    chunk_offset_ = static_cast<uint64_t>(std::ftell(f_));
+    ++chunk_no_;
+    unsigned char b[16];
+    const size_t got = std::fread(b, 1, 16, f_);
+    if (got != 16)
+      fail(got == 0 ? "file ends without its END chunk (truncated)" : "file ends inside a chunk header (truncated)");
+    const uint32_t tag = get_u32(b), count = get_u32(b + 4), raw = get_u32(b + 8), comp = get_u32(b + 12);
+    if (chunk_offset_ + 16 + comp > size) fail("file ends inside a chunk (truncated)");
+    if (tag == kRecords) {
+      records += count;
+      std::fseek(f_, static_cast<long>(comp), SEEK_CUR);
+      continue;
+    }
+    if (tag != kEnd) fail("unexpected chunk " + tag_name(tag) + " among the decode records");
+    std::vector<unsigned char> c(comp), r(8);
+    if (raw != 8 || std::fread(c.data(), 1, comp, f_) != comp) fail("END chunk must hold the record count");
+    const size_t n = ZSTD_decompressDCtx(static_cast<ZSTD_DCtx*>(dctx_), r.data(), r.size(), c.data(), comp);
+    if (ZSTD_isError(n) || n != 8) fail("damaged END chunk");
+    uint64_t total = 0;
+    for (int i = 0; i < 8; ++i) total |= static_cast<uint64_t>(r[i]) << (8 * i);
+    if (total != records || total != record_count())
+      fail("its END chunk says " + std::to_string(total) + " records, its chunks hold " + std::to_string(records) +
+           " and the header promises " + std::to_string(record_count()));
+    break;
+  }
+  std::fseek(f_, here, SEEK_SET);
+  chunk_no_ = no;
+  chunk_offset_ = offset;
 }
 
 BinaryTraceReader::~BinaryTraceReader() {

@@ -36,6 +36,9 @@ class BinaryTraceReader : public AttentionFileSource {
   [[noreturn]] void fail(const std::string& what) const;
   // Reads the next chunk into raw_; returns its tag.
   uint32_t read_chunk();
+  // Walks the chunk headers to the END chunk and checks its count, then
+  // comes back to where it was.
+  void verify_end();
   uint64_t varint();
   uint32_t u32();  // a varint that must be a step, layer or sequence number (no 32-bit wrap-around)
   float mass();

@@ -93,7 +93,35 @@ def gen_unreadable(path):
     path.chmod(0)
 
 
-GENERATORS = {"binary": gen_binary, "deep_config": gen_deep_config, "deep_sweep": gen_deep_sweep,
+def captured_trace_chunks():
+    """The captured stories260K trace as its 12-byte start and its chunks (tag, count, raw, payload)."""
+    data = (ROOT / "traces" / "data" / "stories260K.trace").read_bytes()
+    chunks, pos = [], 12
+    while pos < len(data):
+        tag, count, raw, comp = data[pos:pos + 4], *(int.from_bytes(data[pos + i:pos + i + 4], "little") for i in (4, 8, 12))
+        chunks.append((tag, count, raw, data[pos + 16:pos + 16 + comp]))
+        pos += 16 + comp
+    return data[:12], chunks
+
+
+def gen_cut_end(path):
+    # A valid trace whose END chunk is cut short: the run needs only its first records.
+    path.write_bytes((ROOT / "traces" / "data" / "stories260K.trace").read_bytes()[:-5])
+
+
+def gen_end_2_40(path):
+    # A valid trace whose END chunk promises 2^40 records (a zstd frame holding one raw block).
+    start, chunks = captured_trace_chunks()
+    frame = bytes.fromhex("28b52ffd") + bytes([0x20, 8]) + (1 | 8 << 3).to_bytes(3, "little") + (1 << 40).to_bytes(8, "little")
+    out = bytearray(start)
+    for tag, count, raw, payload in chunks:
+        if tag == b"END.":
+            payload = frame
+        out += tag + count.to_bytes(4, "little") + raw.to_bytes(4, "little") + len(payload).to_bytes(4, "little") + payload
+    path.write_bytes(bytes(out))
+
+
+GENERATORS = {"binary": gen_binary, "cut_end": gen_cut_end, "end_2_40": gen_end_2_40, "deep_config": gen_deep_config, "deep_sweep": gen_deep_sweep,
               "deep_mooncake": gen_deep_mooncake, "huge_line": gen_huge_line, "damaged_binary": gen_damaged_binary,
               "unreadable": gen_unreadable, "big_config": gen_big_config, "huge_mooncake": gen_huge_mooncake,
               "deep_trace_header": gen_deep_trace_header}
