@@ -347,8 +347,12 @@ void write_doc_section(const std::string& doc, const std::string& section) {
 
 int validate(const Options& o, const std::string& command) {
   std::error_code ec;
-  fs::create_directories(o.out, ec);
-  if (ec) throw ConfigError("--out " + o.out + ": cannot create the directory: " + ec.message());
+  // The output folder is made once there is something to write: a given
+  // measurement is checked first, and a bad one leaves nothing behind.
+  auto make_out = [&] {
+    fs::create_directories(o.out, ec);
+    if (ec) throw ConfigError("--out " + o.out + ": cannot create the directory: " + ec.message());
+  };
   const std::string self = self_exe();
   const std::string tools = o.tools.empty() ? (fs::path(self).parent_path() / "cuda_validate").string() : o.tools;
   const std::string log = (fs::path(o.out) / "validate.log").string();
@@ -363,6 +367,7 @@ int validate(const Options& o, const std::string& command) {
   // 1. Measurement.
   std::string mfile = o.measurement;
   if (mfile.empty()) {
+    make_out();
     mfile = (fs::path(o.out) / "measurement.json").string();
     std::vector<std::string> a = {tool("kvtier_host_probe"), "--out", mfile};
     if (o.quick) a.push_back("--quick");
@@ -382,6 +387,21 @@ int validate(const Options& o, const std::string& command) {
   if (!o.paths_only && storage.contains("skipped"))
     throw ConfigError(mfile + ": storage.skipped: " + storage["skipped"].get<std::string>() +
                       " (validation needs the storage paths; pass --dir)");
+
+  // A measurement with no probe to hold sizes out of would report "0 of 0
+  // paths" and pass: refused before anything is written.
+  {
+    size_t usable = 0;
+    for (const auto& p : host_paths(m)) {
+      const HeldOut h = held_out(m, p, mfile + ": ");
+      usable += !h.test.empty() && h.train.size() >= 2;
+    }
+    if (usable == 0)
+      throw ConfigError(mfile + ": probes: no path with samples at three or more sizes (numbers) to fit and hold "
+                        "out; expected a measurement written by kvtier_host_probe or cuda_validate");
+  }
+
+  make_out();
 
   // 2. Host calibration and hardware from the whole measurement.
   HostFitOptions ho;
