@@ -140,6 +140,8 @@ def load_sweep_table(path):
                     rows.append({k: _number(v) if v != "" else None for k, v in r.items()})
         except FileNotFoundError:
             raise kr.ResultError("%s: no such file" % path)
+        except UnicodeDecodeError as e:
+            raise kr.ResultError("%s: byte %d: not UTF-8 text (expected a sweep's CSV)" % (path, e.start))
         except (OSError, csv.Error) as e:
             raise kr.ResultError("%s: cannot read: %s" % (path, e))
         manifest = path[:-4] + ".manifest.json"
@@ -159,6 +161,8 @@ def load_sweep_table(path):
                 obj = json.loads(line)
             except json.JSONDecodeError as e:
                 raise kr.ResultError("%s:%d: invalid JSON: %s" % (path, n, e.msg))
+            except (ValueError, RecursionError) as e:
+                raise kr.ResultError("%s:%d: cannot read its JSON: %s" % (path, n, " ".join(str(e).split())[:200]))
             res = kr.check_result(kr._unwrap(obj), "%s:%d" % (path, n))
             row = {"_result": res}
             _flat(res["metrics"], "", row)

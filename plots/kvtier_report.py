@@ -226,19 +226,35 @@ def render(inp, timeline=None):
             "<style>%s</style><script>%s</script></head><body>\n%s\n</body></html>\n" % (CSS, SCRIPT, "\n".join(parts)))
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors as one line with exit status 2, under the name the user typed."""
+
+    def error(self, message):
+        kr.die(self.prog, message)
+
+
 def main(argv=None):
     kp.setup_style()
-    ap = argparse.ArgumentParser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    # `kvtier report` runs this script as `--as kvtier`: its errors then read "kvtier: error: ...".
+    prog = PROG
+    if argv is None:
+        argv = sys.argv[1:]
+    if argv[:1] == ["--as"] and len(argv) >= 2:
+        prog, argv = argv[1], argv[2:]
+    ap = _Parser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("input", help="result.json, a run folder, or a sweep's .jsonl or .csv")
     ap.add_argument("-o", "--output", default="report.html")
     ap.add_argument("--timeline", help="the run's --timeline file (default: timeline.json beside result.json)")
     args = ap.parse_args(argv)
     try:
+        kr.check_writable(args.output, "-o")
         page = render(args.input, args.timeline)
+        kr.write_text_atomic(args.output, page)
     except kr.ResultError as e:
-        kr.die(PROG, e)
-    kr.write_text_atomic(args.output, page)
-    print("%s: wrote %s" % (PROG, args.output))
+        kr.die(prog, e)
+    except OSError as e:
+        kr.die(prog, "-o %s: cannot write: %s" % (args.output, e.strerror or e))
+    print("%s: wrote %s" % (prog, args.output))
     return 0
 
 

@@ -56,16 +56,27 @@ def _read_text(path):
             return f.read()
     except FileNotFoundError:
         raise ResultError("%s: no such file" % path)
+    except IsADirectoryError:
+        raise ResultError("%s: is a folder, expected a file" % path)
+    except UnicodeDecodeError as e:
+        raise ResultError("%s: byte %d: not UTF-8 text (expected a kvtier result, JSON lines or CSV)" % (path, e.start))
     except OSError as e:
         raise ResultError("%s: cannot read: %s" % (path, e.strerror or e))
 
 
-def _load_json(path):
-    text = _read_text(path)
+def json_loads(text, where):
+    """json.loads with every failure as a ResultError naming `where`: invalid
+    JSON, and numbers Python will not parse (an integer past its digit limit)."""
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
-        raise ResultError("%s:%d:%d: invalid JSON: %s" % (path, e.lineno, e.colno, e.msg))
+        raise ResultError("%s:%d:%d: invalid JSON: %s" % (where, e.lineno, e.colno, e.msg))
+    except (ValueError, RecursionError) as e:
+        raise ResultError("%s: cannot read its JSON: %s" % (where, " ".join(str(e).split())[:200]))
+
+
+def _load_json(path):
+    return json_loads(_read_text(path), path)
 
 
 def load_results(path):
@@ -77,6 +88,8 @@ def load_results(path):
         obj = json.loads(text)
     except json.JSONDecodeError:
         obj = None
+    except (ValueError, RecursionError) as e:
+        raise ResultError("%s: cannot read its JSON: %s" % (path, " ".join(str(e).split())[:200]))
     if obj is not None:
         return [(path, check_result(_unwrap(obj), path))]
     out, order = [], []
@@ -88,6 +101,8 @@ def load_results(path):
             obj = json.loads(line)
         except json.JSONDecodeError as e:
             raise ResultError("%s:%d: invalid JSON: %s" % (where, e.colno, e.msg))
+        except (ValueError, RecursionError) as e:
+            raise ResultError("%s: cannot read its JSON: %s" % (where, " ".join(str(e).split())[:200]))
         out.append((where, check_result(_unwrap(obj), where)))
         order.append(obj.get("index") if isinstance(obj, dict) else None)
     if not out:
@@ -297,6 +312,26 @@ def save_figure(fig, path):
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def check_writable(path, flag):
+    """The output file's folder exists or can be made, and can be written: checked
+    before any work, so that a bad -o costs nothing and leaves nothing."""
+    d = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise ResultError("%s %s: is a folder; expected a file name" % (flag, path))
+    probe = d
+    while not os.path.exists(probe):
+        probe = os.path.dirname(probe)
+    if not os.path.isdir(probe):
+        raise ResultError("%s %s: %s is not a folder" % (flag, path, probe))
+    # A file made and removed at once: access() says yes to root where nothing can be written (/proc).
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=probe)
+        os.close(fd)
+        os.unlink(tmp)
+    except OSError as e:
+        raise ResultError("%s %s: cannot write in %s: %s" % (flag, path, probe, e.strerror or e))
 
 
 def write_text_atomic(path, text):

@@ -36,7 +36,7 @@ int run_report(const ReportArgs& a) {
   if (!a.timeline.empty() && !fs::is_regular_file(a.timeline, ec)) throw ConfigError("--timeline " + a.timeline + ": no such file");
   const std::string script = (fs::path(KVTIER_SOURCE_DIR) / "plots" / "kvtier_report.py").string();
   if (!fs::is_regular_file(script, ec)) throw ConfigError(script + ": the report script is missing from the kvtier source tree");
-  std::vector<std::string> args{python(), script, a.input, "-o", a.out};
+  std::vector<std::string> args{python(), script, "--as", "kvtier", a.input, "-o", a.out};
   if (!a.timeline.empty()) {
     args.push_back("--timeline");
     args.push_back(a.timeline);
