@@ -187,13 +187,7 @@ void BinaryTraceReader::verify_end() {
   std::fseek(f_, here, SEEK_SET);
   uint64_t records = chunk_records_;
   for (;;) {
-    chunk_offset_ = static_cast<uint64_t>(std::ftell(f_));
-    ++chunk_no_;
-    unsigned char b[16];
-    const size_t got = std::fread(b, 1, 16, f_);
-    if (got != 16)
-      fail(got == 0 ? "file ends without its END chunk (truncated)" : "file ends inside a chunk header (truncated)");
-    const uint32_t tag = get_u32(b), count = get_u32(b + 4), raw = get_u32(b + 8), comp = get_u32(b + 12);
+    const auto [tag, count, raw, comp] = read_chunk_header();
     if (chunk_offset_ + 16 + comp > size) fail("file ends inside a chunk (truncated)");
     if (tag == kRecords) {
       records += count;
@@ -222,14 +216,18 @@ BinaryTraceReader::~BinaryTraceReader() {
   ZSTD_freeDCtx(static_cast<ZSTD_DCtx*>(dctx_));
 }
 
-uint32_t BinaryTraceReader::read_chunk() {
+BinaryTraceReader::ChunkHeader BinaryTraceReader::read_chunk_header() {
   chunk_offset_ = static_cast<uint64_t>(std::ftell(f_));
   ++chunk_no_;
   unsigned char b[16];
   const size_t got = std::fread(b, 1, 16, f_);
   if (got != 16)
     fail(got == 0 ? "file ends without its END chunk (truncated)" : "file ends inside a chunk header (truncated)");
-  const uint32_t tag = get_u32(b), count = get_u32(b + 4), raw = get_u32(b + 8), comp = get_u32(b + 12);
+  return {get_u32(b), get_u32(b + 4), get_u32(b + 8), get_u32(b + 12)};
+}
+
+uint32_t BinaryTraceReader::read_chunk() {
+  const auto [tag, count, raw, comp] = read_chunk_header();
   if (tag != kHead && tag != kPrompt && tag != kRecords && tag != kEnd) fail("unknown chunk tag " + tag_name(tag));
   if (raw > kMaxRaw || comp > ZSTD_compressBound(raw) + 64)
     fail("chunk sizes " + std::to_string(raw) + " / " + std::to_string(comp) + " are implausible (damaged file)");

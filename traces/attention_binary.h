@@ -36,6 +36,11 @@ class BinaryTraceReader : public AttentionFileSource {
   [[noreturn]] void fail(const std::string& what) const;
   // Reads the next chunk into raw_; returns its tag.
   uint32_t read_chunk();
+  // The next chunk's 16-byte header (tag, record count, raw and compressed sizes).
+  struct ChunkHeader {
+    uint32_t tag, count, raw, comp;
+  };
+  ChunkHeader read_chunk_header();
   // Walks the chunk headers to the END chunk and checks its count, then
   // comes back to where it was.
   void verify_end();

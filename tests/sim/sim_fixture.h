@@ -90,16 +90,20 @@ struct Transfer {
   std::string from, to;
   double bytes;
   std::vector<size_t> after;
+  double request_bytes = 0;  // the requests it is issued as (TransferJob::request_bytes); 0: the platform's
 };
 
-// Runs the transfers on `hw` (in a child) and returns each one's finish time.
-inline std::vector<double> finish_times(const json& hw, const std::vector<Transfer>& transfers) {
+// Runs the transfers on `hw` (in a child) and returns each one's finish time;
+// `platform_request_bytes` > 0 sets the platform's request size (Platform::set_request_bytes).
+inline std::vector<double> finish_times(const json& hw, const std::vector<Transfer>& transfers,
+                                        double platform_request_bytes = 0) {
   json m = in_child([&] {
     json hwc = hw;
     Hardware h = parse_hardware(hwc, "hardware");
     Topology topo(h);
     start_simgrid();
     Platform p(h, topo);
+    if (platform_request_bytes > 0) p.set_request_bytes(platform_request_bytes);
     JobBoard board;
     Timeline tl;
     std::vector<std::unique_ptr<Stream>> streams;
@@ -110,8 +114,10 @@ inline std::vector<double> finish_times(const json& hw, const std::vector<Transf
       std::vector<JobId> deps;
       for (size_t j : t.after) deps.push_back(ids[j]);
       streams.push_back(std::make_unique<Stream>("t" + std::to_string(i), p, board, tl));
-      streams.back()->submit(TransferJob{ids[i], static_cast<size_t>(h.device_index(t.from)),
-                                         static_cast<size_t>(h.device_index(t.to)), t.bytes, deps});
+      TransferJob job{ids[i], static_cast<size_t>(h.device_index(t.from)), static_cast<size_t>(h.device_index(t.to)),
+                      t.bytes, deps};
+      job.request_bytes = t.request_bytes;
+      streams.back()->submit(std::move(job));
       streams.back()->start();
     }
     // One waiter per transfer, so each time is its own whatever the order.
