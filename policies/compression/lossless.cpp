@@ -8,7 +8,7 @@
 // values share the ratio.
 //
 // `where` says which processor runs the codec, and so where the data is
-// uncompressed (sim/transfer_planner.cpp). On the CPU ("cpu"), the cores
+// uncompressed (sim/platform/transfer_planner.cpp). On the CPU ("cpu"), the cores
 // read the compressed bytes out of host memory (after a drive has read them
 // there) and write the restored bytes into a staging buffer, from which they
 // cross to the GPU uncompressed; `threads` of them work at once, bounded by

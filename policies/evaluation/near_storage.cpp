@@ -6,7 +6,7 @@
 // they fit), computes their part of attention with the full-attention kernel
 // (models/fpga_ku15p.h: 89% LUT / 78% DSP at 200 MHz) and returns the
 // partial output; the GPU attends the rest and merges the two. The engine
-// simulates the drive's side (sim/layer_pipeline.cpp); this policy says
+// simulates the drive's side (sim/engine/layer_pipeline.cpp); this policy says
 // that it happens, which kernel the system loads into the FPGA (a bitstream
 // is the system's choice, not the hardware's: the same SmartSSD runs
 // HillInfer's scoring kernel or this one) and where the drive's KV is read

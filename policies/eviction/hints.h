@@ -1,7 +1,7 @@
 // Optional knowledge a driver of eviction policies can give them beyond the
 // EvictionPolicy callbacks. A policy that wants it implements one of these
 // interfaces as well; a driver finds it with dynamic_cast and feeds it. The
-// replay (sim/replay.h) feeds both; a driver that does not leaves policies
+// replay (sim/replay/replay.h) feeds both; a driver that does not leaves policies
 // with ghost lists less adaptive and refuses Belady at setup.
 #pragma once
 

@@ -1,4 +1,4 @@
-// The configuration loader (sim/config.cpp): preset expansion of a config
+// The configuration loader (sim/core/config.cpp): preset expansion of a config
 // file, `--set PATH=VALUE` overrides (apply_set), the top-level checks, and
 // the validation of every component that constructing a Simulation does
 // (it does not start SimGrid). Input: the config file's text, then up to
@@ -6,8 +6,8 @@
 // input are found as for any config: next to it, then in the source tree.
 #include <cstring>
 
-#include "sim/config.h"
-#include "sim/engine.h"
+#include "sim/core/config.h"
+#include "sim/engine/engine.h"
 #include "tests/fuzz/fuzz_input.h"
 
 using namespace kvtier;

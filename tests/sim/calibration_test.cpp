@@ -5,8 +5,8 @@
 
 #include "models/nvme.h"
 #include "models/topology.h"
-#include "sim/platform.h"
-#include "sim/streams.h"
+#include "sim/platform/platform.h"
+#include "sim/platform/streams.h"
 #include "sim_fixture.h"
 
 using namespace kvtier;

@@ -5,8 +5,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "sim/config.h"
-#include "sim/engine.h"
+#include "sim/core/config.h"
+#include "sim/engine/engine.h"
 
 using namespace kvtier;
 namespace fs = std::filesystem;

@@ -5,7 +5,7 @@
 
 #include <cstdlib>
 
-#include "sim/invariants.h"
+#include "sim/engine/invariants.h"
 #include "sim_fixture.h"
 
 using namespace kvtier;

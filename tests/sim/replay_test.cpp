@@ -2,9 +2,9 @@
 #include <map>
 #include <set>
 
-#include "sim/config.h"
+#include "sim/core/config.h"
 #include "policies/policy.h"
-#include "sim/replay.h"
+#include "sim/replay/replay.h"
 #include "traces/request_synthetic.h"
 
 using namespace kvtier;

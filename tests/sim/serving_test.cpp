@@ -7,8 +7,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "sim/scheduler.h"
-#include "sim/serving.h"
+#include "sim/serving/scheduler.h"
+#include "sim/serving/serving.h"
 #include "sim_fixture.h"
 
 using namespace kvtier;

@@ -12,10 +12,10 @@
 #include <string>
 
 #include "models/param.h"
-#include "sim/config.h"
-#include "sim/engine.h"
-#include "sim/platform.h"
-#include "sim/streams.h"
+#include "sim/core/config.h"
+#include "sim/engine/engine.h"
+#include "sim/platform/platform.h"
+#include "sim/platform/streams.h"
 
 namespace kvtier::test {
 

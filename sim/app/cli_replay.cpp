@@ -1,0 +1,418 @@
+#include "sim/app/cli_replay.h"
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <unordered_map>
+
+#include "models/llm.h"
+#include "policies/policy.h"
+#include "sim/core/config.h"
+#include "sim/replay/replay.h"
+#include "sim/core/result.h"
+#include "traces/oracle_general.h"
+#include "traces/request_synthetic.h"
+
+namespace fs = std::filesystem;
+
+namespace kvtier {
+namespace {
+
+struct ReplayCli {
+  std::string trace, synthetic, model = "llama-13b", out, csv, semantics = "block", admission = "always";
+  std::vector<std::string> policies, capacities, tiers, policy_params;
+  uint32_t block_tokens = 0, repeat = 1;
+  bool inclusive = false, no_promote = false, stack = false, timing = false, quiet = false, stream = false;
+};
+
+struct ExportCli {
+  std::string trace, synthetic, format = "oracleGeneral", out;
+  uint32_t object_size = 1, repeat = 1;
+  bool dense = false;
+};
+
+std::unique_ptr<RequestSource> open_input(const std::string& trace, const std::string& synthetic) {
+  if (!synthetic.empty()) {
+    json p = load_json_file(synthetic);
+    return std::make_unique<SyntheticRequests>(p, synthetic);
+  }
+  if (trace.empty()) throw ConfigError("give a request trace file or --synthetic GENERATOR.json");
+  return open_request_trace(trace);
+}
+
+LlmSpec load_model(const std::string& m) {
+  std::string path = m;
+  if (path.find('/') == std::string::npos && path.find(".json") == std::string::npos)
+    path = "configs/models/" + m + ".json";
+  json j = load_json_file(find_data_file(path, "", "--model"));
+  return parse_llm(j, "--model " + m);
+}
+
+// "1000" blocks, "12GiB" / "500MB" / "1e9B" bytes, "10%" of the distinct blocks.
+uint64_t parse_capacity(const std::string& s, uint64_t block_bytes, uint64_t distinct) {
+  size_t pos = 0;
+  double v = 0;
+  try {
+    v = std::stod(s, &pos);
+  } catch (const std::exception&) {
+    pos = 0;
+  }
+  std::string unit = s.substr(pos);
+  static const std::vector<std::pair<std::string, double>> units = {
+      {"", 0},          {"blocks", 0},    {"%", -1},        {"B", 1},         {"KB", 1e3},
+      {"MB", 1e6},      {"GB", 1e9},      {"TB", 1e12},     {"KiB", 1024.0},  {"MiB", 1048576.0},
+      {"GiB", 1073741824.0}, {"TiB", 1099511627776.0}};
+  auto it = std::find_if(units.begin(), units.end(), [&](const auto& u) { return u.first == unit; });
+  if (pos == 0 || it == units.end() || !(v > 0) || !std::isfinite(v))
+    throw ConfigError("capacity '" + s +
+                      "': expected a positive number of blocks, bytes with a unit (B, KB, MB, GB, TB, KiB, MiB, GiB, "
+                      "TiB) or a percentage of the distinct blocks (10%)");
+  double blocks = it->second == 0 ? v : it->second < 0 ? v / 100.0 * double(distinct) : v * it->second / double(block_bytes);
+  if (blocks < 1) throw ConfigError("capacity '" + s + "' is less than one block");
+  if (blocks > 1e15) throw ConfigError("capacity '" + s + "' is more than 1e15 blocks");
+  return uint64_t(std::floor(blocks + 1e-9));
+}
+
+json policy_json(const std::string& name, const std::vector<std::string>& params) {
+  json p{{"name", name}};
+  for (const auto& a : params) {  // NAME.KEY=VALUE
+    size_t dot = a.find('.'), eq = a.find('=');
+    if (dot == std::string::npos || eq == std::string::npos || eq < dot)
+      throw ConfigError("--policy-param '" + a + "': expected POLICY.KEY=VALUE, e.g. lfu.keep_history=false");
+    if (a.substr(0, dot) != name) continue;
+    std::string v = a.substr(eq + 1);
+    json jv;
+    size_t byte = 0;
+    bool syntax = false;
+    const std::string err = parse_json_limited(v, jv, byte, syntax);
+    if (!err.empty() && !syntax) throw ConfigError("--policy-param '" + a.substr(0, eq) + "': " + err);
+    if (!err.empty()) jv = v;  // bare words are strings
+    p[a.substr(dot + 1, eq - dot - 1)] = jv;
+  }
+  return p;
+}
+
+std::vector<std::string> split_list(const std::vector<std::string>& in) {
+  std::vector<std::string> out;
+  for (const auto& s : in) {
+    size_t a = 0;
+    while (a <= s.size()) {
+      size_t b = s.find(',', a);
+      if (b == std::string::npos) b = s.size();
+      if (b > a) out.push_back(s.substr(a, b - a));
+      a = b + 1;
+    }
+  }
+  return out;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+int run_replay(ReplayCli& o) {
+  auto t0 = std::chrono::steady_clock::now();
+  LlmSpec model = load_model(o.model);
+  if (o.semantics != "block" && o.semantics != "prefix")
+    throw ConfigError("--semantics: expected block or prefix, got '" + o.semantics + "'");
+  if (o.admission != "always" && o.admission != "second")
+    throw ConfigError("--admission: expected always or second, got '" + o.admission + "'");
+  if (o.repeat < 1) throw ConfigError("--repeat: expected at least 1");
+  // Check every policy name before the trace is read.
+  std::vector<std::string> policies = split_list(o.policies);
+  for (const auto& p : policies) Registry<EvictionPolicy>::instance().find(p, "--policy");
+  for (const auto& a : o.policy_params)
+    if (a.find('.') == std::string::npos || a.find('=') == std::string::npos)
+      throw ConfigError("--policy-param '" + a + "': expected POLICY.KEY=VALUE, e.g. lfu.keep_history=false");
+
+  if (o.stream && o.stack) throw ConfigError("--stream: not with --stack-distance");
+  auto src = open_input(o.trace, o.synthetic);
+  // --stream: a first pass numbers the blocks (memory: the distinct blocks),
+  // the replay then reads the source again; otherwise the dense stream is
+  // kept in memory (4 bytes per reference) and replayed from there.
+  BlockStream s;
+  std::unordered_map<uint64_t, uint32_t> dense;
+  uint64_t n_refs = 0;
+  if (o.stream) {
+    if (!src->has_blocks()) load_block_stream(*src);  // throws: no block ids
+    s.name = src->name();
+    s.block_tokens = src->block_tokens();
+    Request r;
+    while (src->next(r)) {
+      for (uint64_t b : r.blocks)
+        if (dense.try_emplace(b, uint32_t(s.ids.size())).second) {
+          if (s.ids.size() >= 0xFFFFFFFEull) throw ConfigError(s.name + ": more than 2^32 - 2 distinct blocks");
+          s.ids.push_back(b);
+        }
+      n_refs += r.blocks.size();
+      ++s.requests;
+    }
+  } else {
+    s = load_block_stream(*src);
+    n_refs = s.refs.size();
+  }
+  double load_s = seconds_since(t0);
+  ReplayConfig base;
+  base.block_tokens = o.block_tokens ? o.block_tokens : s.block_tokens;
+  base.block_bytes = model.kv_bytes_per_token() * base.block_tokens;
+  base.inclusive = o.inclusive;
+  base.promote = !o.no_promote;
+  base.admission = o.admission == "second" ? ReplayAdmission::Second : ReplayAdmission::Always;
+  base.semantics = o.semantics == "prefix" ? ReplaySemantics::Prefix : ReplaySemantics::Block;
+  base.repeat = o.repeat;
+
+  // The hierarchy: --tier NAME:CAPACITY[:POLICY] ..., or one tier "cache".
+  for (const auto& spec : o.tiers) {
+    size_t a = spec.find(':');
+    if (a == std::string::npos || a == 0)
+      throw ConfigError("--tier '" + spec + "': expected NAME:CAPACITY[:POLICY], e.g. gpu:4GiB:lru");
+    size_t b = spec.find(':', a + 1);
+    ReplayTierSpec t;
+    t.name = spec.substr(0, a);
+    std::string cap = spec.substr(a + 1, b == std::string::npos ? std::string::npos : b - a - 1);
+    t.capacity_blocks = parse_capacity(cap, base.block_bytes, s.blocks());
+    std::string pol = b == std::string::npos ? "lru" : spec.substr(b + 1);
+    Registry<EvictionPolicy>::instance().find(pol, "--tier " + spec);
+    t.policy = policy_json(pol, o.policy_params);
+    base.tiers.push_back(t);
+  }
+  std::vector<std::string> caps = split_list(o.capacities);
+  if (base.tiers.empty()) {
+    if (caps.empty()) throw ConfigError("replay: give --capacity (one or more) or --tier NAME:CAPACITY[:POLICY]");
+    base.tiers.push_back({"cache", 0, json{{"name", "lru"}}});
+  }
+  std::vector<uint64_t> cap_blocks;
+  for (const auto& c : caps) cap_blocks.push_back(parse_capacity(c, base.block_bytes, s.blocks()));
+  if (cap_blocks.empty()) cap_blocks.push_back(base.tiers[0].capacity_blocks);
+  if (policies.empty()) policies.push_back("");  // each tier's own
+
+  json runs = json::array();
+  std::string csv = csv_header();
+  uint64_t replayed = 0;
+  auto t1 = std::chrono::steady_clock::now();
+  if (o.stack) {
+    for (const auto& p : policies)
+      if (!(p.empty() || p == "lru")) throw ConfigError("--stack-distance: only for lru, not '" + p + "'");
+    for (const auto& t : base.tiers)
+      if (policies[0].empty() && t.policy["name"] != "lru")
+        throw ConfigError("--stack-distance: every tier must use lru");
+    if (base.inclusive || !base.promote || base.admission != ReplayAdmission::Always)
+      throw ConfigError("--stack-distance: needs exclusive tiers with promotion and admission always (one LRU stack)");
+    StackDistances sd = lru_stack_distances(s, base.semantics, base.repeat);
+    replayed += sd.references;
+    for (uint64_t c0 : cap_blocks) {
+      ReplayConfig c = base;
+      c.tiers[0].capacity_blocks = c0;
+      ReplayResult r;
+      r.references = sd.references;
+      r.requests = s.requests * base.repeat;
+      uint64_t below = 0;
+      for (auto& t : c.tiers) {
+        t.policy = policy_json("lru", o.policy_params);
+        resolve_params(t.policy, Registry<EvictionPolicy>::instance().find("lru", "lru").params, "lru", {"name"});
+        uint64_t upto = below + t.capacity_blocks;
+        r.tiers.push_back({t.name, t.policy, t.capacity_blocks, sd.hits_within(upto) - sd.hits_within(below)});
+        below = upto;
+      }
+      r.misses = r.references - r.hits();
+      json j = to_json(r, c);
+      j["method"] = "stack_distance";
+      runs.push_back(j);
+      csv += csv_rows(r, c);
+    }
+  } else if (o.stream) {
+    std::vector<std::unique_ptr<ReplayConfig>> configs;
+    std::vector<std::unique_ptr<ReplaySession>> sessions;
+    for (const auto& p : policies)
+      for (uint64_t c0 : cap_blocks) {
+        auto c = std::make_unique<ReplayConfig>(base);
+        c->tiers[0].capacity_blocks = c0;
+        if (!p.empty())
+          for (auto& t : c->tiers) t.policy = policy_json(p, o.policy_params);
+        sessions.push_back(std::make_unique<ReplaySession>(*c, s.blocks()));
+        configs.push_back(std::move(c));
+      }
+    std::vector<uint32_t> buf;
+    Request r;
+    for (uint32_t rep = 0; rep < base.repeat; ++rep) {
+      auto again = open_input(o.trace, o.synthetic);
+      while (again->next(r)) {
+        buf.clear();
+        for (uint64_t b : r.blocks) {
+          auto it = dense.find(b);
+          if (it == dense.end()) throw ConfigError(s.name + ": changed while it was read (a block id not seen before)");
+          buf.push_back(it->second);
+        }
+        for (auto& ss : sessions) ss->request(buf.data(), buf.size());
+      }
+    }
+    for (size_t k = 0; k < sessions.size(); ++k) {
+      ReplayResult r2 = sessions[k]->result();
+      replayed += r2.references;
+      json j = to_json(r2, *configs[k]);
+      j["method"] = "simulation";
+      runs.push_back(j);
+      csv += csv_rows(r2, *configs[k]);
+    }
+  } else {
+    std::unique_ptr<NextReferences> next;
+    for (const auto& p : policies)
+      for (uint64_t c0 : cap_blocks) {
+        ReplayConfig c = base;
+        c.tiers[0].capacity_blocks = c0;
+        if (!p.empty())
+          for (auto& t : c.tiers) t.policy = policy_json(p, o.policy_params);
+        if (!next && replay_needs_next(c)) next = std::make_unique<NextReferences>(next_references(s, c.repeat));
+        ReplayResult r = replay(s, c, next.get());
+        replayed += r.references;
+        json j = to_json(r, c);
+        j["method"] = "simulation";
+        runs.push_back(j);
+        csv += csv_rows(r, c);
+      }
+  }
+  double replay_s = seconds_since(t1);
+
+  json out{{"kvtier_version", KVTIER_VERSION},
+           {"command", "replay"},
+           {"trace", s.name},
+           {"requests", s.requests * base.repeat},
+           {"references", n_refs * base.repeat},
+           {"distinct_blocks", s.blocks()},
+           {"repeat", base.repeat},
+           {"model", model.name},
+           {"block_tokens", base.block_tokens},
+           {"block_bytes", base.block_bytes},
+           {"semantics", o.semantics},
+           {"inclusive", base.inclusive},
+           {"promote", base.promote},
+           {"admission", o.admission},
+           {"runs", runs}};
+  std::string text = out.dump(2) + "\n";
+  {
+    StagedOutputs outputs;  // both files or neither
+    if (!o.csv.empty()) outputs.write(o.csv, csv, "--csv");
+    if (!o.out.empty()) outputs.write(o.out, text, "--out");
+    outputs.commit();
+  }
+  if (o.out.empty() && o.csv.empty()) std::cout << text;
+  else if (!o.quiet) {
+    for (const auto& r : runs) {
+      std::cout << "kvtier: " << r["tiers"][0]["policy"]["name"].get<std::string>();
+      for (const auto& t : r["tiers"])
+        std::cout << "  " << t["name"].get<std::string>() << " " << t["capacity_blocks"].get<uint64_t>()
+                  << " blocks: hit ratio " << t["hit_ratio"].get<double>();
+      std::cout << "\n";
+    }
+    if (!o.out.empty()) std::cout << "kvtier: wrote " << o.out << "\n";
+    if (!o.csv.empty()) std::cout << "kvtier: wrote " << o.csv << "\n";
+  }
+  if (o.timing)
+    std::cerr << "kvtier: load " << load_s << " s, replay " << replay_s << " s, " << double(replayed) / replay_s / 1e6
+              << " M references/s over " << runs.size() << " run(s)\n";
+  return 0;
+}
+
+int run_export(const ExportCli& o) {
+  if (o.format != "oracleGeneral")
+    throw ConfigError("--format: expected oracleGeneral (libCacheSim's binary trace), got '" + o.format + "'");
+  if (o.out.empty()) throw ConfigError("--out: give the output file");
+  if (o.repeat < 1) throw ConfigError("--repeat: expected at least 1");
+  auto src = open_input(o.trace, o.synthetic);
+  BlockStream s = load_block_stream(*src);
+  OracleGeneralOptions opt;
+  opt.object_size = o.object_size;
+  opt.repeat = o.repeat;
+  opt.dense_ids = o.dense;
+  uint64_t n = write_oracle_general(o.out, s, opt);
+  std::cout << "kvtier: wrote " << n << " block references (" << s.blocks() << " distinct blocks) to " << o.out
+            << "\n";
+  return 0;
+}
+
+}  // namespace
+
+int request_trace_stats(const std::string& path, const std::string& json_out) {
+  RequestTraceKind k = detect_request_trace(path);
+  if (k == RequestTraceKind::Unknown)
+    throw ConfigError(path + ":1: not a request trace (expected a Mooncake JSONL or Azure LLM inference CSV)");
+  auto src = open_request_trace(path);
+  RequestStats st = request_stats(*src);
+  json out{{"trace", path}, {"kind", to_string(k)}};
+  out.update(to_json(st));
+  if (!json_out.empty()) write_file_atomic(json_out, out.dump(2) + "\n");
+  std::printf("%s (%s)\n", path.c_str(), to_string(k));
+  std::printf("  requests             %llu over %.1f s\n", (unsigned long long)st.requests, st.duration_s);
+  std::printf("  mean input tokens    %.1f\n", st.mean_input_tokens);
+  std::printf("  mean output tokens   %.1f\n", st.mean_output_tokens);
+  if (st.has_blocks) {
+    std::printf("  block references     %llu (%u-token blocks)\n", (unsigned long long)st.block_refs,
+                src->block_tokens());
+    std::printf("  distinct blocks      %llu\n", (unsigned long long)st.distinct_blocks);
+    std::printf("  unbounded hit ratio  %.4f (%llu hits; prefix semantics %.4f)\n", st.unbounded_hit_ratio(),
+                (unsigned long long)st.unbounded_hits, st.unbounded_prefix_hit_ratio());
+  } else {
+    std::printf("  block ids            none (lengths only)\n");
+  }
+  return 0;
+}
+
+std::function<int()> add_request_trace_commands(CLI::App& app, CLI::App& trace) {
+  auto ro = std::make_shared<ReplayCli>();
+  auto* rp = app.add_subcommand(
+      "replay", "replay a request trace's KV blocks through cache tiers, no timing: hit ratios (docs/replay.md)");
+  rp->add_option("trace", ro->trace, "request trace: Mooncake JSONL (block ids) or a file of the synthetic generator");
+  rp->add_option("--synthetic", ro->synthetic, "generate the requests: generator parameters JSON (docs/replay.md)");
+  rp->add_option("--policy,-p", ro->policies,
+                 "eviction policy for every tier (repeatable or comma-separated: one run each); default lru or the "
+                 "--tier's own");
+  rp->add_option("--policy-param", ro->policy_params, "POLICY.KEY=VALUE, e.g. lfu.keep_history=false (repeatable)");
+  rp->add_option("--capacity,-c", ro->capacities,
+                 "capacity of the top tier: blocks, bytes (12GiB) or % of distinct blocks; repeatable or "
+                 "comma-separated: one run each");
+  rp->add_option("--tier", ro->tiers, "a tier NAME:CAPACITY[:POLICY], top first (repeatable)");
+  rp->add_option("--model", ro->model, "model preset or file: KV bytes per token for byte capacities and bytes served")
+      ->capture_default_str();
+  rp->add_option("--block-tokens", ro->block_tokens, "tokens per block (default: the trace's, 512 for Mooncake)")
+      ->check(CLI::Range(1u, 65536u));
+  rp->add_option("--semantics", ro->semantics, "block: every reference counts; prefix: hits up to a request's first miss")
+      ->capture_default_str();
+  rp->add_option("--admission", ro->admission, "always, or second: cache a block only from its second reference")
+      ->capture_default_str();
+  rp->add_flag("--inclusive", ro->inclusive, "inclusive tiers (default exclusive)");
+  rp->add_flag("--no-promote", ro->no_promote, "a hit below the top tier stays where it is");
+  rp->add_flag("--stack-distance", ro->stack, "LRU only: every capacity from one pass of stack distances");
+  rp->add_option("--repeat", ro->repeat, "play the stream this many times back to back (same block ids)")
+      ->check(CLI::Range(1u, 1000u));
+  rp->add_flag("--stream", ro->stream,
+               "memory bounded by the distinct blocks: read the trace twice instead of keeping its references "
+               "(not with belady or --stack-distance)");
+  rp->add_option("--out,-o", ro->out, "write the JSON result here (default: print it)");
+  rp->add_option("--csv", ro->csv, "write one CSV row per run and tier here");
+  rp->add_flag("--timing", ro->timing, "print load and replay times and references per second on stderr");
+  rp->add_flag("--quiet,-q", ro->quiet, "with --out/--csv: print nothing on success");
+
+  auto eo = std::make_shared<ExportCli>();
+  auto* ex = trace.add_subcommand("export", "write a request trace's block references for other cache simulators");
+  ex->add_option("trace", eo->trace, "request trace with block ids (Mooncake JSONL)");
+  ex->add_option("--synthetic", eo->synthetic, "generate the requests: generator parameters JSON");
+  ex->add_option("--format", eo->format, "oracleGeneral: libCacheSim's 24-byte binary records")->capture_default_str();
+  ex->add_option("--out,-o", eo->out, "output file")->required();
+  ex->add_option("--object-size", eo->object_size, "size field of every record (1: capacities count blocks)")
+      ->capture_default_str();
+  ex->add_option("--repeat", eo->repeat, "write the stream this many times back to back (same ids)")
+      ->check(CLI::Range(1u, 1000u));
+  ex->add_flag("--dense-ids", eo->dense, "object ids 0..n-1 in order of first reference instead of the trace's ids");
+
+  return [rp, ro, ex, eo]() -> int {
+    if (*rp) return run_replay(*ro);
+    if (*ex) return run_export(*eo);
+    return -1;
+  };
+}
+
+}  // namespace kvtier

@@ -1,0 +1,73 @@
+#include "sim/app/cli_report.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "models/param.h"
+#include "sim/core/result.h"
+
+namespace kvtier {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct ReportArgs {
+  std::string input, out = "report.html", timeline;
+};
+
+// Debian's interpreter first: it has matplotlib from apt, while a pyenv or
+// venv python3 first on PATH usually does not.
+std::string python() {
+  if (::access("/usr/bin/python3", X_OK) == 0) return "/usr/bin/python3";
+  return "python3";
+}
+
+int run_report(const ReportArgs& a) {
+  std::error_code ec;
+  if (!fs::exists(a.input, ec)) throw ConfigError(a.input + ": no such file or folder (a result.json, a run folder, or a sweep's .jsonl or .csv)");
+  if (fs::is_directory(a.out, ec)) throw ConfigError("-o " + a.out + ": is a folder; expected a file name such as report.html");
+  if (!a.timeline.empty() && !fs::is_regular_file(a.timeline, ec)) throw ConfigError("--timeline " + a.timeline + ": no such file");
+  const std::string script = (fs::path(KVTIER_SOURCE_DIR) / "plots" / "kvtier_report.py").string();
+  if (!fs::is_regular_file(script, ec)) throw ConfigError(script + ": the report script is missing from the kvtier source tree");
+  std::vector<std::string> args{python(), script, "--as", "kvtier", a.input, "-o", a.out};
+  if (!a.timeline.empty()) {
+    args.push_back("--timeline");
+    args.push_back(a.timeline);
+  }
+  std::vector<char*> argv;
+  for (auto& s : args) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error("fork failed");
+  if (pid == 0) {
+    ::execvp(argv[0], argv.data());
+    const char msg[] = "kvtier: error: report: cannot run python3 (Debian: apt install python3-matplotlib)\n";
+    ssize_t ignored = ::write(2, msg, sizeof msg - 1);
+    (void)ignored;
+    ::_exit(2);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
+}  // namespace
+
+std::function<int()> add_report_command(CLI::App& app) {
+  auto a = std::make_shared<ReportArgs>();
+  CLI::App* cmd = app.add_subcommand("report", "one static HTML page (figures, plots, configuration) from a run or a sweep");
+  cmd->add_option("input", a->input, "result.json, a run folder, or a sweep's .jsonl or .csv")->required();
+  cmd->add_option("-o,--out", a->out, "the page to write")->capture_default_str();
+  cmd->add_option("--timeline", a->timeline, "the run's --timeline file (default: timeline.json beside result.json)");
+  return [a, cmd]() { return *cmd ? run_report(*a) : -1; };
+}
+
+}  // namespace kvtier

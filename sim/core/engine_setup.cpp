@@ -1,0 +1,45 @@
+#include "sim/core/engine_setup.h"
+
+#include "models/fpga_ku15p.h"
+
+namespace kvtier {
+
+void EnginePolicies::create(json& pol, const json& defaults) {
+  for (auto it = pol.begin(); it != pol.end(); ++it)
+    if (!defaults.contains(it.key()) && !is_annotation_key(it.key())) {
+      std::vector<std::string> fams;
+      for (auto d = defaults.begin(); d != defaults.end(); ++d) fams.push_back(d.key());
+      std::string hint = nearest(it.key(), fams);
+      throw ConfigError("policies." + it.key() + ": unknown policy family" +
+                        (hint.empty() ? "" : " (did you mean '" + hint + "'?)"));
+    }
+  for (auto d = defaults.begin(); d != defaults.end(); ++d)
+    if (!pol.contains(d.key())) pol[d.key()] = *d;
+  evict = Registry<EvictionPolicy>::instance().create(pol["eviction"], "policies.eviction");
+  promote = Registry<PromotionPolicy>::instance().create(pol["promotion"], "policies.promotion");
+  place = Registry<PlacementPolicy>::instance().create(pol["placement"], "policies.placement");
+  prefetch = Registry<PrefetchPolicy>::instance().create(pol["prefetch"], "policies.prefetch");
+  eval = Registry<EvaluationPolicy>::instance().create(pol["evaluation"], "policies.evaluation");
+  compress = Registry<CompressionPolicy>::instance().create(pol["compression"], "policies.compression");
+}
+
+void EngineSetup::bind_host_devices() {
+  for (size_t i = 0; i < hw.devices.size(); ++i) {
+    if (hw.devices[i].kind == "cpu" && cpu_dev < 0) cpu_dev = static_cast<int>(i);
+    if (fpga_kernel(*hw.devices[i].model) && fpga_dev < 0) fpga_dev = static_cast<int>(i);
+    if (hw.devices[i].kind == "dram" && staging_dev < 0) staging_dev = static_cast<int>(i);
+  }
+  if (staging_dev < 0) staging_dev = cpu_dev;
+}
+
+void EnginePolicies::setup(const BlockTable& t) {
+  evict->bind_placement(place.get());
+  evict->setup(t);
+  promote->setup(t);
+  place->setup(t);
+  prefetch->setup(t);
+  eval->setup(t);
+  compress->setup(t);
+}
+
+}  // namespace kvtier

@@ -1,0 +1,147 @@
+// What a run is, once its configuration has been validated: the hardware and
+// its topology, the model, the workload's shape, the policies, the attention
+// source, and which devices play which role. Built by Simulation's
+// constructor (sim/engine/engine.cpp) before SimGrid starts; read by the KV store,
+// the transfer planner and the layer pipeline while the run goes on.
+#pragma once
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "models/fpga_ku15p.h"
+#include "models/hardware.h"
+#include "models/llm.h"
+#include "models/thermal.h"
+#include "models/topology.h"
+#include "policies/common.h"
+#include "policies/policy.h"
+#include "traces/attention_trace.h"
+
+namespace kvtier {
+
+// The weights' streaming (sim/platform/weight_stream.h) is owned here but
+// built and run by the platform, so this file names it only.
+class WeightStream;
+struct WeightStreamDeleter {
+  void operator()(WeightStream* w) const;  // defined beside WeightStream
+};
+using WeightStreamPtr = std::unique_ptr<WeightStream, WeightStreamDeleter>;
+
+struct EnginePolicies {
+  std::unique_ptr<EvictionPolicy> evict;
+  std::unique_ptr<PromotionPolicy> promote;
+  std::unique_ptr<PlacementPolicy> place;
+  std::unique_ptr<PrefetchPolicy> prefetch;
+  std::unique_ptr<EvaluationPolicy> eval;
+  std::unique_ptr<CompressionPolicy> compress;
+  // policies.*: the families `defaults` names (with its default for each
+  // one absent), the KV families created from their registries; any other
+  // key is a ConfigError naming it.
+  void create(json& pol, const json& defaults);
+  // Once the block table has its shape: eviction bound to placement, then
+  // every policy's setup().
+  void setup(const BlockTable& t);
+};
+
+struct EngineSetup {
+  Hardware hw;
+  std::unique_ptr<Topology> topo;
+  LlmSpec model;
+
+  // The workload: `batch` sequences of `ctx` prompt tokens, `steps` decode steps.
+  uint32_t batch = 0, ctx = 0, steps = 0, bt = 0;
+  uint32_t warmup = 0;  // decode steps left out of TPOT and tokens/s
+  // workload.transfer_unit: whole blocks (paged KV) or the tokens a block
+  // holds (FlexGen's tensors): what a block's moves and attention cost.
+  bool tokens_unit = false;
+  bool prefill_compute = false, prefill_load = false;
+  uint32_t query_tokens = 0;
+  bool overlap_next_load = false;
+  // Serving with the KV in tiers: `batch` is every request of the stream,
+  // which never all hold KV at once; the scheduler admits them against the
+  // tiers' capacity, so the KV store does not require room for all.
+  bool admitted_by_scheduler = false;
+
+  EnginePolicies pol;
+  std::vector<CompressionSpec> codec;  // per (tier, layer)
+  std::unique_ptr<AttentionSource> trace;
+  std::string trace_name;
+
+  // Devices by role.
+  std::vector<size_t> tier_dev;  // per tier: its device
+  size_t gpu_dev = 0;
+  bool gpu_tier = false;  // the GPU's memory is tier 0
+  double gpu_flops = 0, gpu_mem_Bps = 0, gpu_launch_s = 0;
+  const DeviceModel* gpu_model = nullptr;
+  DeviceModel::KernelRates gpu_rates;  // per kernel shape, read once (bind_gpu)
+  int cpu_dev = -1, fpga_dev = -1;        // scoring and codec devices, if the hardware has them
+  int ssd_dev = -1, host_mem_dev = -1;    // APP: the SmartSSD tier next to the FPGA; host memory
+  // Host memory a CPU codec works in when the data comes from or goes to
+  // storage (the CPU cannot decompress in place on a drive): the first DRAM
+  // device, else the CPU's own port; -1 without a CPU.
+  int staging_dev = -1;
+  // The GPU's memory after reserved_GB and the weights it holds: room for the
+  // GPU tier's KV and the staging buffers KV streamed through the GPU lands in.
+  double gpu_free_bytes = 0;
+  ScoringRates rates;
+  double fpga_compute_Bps = 0;  // the FPGA's kernel alone (its NAND read is a transfer)
+  // APP with the key copy in the FPGA's memory (ScoringSplit::
+  // key_copy_in_fpga_memory): that memory, and the SmartSSD's tier whose
+  // blocks' keys it holds (-1: the copy is on NAND).
+  FpgaMemory fpga_mem;
+  int key_copy_tier = -1;
+  // Near-storage attention (ScoringSplit::attends_in_storage): the SmartSSD's
+  // tier, whose blocks its FPGA attends in place (-1: none), and the FPGA's
+  // attention kernel rate in bytes of KV per second at its nominal clock.
+  int storage_attention_tier = -1;
+  double fpga_attention_Bps = 0;
+  std::unique_ptr<ThermalModel> thermal;
+  // policies.weights other than "gpu": where the weights live and how they
+  // stream (null: every weight on the GPU, one batch, the default schedule).
+  WeightStreamPtr weights;
+
+  size_t tiers() const { return tier_dev.size(); }
+  // The device hardware.gpu names: its model and rates; ConfigError if it
+  // cannot run attention.
+  void bind_gpu() {
+    gpu_dev = static_cast<size_t>(hw.device_index(hw.gpu));
+    gpu_model = hw.devices[gpu_dev].model.get();
+    gpu_flops = gpu_model->flops();
+    gpu_mem_Bps = gpu_model->memory_Bps();
+    gpu_launch_s = gpu_model->launch_overhead_s();
+    gpu_rates = gpu_model->kernel_rates();
+    if (gpu_flops <= 0 || gpu_mem_Bps <= 0)
+      throw ConfigError("hardware.gpu: device '" + hw.gpu + "' cannot run attention (no FLOP/s or memory bandwidth)");
+  }
+  // The first cpu device, the first FPGA that scores keys, and the host
+  // memory a CPU codec stages through (the first DRAM, else the CPU's port).
+  void bind_host_devices();
+  // Blocks a sequence has per layer once decode step `step` has its token.
+  uint32_t blocks_at(uint32_t step) const { return (ctx + step + bt) / bt; }
+  // Stored bytes / raw bytes of a block of `layer` in `tier`.
+  double fraction(size_t tier, uint32_t layer) const { return codec[tier * model.layers + layer].stored_fraction(); }
+  // A layer's GPU work: its GEMMs (`gemm_flops` through `weight_bytes` of
+  // weights) and its attention (`attn_flops` over `kv_bytes` of KV). One
+  // roofline over the whole layer, compute-bound on FLOPs or memory-bound on
+  // the bytes it reads, through the GPU model so that a calibrated
+  // attention_us curve (cuda_validate's kv_read probe) replaces
+  // bytes/bandwidth: launch + max(flops/F, bytes/B) without a curve. Where
+  // the GPU gives rates per kernel shape and phase (models/device.h
+  // KernelRates), GEMMs and attention are two rooflines one after the other.
+  enum class Phase { Prefill, Decode };
+  double kernel_s(Phase phase, double gemm_flops, double attn_flops, double weight_bytes, double kv_bytes) const {
+    const DeviceModel::KernelRates& r = gpu_rates;
+    if (!r.split())
+      return std::max(gpu_launch_s + (gemm_flops + attn_flops) / gpu_flops, gpu_model->attention_s(weight_bytes + kv_bytes));
+    const bool pre = phase == Phase::Prefill;
+    const double fg = (pre ? r.prefill_gemm : r.decode_gemm) > 0 ? (pre ? r.prefill_gemm : r.decode_gemm) : gpu_flops;
+    const double fa =
+        (pre ? r.prefill_attention : r.decode_attention) > 0 ? (pre ? r.prefill_attention : r.decode_attention) : gpu_flops;
+    const double kv_read_s = std::max(0.0, gpu_model->attention_s(kv_bytes) - gpu_launch_s);
+    return gpu_launch_s + std::max(gemm_flops / fg, weight_bytes / gpu_mem_Bps) + std::max(attn_flops / fa, kv_read_s);
+  }
+};
+
+}  // namespace kvtier

@@ -1,0 +1,217 @@
+#include "sim/engine/engine.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "models/fpga_ku15p.h"
+#include "sim/core/config.h"
+#include "sim/engine/invariants.h"
+#include "sim/engine/layer_pipeline.h"
+#include "sim/platform/platform.h"
+#include "sim/platform/streams.h"
+#include "sim/core/timeline.h"
+#include "sim/platform/transfer_planner.h"
+#include "traces/attention_source.h"
+#include "sim/platform/weight_stream.h"
+
+namespace kvtier {
+
+Simulation::~Simulation() = default;
+
+Simulation::Simulation(json& cfg) : cfg_(cfg) {
+  s_.hw = parse_hardware(cfg_["hardware"], "hardware");
+  s_.topo = std::make_unique<Topology>(s_.hw);
+  s_.model = parse_llm(cfg_["model"], "model");
+  const json& w = cfg_["workload"];
+  s_.batch = static_cast<uint32_t>(get_int(w, "batch"));
+  s_.ctx = static_cast<uint32_t>(get_int(w, "context_tokens"));
+  s_.steps = static_cast<uint32_t>(get_int(w, "decode_steps"));
+  s_.bt = static_cast<uint32_t>(get_int(w, "block_tokens"));
+  s_.warmup = static_cast<uint32_t>(get_int(w, "warmup_steps"));
+  s_.tokens_unit = w["transfer_unit"] == "tokens";
+  if (s_.warmup >= s_.steps)
+    throw ConfigError("workload.warmup_steps: " + std::to_string(s_.warmup) + " leaves no measured step of " +
+                      std::to_string(s_.steps) + " (workload.decode_steps)");
+  s_.prefill_compute = w["prefill"] == "compute";
+  s_.prefill_load = w["prefill"] == "load";
+  s_.query_tokens = static_cast<uint32_t>(get_int(w, "query_tokens"));
+  s_.overlap_next_load = w["overlap_next_load"].get<bool>();
+  if (s_.overlap_next_load && !s_.prefill_load)
+    throw ConfigError("workload.overlap_next_load: needs workload.prefill \"load\" (the next request's KV is loaded, not computed)");
+
+  json& pol = cfg_["policies"];
+  const json defaults = {{"eviction", "lru"},   {"promotion", "on_access"}, {"placement", "top"},
+                         {"prefetch", "none"},  {"evaluation", "trace"},    {"compression", "none"},
+                         {"weights", "gpu"}};
+  s_.pol.create(pol, defaults);
+  const auto weights = Registry<WeightPolicy>::instance().create(pol["weights"], "policies.weights");
+
+  // The trace.
+  const uint64_t seed = cfg_["sim"]["seed"].get<uint64_t>();
+  json& tr = cfg_["workload"]["trace"];
+  if (tr.value("kind", "") == "none" && pol["evaluation"]["name"] == "trace")
+    throw ConfigError("workload.trace: kind \"none\" needs policies.evaluation other than \"trace\"");
+  // Every kind (synthetic, patterns, any trace file, none) behind one factory.
+  s_.trace = make_attention_source(tr, "workload.trace", s_.model.layers, s_.ctx, s_.steps, s_.bt, s_.batch, seed);
+  if (s_.trace) s_.trace_name = source_name(*s_.trace);
+
+  // Blocks and tiers.
+  s_.bind_gpu();
+  s_.bind_host_devices();
+  if (pol["weights"]["name"] != "gpu") {
+    std::vector<size_t> tiers;
+    for (const auto& name : s_.hw.tiers) tiers.push_back(static_cast<size_t>(s_.hw.device_index(name)));
+    s_.weights = WeightStream::from_config(weights->plan(), s_.hw, s_.model, tiers, s_.gpu_dev, s_.cpu_dev, s_.batch,
+                                           pol["compression"]["name"].get<std::string>());
+  }
+  kv_ = std::make_unique<KvStore>(s_, c_);  // the block table and the tiers' capacity
+  BlockTable& t_ = kv_->table();
+
+  if (s_.pol.eval->scoring()) {
+    if (s_.cpu_dev < 0 || s_.fpga_dev < 0)
+      throw ConfigError("policies.evaluation: '" + pol["evaluation"]["name"].get<std::string>() +
+                        "' splits scoring between a CPU and an FPGA; hardware.devices needs a device of kind cpu and one of "
+                        "kind ku15p");
+    if (const ThermalParams* tp = fpga_thermal(*s_.hw.devices[static_cast<size_t>(s_.fpga_dev)].model))
+      s_.thermal = std::make_unique<ThermalModel>(*tp);
+    // Keys are scored where they live: each tier below the GPU must be host
+    // memory (the CPU scores it) or the SmartSSD next to the FPGA.
+    for (size_t t = 0; t < s_.tier_dev.size(); ++t) {
+      const size_t d = s_.tier_dev[t];
+      if (d == s_.gpu_dev) continue;
+      const DeviceModel& dm = *s_.hw.devices[d].model;
+      if (s_.hw.devices[d].kind == "smartssd" && s_.ssd_dev < 0) s_.ssd_dev = static_cast<int>(d);
+      else if (dm.role() == DeviceRole::Memory && s_.host_mem_dev < 0) s_.host_mem_dev = static_cast<int>(d);
+      else
+        throw ConfigError("policies.evaluation: '" + pol["evaluation"]["name"].get<std::string>() +
+                          "' scores keys where they live, host memory on the CPU and a SmartSSD on its FPGA; tier '" +
+                          s_.hw.tiers[t] + "' (kind " + s_.hw.devices[d].kind + ") has no scorer");
+    }
+    const int bits = s_.pol.eval->scoring()->bits();
+    s_.rates.f_c = s_.hw.devices[static_cast<size_t>(s_.cpu_dev)].model->scoring_Bps(bits);
+    if (s_.host_mem_dev >= 0)  // q.K is one multiply per key byte: the CPU is capped by its memory
+      s_.rates.f_c = std::min(s_.rates.f_c, s_.hw.devices[static_cast<size_t>(s_.host_mem_dev)].model->read_Bps());
+    s_.fpga_compute_Bps = s_.hw.devices[static_cast<size_t>(s_.fpga_dev)].model->scoring_Bps(bits);
+    s_.rates.f_s = s_.fpga_compute_Bps;
+    const ScoringSplit& sc = *s_.pol.eval->scoring();
+    if (sc.key_copy_in_fpga_memory()) {
+      const FpgaMemory* m = fpga_memory(*s_.hw.devices[static_cast<size_t>(s_.fpga_dev)].model);
+      if (!m || !(m->bytes > 0))
+        throw ConfigError("policies.evaluation.key_copy: 'fpga_dram' needs memory on the FPGA; hardware.devices." +
+                          s_.hw.devices[static_cast<size_t>(s_.fpga_dev)].name + ".dram_GB is 0");
+      s_.fpga_mem = *m;
+      for (size_t t = 0; t < s_.tier_dev.size(); ++t)
+        if (static_cast<int>(s_.tier_dev[t]) == s_.ssd_dev) s_.key_copy_tier = static_cast<int>(t);
+    }
+    // The keys of one block are its key half at the scoring precision, read
+    // as one request of that size (a separate copy, contiguous per block).
+    const double key_slice = static_cast<double>(t_.block_bytes) / 2.0 * bits / 16.0;
+    if (s_.key_copy_tier >= 0) {
+      // The closed form's f_s takes the copy as fitting: the FPGA then reads
+      // its keys from its memory.
+      s_.rates.f_s = std::min(s_.rates.f_s, s_.fpga_mem.Bps);
+    } else if (s_.ssd_dev >= 0) {  // the FPGA streams keys off its NAND: capped by that path at key-slice requests
+      const DeviceModel& ssd = *s_.hw.devices[static_cast<size_t>(s_.ssd_dev)].model;
+      s_.rates.f_s = std::min(s_.rates.f_s, ssd.read_Bps() * ssd.read_efficiency(key_slice, 1));
+    }
+    if (sc.attends_in_storage()) bind_storage_attention();
+    if (s_.rates.f_c <= 0 || s_.rates.f_s <= 0)
+      throw ConfigError("hardware.devices: the cpu and ku15p devices must score keys (scoring rate 0 at " +
+                        std::to_string(bits) + " bits)");
+  }
+
+  s_.pol.setup(t_);
+}
+// Near-storage attention: the SmartSSD's FPGA attends the drive's blocks
+// with the kernel the policy loads into it, over the FP16 KV as stored, with
+// the query of the layer being computed. The query exists only when the
+// layer runs, so the selection must not run ahead of it (prefetch depth 0).
+void Simulation::bind_storage_attention() {
+  const DeviceEntry& fd = s_.hw.devices[static_cast<size_t>(s_.fpga_dev)];
+  if (!fpga_kernel(*fd.model))
+    throw ConfigError("hardware.devices." + fd.name + ".kind: near_storage attention runs on a ku15p FPGA, not a " +
+                      fd.kind);
+  if (s_.model.dtype_bytes != 2)
+    throw ConfigError("model.dtype_bytes: near_storage attention's kernel reads FP16 KV; expected 2, got " +
+                      std::to_string(s_.model.dtype_bytes));
+  for (size_t t = 0; t < s_.tier_dev.size(); ++t)
+    if (static_cast<int>(s_.tier_dev[t]) == s_.ssd_dev) s_.storage_attention_tier = static_cast<int>(t);
+  if (s_.storage_attention_tier < 0)
+    throw ConfigError("hardware.tiers: near_storage attention attends the blocks of a SmartSSD tier; there is none");
+  if (s_.pol.prefetch->depth() > 0 || s_.pol.prefetch->adapts_depth())
+    throw ConfigError("policies.prefetch: near_storage attention needs each layer's query before the drive attends "
+                      "its blocks, so selection cannot run ahead; expected depth 0 (\"none\")");
+  s_.fpga_attention_Bps = s_.pol.eval->scoring()->attention_Bps();
+}
+
+// KV read through the GPU (not kept in its tier) lands in staging buffers:
+// the layer computing and the layers fetched ahead of it; prompt KV that
+// prefill writes below stays in GPU memory until its write lands. Both take
+// GPU memory beside the weights and the GPU tier's KV (at its peak), and must
+// fit (prefill runs a layer for fewer sequences at a time to keep within it).
+void Simulation::check_staging_fits() const {
+  const double staging = std::max(c_.staging_peak_bytes, c_.prefill_staging_peak_bytes), total = c_.gpu_kv_and_staging_peak_bytes;
+  if (staging <= 0 || total <= s_.gpu_free_bytes) return;
+  auto gb = [](double b) { return std::to_string(b / 1e9); };
+  throw ConfigError("hardware.devices." + s_.hw.gpu + ": the KV read or written through the GPU needs " +
+                    gb(staging) + " GB of staging buffers at peak" +
+                    (s_.gpu_tier ? ", " + gb(total) + " GB with the KV its tier held then," : std::string()) +
+                    " but the GPU has " + gb(s_.gpu_free_bytes) + " GB after reserved_GB and the weights; expected the "
+                    "staging buffers to fit (a smaller batch, a shallower prefetch, or a smaller GPU tier)");
+}
+
+json Simulation::run(const std::string& timeline_path) {
+  start_simgrid();
+  const bool check = invariants_requested();
+  const BlockTable& t = kv_->table();
+  platform_ = std::make_unique<Platform>(s_.hw, *s_.topo);
+  // Every transfer moves whole blocks (or tokens of one): requests of one block.
+  platform_->set_request_bytes(static_cast<double>(t.block_bytes));
+  board_ = std::make_unique<JobBoard>();
+  timeline_ = std::make_unique<Timeline>();
+  if (!timeline_path.empty()) timeline_->open(timeline_path);
+  const uint32_t gpu_track = timeline_->track(Timeline::Streams, s_.hw.gpu + " compute");
+  for (auto& st : platform_->stats()) st.track = timeline_->track(Timeline::Links, st.name);
+  kv_->open_occupancy(*timeline_);
+  planner_ = std::make_unique<TransferPlanner>(s_, c_, *platform_, *board_, *timeline_);
+  std::unique_ptr<InvariantChecker> checker;  // before any transfer is submitted: it counts them
+  if (check) checker = std::make_unique<InvariantChecker>(s_, *kv_, *board_, *platform_);
+  std::vector<std::pair<size_t, size_t>> scoring_pairs;
+  const size_t gpu = s_.gpu_dev, fpga = static_cast<size_t>(s_.fpga_dev);
+  const size_t host = static_cast<size_t>(s_.host_mem_dev), ssd = static_cast<size_t>(s_.ssd_dev);
+  if (s_.pol.eval->scoring()) {
+    // B_c, B_s of the closed form: the paths the selected KV takes to the GPU.
+    if (s_.host_mem_dev >= 0) {
+      scoring_pairs.emplace_back(host, fpga);
+      s_.rates.b_c = platform_->route(host, gpu).bottleneck_Bps;
+    }
+    if (s_.storage_attention_tier >= 0) {  // the query to the drive's FPGA, its partial output back
+      scoring_pairs.emplace_back(gpu, fpga);
+      scoring_pairs.emplace_back(fpga, gpu);
+    }
+    if (s_.ssd_dev >= 0) {
+      scoring_pairs.emplace_back(ssd, fpga);
+      if (s_.host_mem_dev >= 0) scoring_pairs.emplace_back(ssd, host);
+      s_.rates.b_s = platform_->route(ssd, gpu).bottleneck_Bps;
+    }
+    if (s_.rates.b_c <= 0) s_.rates.b_c = s_.rates.b_s > 0 ? s_.rates.b_s : 1.0;
+    if (s_.rates.b_s <= 0) s_.rates.b_s = s_.rates.b_c;
+    s_.pol.eval->scoring()->configure(s_.rates);
+  }
+  planner_->make_streams(scoring_pairs);
+  planner_->start();
+  kv_->start(*planner_);
+  c_.hits.assign(s_.tiers() + 1, 0);
+  pipeline_ = std::make_unique<LayerPipeline>(s_, c_, *kv_, *planner_, *platform_, *board_, *timeline_, gpu_track);
+
+  if (check) pipeline_->check_with(checker.get());
+  run_simulation(platform_->controller(), s_.hw.gpu + " compute", [this] { pipeline_->drive(); });
+  const double end = sg4::Engine::get_clock();
+  if (checker) checker->at_end();
+  check_staging_fits();
+  kv_->close_occupancy();
+  timeline_->close();
+  return engine_metrics(s_, c_, *kv_, *platform_, end);
+}
+
+}  // namespace kvtier

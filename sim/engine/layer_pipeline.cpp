@@ -1,0 +1,1111 @@
+#include "sim/engine/layer_pipeline.h"
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+
+#include "models/cpu_attention.h"
+#include "sim/platform/weight_stream.h"
+
+namespace kvtier {
+
+LayerPipeline::LayerPipeline(EngineSetup& s, EngineCounters& c, KvStore& kv, TransferPlanner& planner,
+                             Platform& platform, JobBoard& board, Timeline& timeline, uint32_t gpu_track)
+    : s_(s),
+      c_(c),
+      kv_(kv),
+      t_(kv.table()),
+      tp_(planner),
+      platform_(platform),
+      board_(board),
+      timeline_(timeline),
+      gpu_host_(platform.host(s.gpu_dev)),
+      gpu_track_(gpu_track) {
+  mass_of_.assign(t_.blocks_per_seq_layer, 0.f);
+  recs_.assign(s_.trace ? s_.trace->header().sequences : 0, AttentionRecord{});
+  if (s_.gpu_tier)
+    for (uint32_t l = 0; l < s_.model.layers; ++l) gpu_tier_fraction_ += s_.fraction(0, l) / s_.model.layers;
+}
+
+// Staging buffers in use now, beside the KV the GPU tier holds now: their
+// peaks, and the most GPU memory the two take together.
+void LayerPipeline::note_staging(double staged) {
+  c_.staging_peak_bytes = std::max(c_.staging_peak_bytes, staged);
+  c_.gpu_kv_and_staging_peak_bytes = std::max(c_.gpu_kv_and_staging_peak_bytes, staged + gpu_tier_bytes());
+}
+
+double LayerPipeline::gpu_tier_bytes() const {
+  // Blocks still being written down from the GPU hold their memory until the write lands.
+  return s_.gpu_tier ? static_cast<double>(t_.tiers[0].occupied_blocks()) * static_cast<double>(t_.block_bytes) * gpu_tier_fraction_
+                     : 0.0;
+}
+
+// Prompt KV computed on the GPU and still being written to its tier: drops
+// the writes that have landed.
+double LayerPipeline::prefill_staged_bytes() {
+  while (!prefill_staged_.empty()) {
+    const StagedWrites& w = prefill_staged_.front();
+    for (JobId j : w.jobs)
+      if (!board_.done(j)) return prefill_staged_sum_;
+    prefill_staged_sum_ -= w.bytes;
+    prefill_staged_.pop_front();
+  }
+  prefill_staged_sum_ = 0;  // no rounding left behind
+  return 0;
+}
+
+// How many sequences, from s0, the next prefill kernel of this layer runs,
+// each writing up to `per_seq` bytes below the GPU. All that are left if
+// their output fits in the GPU memory the GPU tier and the writes still
+// draining leave. Else double-buffered: kernels of half the memory the tier
+// leaves, each once the writes before it leave it room, so that one
+// kernel's output is written while the next computes. If the tier leaves
+// less than two sequences' output, it gives up blocks (demoted by its
+// eviction policy) for the rest of prefill: the output's buffers and the
+// tier share one memory.
+uint32_t LayerPipeline::prefill_chunk(uint32_t s0, double per_seq) {
+  const uint32_t left = s_.batch - s0;
+  auto budget = [&] { return s_.gpu_free_bytes - gpu_tier_bytes(); };
+  auto room = [&] { return budget() - prefill_staged_bytes(); };
+  if (per_seq <= 0 || double(left) * per_seq <= room()) return left;
+  if (s_.gpu_tier && budget() < 2 * per_seq) {
+    const double block = static_cast<double>(t_.block_bytes) * gpu_tier_fraction_;
+    const uint64_t give = static_cast<uint64_t>(std::ceil((2 * per_seq - budget()) / block));
+    TierInfo& g = t_.tiers[0];
+    const uint64_t cap = g.capacity_blocks > give ? g.capacity_blocks - give : 0;
+    g.capacity_blocks = cap + 1;  // make_room leaves one free slot below its capacity
+    kv_.make_room(0);
+    // Blocks the tier cannot give up (pinned) keep their room; the staging
+    // check at the end of the run reports an output that then does not fit.
+    g.capacity_blocks = std::max(cap, g.occupied_blocks());
+  }
+  const uint32_t k = static_cast<uint32_t>(std::max(1.0, std::min(double(left), std::floor(budget() / (2 * per_seq)))));
+  while (!prefill_staged_.empty() && room() < k * per_seq) {
+    const double t0 = sg4::Engine::get_clock();
+    for (JobId j : prefill_staged_.front().jobs) board_.wait(j);
+    c_.prefill_write_wait_s += sg4::Engine::get_clock() - t0;
+  }
+  return k;
+}
+
+void LayerPipeline::wait_rooms() {
+  const double t0 = sg4::Engine::get_clock();
+  for (JobId j : room_waits_) board_.wait(j);
+  room_waits_.clear();
+  c_.prefill_write_wait_s += sg4::Engine::get_clock() - t0;
+}
+
+void LayerPipeline::note_prefill_output(StagedWrites&& w) {
+  if (w.bytes <= 0) return;
+  const double staged = prefill_staged_bytes() + w.bytes;
+  prefill_staged_sum_ = staged;
+  prefill_staged_.push_back(std::move(w));
+  c_.prefill_staging_peak_bytes = std::max(c_.prefill_staging_peak_bytes, staged);
+  c_.gpu_kv_and_staging_peak_bytes = std::max(c_.gpu_kv_and_staging_peak_bytes, staged + gpu_tier_bytes());
+}
+
+void LayerPipeline::flush(Slot* slot) {
+  kv_.sample_occupancy(sg4::Engine::get_clock());
+  tp_.flush(slot ? &slot->waits : nullptr, slot ? &slot->extra_gpu_s : nullptr);
+}
+
+// One kernel on the GPU compute stream; on the timeline a slice named for
+// what it is: "prefill L<l>", "query L<l>" or "step <s> L<l>" (step < 0:
+// prefill phases), with its KV blocks in the args.
+void LayerPipeline::compute(double seconds, const char* phase, int64_t step, uint32_t layer, uint64_t kv_blocks) {
+  seconds += tp_.take_gpu_codec_s();
+  if (s_.weights) {
+    seconds += weights_codec_s_;
+    weights_codec_s_ = 0;
+  }
+  const double t0 = sg4::Engine::get_clock();
+  sg4::ExecPtr e = sg4::this_actor::exec_init(seconds * gpu_host_->get_speed());
+  e->set_host(gpu_host_);
+  e->start();
+  e->wait();
+  const double t1 = sg4::Engine::get_clock();
+  c_.gpu_busy_s += t1 - t0;
+  if (timeline_.enabled()) {
+    const std::string name = step < 0 ? std::string(phase) + " L" + std::to_string(layer)
+                             : std::string(std::strcmp(phase, "iteration") == 0 ? "iter " : "step ") + std::to_string(step) +
+                                   " L" + std::to_string(layer);
+    timeline_.slice(gpu_track_, name, t0, t1, json{{"phase", phase}, {"layer", layer}, {"kv_blocks", kv_blocks}});
+  }
+}
+
+void LayerPipeline::prefill() {
+  const uint32_t ctx_blocks = (s_.ctx + s_.bt - 1) / s_.bt;
+  kv_.set_tokens_now(s_.ctx);
+  const double T = s_.ctx;
+  const size_t n = t_.tiers.size();
+  // MatKV: the prompt's KV was computed once and stored on flash (the lowest
+  // tier); prefill loads what placement puts higher, layer by layer, and
+  // computes only the query tokens once a layer's KV is there.
+  const size_t src = n - 1;
+  std::vector<std::vector<JobId>> loads(s_.model.layers);
+  double below_per_seq = 0;
+  const uint64_t gpu_capacity = s_.gpu_tier ? t_.tiers[0].capacity_blocks : 0;
+  for (uint32_t l = 0; l < s_.model.layers; ++l) {
+    t_.clock = 0;
+    t_.layer = l;
+    // The prompt's own attention is what its blocks have been used for so
+    // far: H2O's accumulated mass, top-k's history, HKM's ranking start from it.
+    if (s_.trace)
+      for (uint32_t s = 0; s < s_.batch; ++s)
+        if (const std::vector<float>* pm = s_.trace->prompt(s % s_.trace->header().sequences, l))
+          for (uint32_t i = 0; i < ctx_blocks && i < pm->size(); ++i) {
+            const BlockId b = t_.id(s, l, i);
+            t_.mass[b] = (*pm)[i];
+            t_.last_mass[b] = (*pm)[i];
+            t_.access_count[b] = 1;
+          }
+    // A computed layer's output sits in GPU memory until it is written to
+    // its tier, so the layer runs in kernels of as many sequences as that
+    // memory holds (prefill_chunk). What one sequence writes below: at most
+    // its whole layer at the first layer, then what the previous layer
+    // wrote below per sequence (placement that keeps new blocks on the GPU
+    // writes none directly, and its layers run whole).
+    if (l == 0) below_per_seq = kv_.prefill_output_bytes();
+    const double est = below_per_seq;
+    below_per_seq = 0;
+    for (uint32_t s0 = 0; s0 < s_.batch;) {
+      const uint32_t k = s_.prefill_compute ? prefill_chunk(s0, est) : s_.batch - s0;
+      // The blocks the last kernel's output took were still being written
+      // out of that room: this kernel waits until they have left.
+      wait_rooms();
+      if (s_.prefill_compute) {
+        // Weights once, every prompt token through them, causal attention over T^2/2 pairs.
+        const double gemm = s_.model.weight_flops_per_token_layer() * T * k;
+        const double attn = 2.0 * T * T * s_.model.heads * s_.model.head_dim * k;
+        const double kv = T * k * s_.model.kv_bytes_per_token_layer();
+        auto kernel = [&] { return s_.kernel_s(EngineSetup::Phase::Prefill, gemm, attn, s_.model.weight_bytes_per_layer(), kv); };
+        if (s_.weights) {
+          // The layer's weights first; compressed weights are restored for every GPU batch.
+          double extra = 0;
+          if (s0 == 0) {
+            wait_weights(l, -1);
+            // Pageable weights: the next layer's copy into a pinned buffer comes before this layer's launch.
+            if (s_.weights->plan().overlap) s_.weights->await(s_.weights->ahead_staging(), board_);
+            const WeightPlan& p = s_.weights->plan();
+            if (p.compress_weights)
+              extra = p.gpu_batches * s_.weights->quant().decompress_s(s_.model.weight_bytes_per_layer(), s_.gpu_mem_Bps);
+          }
+          // Hidden states in host memory: out and back before the kernels, at both sub-layers (as in decode).
+          if (s_.weights->plan().activations_on_cpu) move_hidden(2.0 * 2.0 * s_.model.model_dim() * T * k, -1, l);
+          compute(kernel() + extra, "prefill", -1, l, 0);
+        } else {
+          compute(kernel(), "prefill", -1, l, 0);
+        }
+      }
+      // The whole prompt arrives at once: budgets (H2O) apply to the whole of
+      // it, once its masses are known, not block by block as it is allocated.
+      kv_.defer_budget(true);
+      double gpu_kept_tokens = 0;  // prompt KV that stays on the GPU (compress_cache quantizes it there)
+      StagedWrites out;
+      for (uint32_t s = s0; s < s0 + k; ++s) {
+        const double before = out.bytes;
+        for (uint32_t i = 0; i < ctx_blocks; ++i) {
+          BlockId b = t_.id(s, l, i);
+          const TierId t = kv_.allocate(b, ctx_blocks);
+          if (s_.weights && s_.gpu_tier && t == 0) gpu_kept_tokens += double(kv_.held_tokens(b));
+          if (t == kDropped || (!s_.prefill_compute && !s_.prefill_load)) continue;
+          if (s_.prefill_load) {
+            if (t != src) kv_.pending(b) = tp_.add(src, t, l, kv_.data_bytes(b), kNoJob);
+            continue;
+          }
+          if (!(s_.gpu_tier && t == 0)) {
+            kv_.pending(b) = tp_.add(n, t, l, kv_.data_bytes(b), kNoJob);
+            kv_.pending_src(b) = KvStore::kNoSource;
+            if (out.jobs.empty() || out.jobs.back() != kv_.pending(b)) out.jobs.push_back(kv_.pending(b));
+            out.bytes += kv_.data_bytes(b);
+          }
+        }
+        below_per_seq = std::max(below_per_seq, out.bytes - before);
+      }
+      kv_.defer_budget(false);
+      if (s_.weights && s_.weights->plan().compress_cache && s_.prefill_compute)
+        weights_codec_s_ += s_.weights->quant().compress_s(gpu_kept_tokens * double(s_.model.kv_bytes_per_token_layer()),
+                                                            s_.gpu_mem_Bps);
+      for (uint32_t s = s0; s < s0 + k; ++s) kv_.enforce_budget(s, l);
+      if (s_.prefill_compute || s_.prefill_load) {
+        tp_.open_ids(loads[l]);
+        flush(nullptr);
+      } else {
+        // KV assumed in place: settle every move without simulating it.
+        tp_.settle();
+      }
+      if (s_.prefill_compute) note_prefill_output(std::move(out));
+      kv_.take_room_waits(room_waits_);
+      s0 += k;
+    }
+  }
+  if (s_.gpu_tier) t_.tiers[0].capacity_blocks = gpu_capacity;  // the room prefill output took is free once written
+  // The first token needs the last layer's KV in place.
+  wait_rooms();
+  if (!s_.prefill_load) return;
+  const double q = s_.query_tokens;
+  for (uint32_t l = 0; l < s_.model.layers; ++l) {
+    for (JobId j : loads[l]) board_.wait(j);
+    const double gemm = s_.model.weight_flops_per_token_layer() * q * s_.batch;
+    const double attn = 4.0 * q * T * s_.model.heads * s_.model.head_dim * s_.batch;
+    const double kv = T * s_.batch * s_.model.kv_bytes_per_token_layer();
+    compute(s_.kernel_s(EngineSetup::Phase::Prefill, gemm, attn, s_.model.weight_bytes_per_layer(), kv), "query", -1, l, 0);
+  }
+}
+
+// APP: this layer's keys are scored where they live: the CPU scores those
+// in host memory, the FPGA those on its SmartSSD (its NAND read is a
+// transfer, so it contends with the SmartSSD's other traffic), the GPU those
+// in its hot pool (a memory-bound pass added to the layer's kernel). Keys a
+// split wants scored on the other side are moved there first. The layer's
+// fetches wait for all of it.
+void LayerPipeline::score(Slot& slot, uint32_t step, uint32_t layer, uint32_t n) {
+  ScoringSplit* sc = s_.pol.eval->scoring();
+  if (sc->attends_in_storage()) {
+    attend_in_storage(slot, step, layer);
+    return;
+  }
+  if (!sc->scores_at(step)) return;
+  const double kb = static_cast<double>(t_.block_bytes) / 2.0 * sc->bits() / 16.0;  // key bytes scored per block
+  double cpu_b = 0, fpga_b = 0, gpu_b = 0;
+  for (uint32_t s = 0; s < s_.batch; ++s)
+    for (uint32_t i = 0; i < n; ++i) {
+      const TierId t = t_.tier[t_.id(s, layer, i)];
+      if (t >= t_.tiers.size()) continue;
+      if (s_.gpu_tier && t == 0) gpu_b += kb;
+      else if (static_cast<int>(s_.tier_dev[t]) == s_.ssd_dev) fpga_b += kb;
+      else cpu_b += kb;
+    }
+  if (cpu_b + fpga_b + gpu_b == 0) return;
+  const ScoringPlan p = sc->plan(cpu_b, fpga_b);
+  slot.extra_gpu_s += gpu_b / s_.gpu_mem_Bps;
+  const size_t c = static_cast<size_t>(s_.cpu_dev), f = static_cast<size_t>(s_.fpga_dev);
+  const size_t ssd = static_cast<size_t>(s_.ssd_dev), host = static_cast<size_t>(s_.host_mem_dev);
+  JobId to_cpu = kNoJob, to_fpga = kNoJob;
+  if (p.moved_to_cpu > 0) {
+    to_cpu = board_.create();
+    tp_.stream(ssd, host).submit(TransferJob{to_cpu, ssd, host, p.moved_to_cpu, {}, -1, 0, "key move"});
+    slot.waits.push_back(to_cpu);
+  }
+  if (p.moved_to_fpga > 0) {
+    to_fpga = board_.create();
+    tp_.stream(host, f).submit(TransferJob{to_fpga, host, f, p.moved_to_fpga, {}, -1, 0, "key move"});
+    slot.waits.push_back(to_fpga);
+  }
+  // Keys the FPGA scores that are on its drive (the rest was moved to it):
+  // from NAND, or as far as the copy in its memory holds them, from there.
+  const double on_drive = p.bytes_fpga - p.moved_to_fpga;
+  const double from_mem = on_drive * key_copy_fit(kb);
+  const double nand = on_drive - from_mem;
+  double fpga_s = fpga_kernel_s(p.bytes_fpga / s_.fpga_compute_Bps);
+  slot.score_cpu = board_.create();
+  slot.score_fpga = board_.create();
+  std::vector<JobId> cdeps, fdeps;
+  add_dep(cdeps, to_cpu);
+  add_dep(fdeps, to_fpga);
+  tp_.stream(c, c).submit(TransferJob{slot.score_cpu, 0, 0, 0, std::move(cdeps), s_.cpu_dev, p.bytes_cpu / s_.rates.f_c, "score"});
+  // The FPGA streams keys from its NAND while it computes: read and compute overlap.
+  // From its own memory the kernel is bound by the slower of its datapath
+  // and that memory's bandwidth.
+  fpga_s = std::max(fpga_s, s_.fpga_mem.read_s(from_mem));
+  tp_.stream(f, f).submit(TransferJob{slot.score_fpga, 0, 0, 0, std::move(fdeps), s_.fpga_dev, fpga_s, "score"});
+  if (nand > 0) {
+    slot.score_read = board_.create();
+    // Each block's keys are a slice of their own (key half x bits/16), read
+    // as one request of that size, not of the FP16 block.
+    TransferJob read{slot.score_read, ssd, f, nand, {}, -1, 0, "key read"};
+    read.request_bytes = kb;
+    tp_.stream(ssd, f).submit(std::move(read));
+    slot.waits.push_back(slot.score_read);
+  }
+  c_.key_bytes_read_nand += nand;
+  c_.key_bytes_read_fpga_memory += from_mem;
+  slot.score_move_cpu = to_cpu;
+  c_.beta_sum += p.beta;
+  ++c_.scored_layers;
+  c_.key_bytes_scored_cpu += p.bytes_cpu;
+  c_.key_bytes_scored_fpga += p.bytes_fpga;
+  c_.key_bytes_scored_gpu += gpu_b;
+  c_.key_bytes_moved += p.moved_to_cpu + p.moved_to_fpga;
+  slot.waits.push_back(slot.score_cpu);
+  slot.waits.push_back(slot.score_fpga);
+}
+
+// The FPGA's kernel for `nominal_s` at its nominal clock, at the clock its
+// temperature gives now (thermal throttling), and the temperature after it.
+double LayerPipeline::fpga_kernel_s(double nominal_s) {
+  double fpga_s = nominal_s;
+  if (s_.thermal && fpga_s > 0) {
+    const double now = sg4::Engine::get_clock();
+    const double dt = std::max(0.0, now - thermal_t_);
+    const bool was = s_.thermal->throttled();
+    s_.thermal->advance(dt, 0.0);  // idle since the last burst
+    if (was) c_.throttled_s += dt;
+    fpga_s *= s_.thermal->params().nominal_clock_MHz / s_.thermal->clock_MHz();
+    if (s_.thermal->throttled()) c_.throttled_s += fpga_s;
+    s_.thermal->advance(fpga_s, 1.0);
+    thermal_t_ = now + fpga_s;
+    c_.thermal_peak_C = std::max(c_.thermal_peak_C, s_.thermal->temperature_C());
+  }
+  return fpga_s;
+}
+
+// Near-storage attention: the blocks of this layer that live on the
+// SmartSSD leave the selection (they never cross PCIe; their attention
+// mass was counted as used: attention is exact). The layer's query goes to
+// the FPGA, which reads their K and V (from its memory as far as the copy
+// there holds them, key_copy_fit, the rest off NAND at block-sized
+// requests, both streamed while it computes), attends them at its
+// full-attention kernel's rate and sends back the partial output with its
+// softmax normaliser (the running max and sum, FP32, per head) so the GPU
+// can merge it with its own part. The GPU's kernel waits for that output.
+// The layer runs its kernel after the drive's part instead of beside it:
+// the GPU's own attention over its few blocks is not overlapped.
+void LayerPipeline::attend_in_storage(Slot& slot, uint32_t step, uint32_t layer) {
+  const TierId st = static_cast<TierId>(s_.storage_attention_tier);
+  double kv_b = 0;
+  std::vector<JobId> writes;  // the drive's blocks still being written (the FPGA reads them after)
+  size_t w = 0;
+  for (BlockId b : sel_) {
+    if (t_.tier[b] != st) {
+      sel_[w++] = b;
+      continue;
+    }
+    kv_b += kv_.data_bytes(b);
+    c_.storage_attention_tokens += kv_.held_tokens(b);
+    ++c_.hits[st];
+    if (!board_.done(kv_.pending(b))) add_dep(writes, kv_.pending(b));
+  }
+  sel_.resize(w);
+  if (kv_b == 0) return;
+  const double from_mem = kv_b * key_copy_fit(static_cast<double>(t_.block_bytes));
+  const double nand = kv_b - from_mem;
+  const double heads = static_cast<double>(s_.batch) * s_.model.heads;
+  const double q_bytes = heads * s_.model.head_dim * 2.0;
+  const double out_bytes = heads * (s_.model.head_dim * 2.0 + 2 * 4.0);
+  const size_t gpu = s_.gpu_dev, f = static_cast<size_t>(s_.fpga_dev), ssd = static_cast<size_t>(s_.ssd_dev);
+  auto job = [&](size_t from, size_t to, double bytes, std::vector<JobId> deps, int exec_on, double sec, const char* label) {
+    TransferJob j{board_.create(), from, to, bytes, std::move(deps), exec_on, sec, label};
+    j.step = static_cast<int32_t>(step);
+    j.layer = static_cast<int32_t>(layer);
+    const JobId id = j.id;
+    tp_.stream(exec_on >= 0 ? f : from, exec_on >= 0 ? f : to).submit(std::move(j));
+    return id;
+  };
+  const JobId q = job(gpu, f, q_bytes, {}, -1, 0, "query");
+  JobId read = kNoJob;
+  if (nand > 0) read = job(ssd, f, nand, writes, -1, 0, "kv read");
+  // The device's thermal clock belongs to its scoring kernel; no throttling
+  // of the attention kernel is reported, so it runs at its own clock.
+  const double fpga_s = std::max(kv_b / s_.fpga_attention_Bps, s_.fpga_mem.read_s(from_mem));
+  writes.push_back(q);
+  const JobId attn = job(0, 0, 0, std::move(writes), s_.fpga_dev, fpga_s, "attention");
+  std::vector<JobId> done{attn};
+  add_dep(done, read);
+  const JobId out = job(f, gpu, out_bytes, std::move(done), -1, 0, "attention output");
+  slot.waits.push_back(out);
+  c_.fpga_score_s += fpga_s;
+  c_.storage_attention_kv_bytes += kv_b;
+  c_.key_bytes_read_nand += nand;
+  c_.key_bytes_read_fpga_memory += from_mem;
+  c_.storage_attention_pcie_bytes += q_bytes + out_bytes;
+  ++c_.scored_layers;
+}
+
+// The copy in the FPGA's memory (key_copy fpga_dram) of what the FPGA reads
+// of every block the SmartSSD holds, copies below a block read up included
+// (APP: the block's score_bits keys; near-storage attention: its FP16 K and
+// V, `key_bytes_per_block` then being the block's bytes), as far as it fits. Scoring reads all of a layer's keys and every
+// layer is scored alike, so which blocks fit does not change the time: the
+// copy is taken to hold the same share of each layer's blocks, capacity /
+// (the drive's blocks x key bytes per block), and the rest is read from
+// NAND. Blocks written to the drive since the last scoring (demotions,
+// prefill output) brought their keys in with their write: the FPGA is the
+// drive's PCIe switch, so it sees the write pass and no extra PCIe traffic
+// is needed; their bytes are counted. Returns the share held, 0 with the
+// copy on NAND.
+double LayerPipeline::key_copy_fit(double key_bytes_per_block) {
+  if (s_.key_copy_tier < 0) return 0.0;
+  const size_t t = static_cast<size_t>(s_.key_copy_tier);
+  const double keys = static_cast<double>(t_.tiers[t].used_blocks) * key_bytes_per_block;
+  const double fit = keys > s_.fpga_mem.bytes ? s_.fpga_mem.bytes / keys : 1.0;
+  const double written = c_.wear[t].host_bytes_written();
+  c_.key_copy_bytes_written +=
+      (written - c_.key_copy_seen_written) * key_bytes_per_block / static_cast<double>(t_.block_bytes) * fit;
+  c_.key_copy_seen_written = written;
+  c_.key_copy_peak_bytes = std::max(c_.key_copy_peak_bytes, std::min(keys, s_.fpga_mem.bytes));
+  c_.key_copy_min_fit = std::min(c_.key_copy_min_fit, fit);
+  return fit;
+}
+
+// What attention will read on the GPU (predictions may move blocks it
+// reads through a staging buffer up too: those are not its data).
+void LayerPipeline::note_on_gpu(Slot& slot) {
+  slot.on_gpu.clear();
+  for (BlockId b : sel_)
+    if (s_.gpu_tier && t_.tier[b] == 0) slot.on_gpu.push_back(b);
+}
+
+LayerPipeline::Slot& LayerPipeline::open_slot(uint64_t k) {
+  Slot& slot = ring_[k % ring_.size()];
+  tp_.take_staged_bytes();  // earlier flushes stage nothing this slot reads
+  slot.waits.clear();  // keeps its capacity: no allocation per layer
+  // Rooms handed out since the last kernel (a prefill chunk's or an
+  // append's new blocks) are written into by then: the next kernel waits.
+  kv_.take_room_waits(slot.waits);
+  slot.kv_blocks = 0;
+  slot.extra_gpu_s = 0;
+  slot.score_cpu = slot.score_fpga = slot.score_read = slot.score_move_cpu = kNoJob;
+  return slot;
+}
+
+void LayerPipeline::select(uint64_t k) {
+  const uint32_t L = s_.model.layers;
+  const uint32_t step = static_cast<uint32_t>(k / L), layer = static_cast<uint32_t>(k % L);
+  const size_t nt = t_.tiers.size();
+  t_.clock = k + 1;
+  t_.step = step;
+  t_.layer = layer;
+  t_.now_s = sg4::Engine::get_clock();
+  Slot& slot = open_slot(k);
+  // The trace's records of this (step, layer): one for every sequence, or
+  // one per trace sequence (batch sequence s follows trace sequence s % S).
+  if (s_.trace)
+    for (AttentionRecord& r : recs_) {
+      if (!s_.trace->next(r)) throw ConfigError(s_.trace_name + ": ends before step " + std::to_string(step));
+      if (r.step != step || r.layer != layer)
+        throw ConfigError(s_.trace_name + ": expected the record of step " + std::to_string(step) + ", layer " +
+                          std::to_string(layer) + ", got step " + std::to_string(r.step) + ", layer " + std::to_string(r.layer));
+    }
+  const uint32_t n = s_.blocks_at(step);
+  // The block that receives this step's token exists from the moment the
+  // step is selected: attention reads the new token too.
+  for (uint32_t s = 0; s < s_.batch; ++s) {
+    BlockId nb = t_.id(s, layer, n - 1);
+    if (t_.tier[nb] == kNotCreated) {
+      kv_.allocate(nb, n);
+    }
+  }
+  sel_.clear();
+  // Pass 1: what attention uses, stamped first so that none of it is evicted
+  // while pass 2 makes room.
+  for (uint32_t s = 0; s < s_.batch; ++s) use_blocks(step, layer, s, n, s_.trace ? &recs_[s % recs_.size()] : nullptr);
+
+  if (s_.pol.eval->scoring()) score(slot, step, layer, n);
+
+  // Pass 2: fetch what is below the GPU, one transfer per source tier;
+  // promote what the promotion policy says.
+  const size_t gpu_ep = s_.gpu_tier ? 0 : nt;
+  kv_.set_tokens_now(s_.ctx + step + 1);
+  fetch_selected(slot, layer);
+  // Scoring decides what to load: this layer's fetches wait for it.
+  if (slot.score_cpu != kNoJob)
+    for (size_t a = 0; a < nt; ++a) {
+      tp_.depend(a, gpu_ep, slot.score_cpu);
+      tp_.depend(a, gpu_ep, slot.score_fpga);
+      tp_.depend(a, gpu_ep, slot.score_read);
+    }
+  // Pageable host memory (FlexGen's CPU cache): the thread that launches the
+  // kernels copies what this layer reads from host memory into pinned
+  // buffers, a GPU batch's share at a time, each before it launches the
+  // next kernel (offload_compute). The first share is copied now and the
+  // layer's transfer starts after it; the others follow the kernels.
+  if (s_.weights && !s_.weights->plan().pin_cache && slot.host_read_bytes > 0) {
+    const uint32_t G = s_.weights->plan().gpu_batches;
+    const JobId first = s_.weights->pin_copy(slot.host_read_bytes / G, static_cast<int32_t>(step), layer, board_, cpu_stream());
+    pins_.push_back(first);
+    pin_rest_bytes_ += slot.host_read_bytes * (G - 1) / G;
+    tp_.depend(static_cast<size_t>(s_.weights->homes().dram_tier), gpu_ep, first);
+  }
+  // What attention will read on the GPU (predictions below may move blocks it
+  // reads through a staging buffer up too: those are not its data).
+  if (check_) note_on_gpu(slot);
+  // Predictions for the next step of this layer ride behind the demand fetches.
+  if (s_.gpu_tier && step + 1 < s_.steps) {
+    const uint32_t n1 = s_.blocks_at(step + 1);
+    for (uint32_t s = 0; s < s_.batch; ++s) predict_for(step + 1, layer, s, n1);
+  }
+  // What comes into rooms still being written out lands after those writes:
+  // the kernel that reads it waits for them.
+  kv_.take_room_waits(slot.waits);
+  flush(&slot);
+  slot.staged_bytes = tp_.take_staged_bytes();
+  slot.kv_blocks = sel_.size();
+}
+
+// One sequence's part of pass 1: the blocks the evaluation policy selects
+// of its `n`, stamped as used (into sel_), and what the prefetch policy observes.
+void LayerPipeline::use_blocks(uint32_t step, uint32_t layer, uint32_t s, uint32_t n, const AttentionRecord* rec,
+                               bool dense) {
+  idx_.clear();
+  if (rec)
+    for (size_t i = 0; i < rec->blocks.size(); ++i) {
+      mass_of_[rec->blocks[i]] = rec->mass[i];
+      c_.total_mass += rec->mass[i];
+    }
+  SelectInput in{step, layer, s, n, rec ? &rec->blocks : nullptr, rec ? &rec->mass : nullptr};
+  if (dense)
+    for (uint32_t i = 0; i < n; ++i) idx_.push_back(i);
+  else
+    s_.pol.eval->select(in, t_, idx_);
+  obs_mass_.clear();
+  for (uint32_t i : idx_) {
+    if (i >= n) throw std::logic_error("evaluation policy selected block " + std::to_string(i) + " of " + std::to_string(n));
+    BlockId b = t_.id(s, layer, i);
+    const float m = rec ? mass_of_[i] : 0.f;
+    obs_mass_.push_back(m);
+    ++c_.accesses;
+    if (t_.tier[b] == kDropped) {
+      ++c_.dropped_accesses;
+      continue;
+    }
+    c_.used_mass += m;
+    t_.last_access[b] = t_.clock;
+    ++t_.access_count[b];
+    t_.mass[b] += m;
+    t_.last_mass[b] = m;
+    s_.pol.evict->on_access(b, t_.tier[b]);
+    s_.pol.promote->on_access(b, t_.tier[b], t_);
+    sel_.push_back(b);
+  }
+  if (!dense) s_.pol.prefetch->observe(SelectInput{step, layer, s, n, &idx_, rec ? &obs_mass_ : nullptr}, t_);
+  if (rec)
+    for (uint32_t b : rec->blocks) mass_of_[b] = 0.f;
+}
+
+// What crosses PCIe for `raw` bytes of KV read from tier t into the GPU:
+// stored bytes where the GPU restores them, raw bytes where a host codec
+// restores them before the copy.
+double LayerPipeline::crossing_bytes(TierId t, uint32_t layer, double raw) const {
+  const CompressionSpec& c = s_.codec[t * s_.model.layers + layer];
+  return c.on_gpu ? raw * c.stored_fraction() : raw;
+}
+
+// Pass 2: fetch what of sel_ is below the GPU, one transfer per source
+// tier; promote what the promotion policy says.
+void LayerPipeline::fetch_selected(Slot& slot, uint32_t layer) {
+  const size_t nt = t_.tiers.size();
+  const size_t gpu_ep = s_.gpu_tier ? 0 : nt;
+  slot.kv_tokens = 0;
+  slot.cpu_tokens = 0;
+  slot.host_read_bytes = 0;
+  const bool cpu_attn = s_.weights && s_.weights->plan().cpu_attention;
+  const int host_tier = s_.weights ? s_.weights->homes().dram_tier : -1;
+  // What is read into the GPU from pageable host memory (pin_cache false), raw bytes.
+  const int pageable_tier = s_.weights && !s_.weights->plan().pin_cache ? host_tier : -1;
+  double host_raw = 0;
+  for (BlockId b : sel_) {
+    const TierId t = t_.tier[b];
+    const double bb = kv_.data_bytes(b);
+    slot.kv_tokens += kv_.held_tokens(b);
+    // A block still being written down is read where its data is: the tier
+    // it is leaving, which keeps the memory until the write lands.
+    const bool draining = kv_.pending_src(b) != KvStore::kNoSource && !board_.done(kv_.pending(b));
+    const TierId at = draining ? kv_.pending_src(b) : t;
+    ++c_.hits[at];
+    if (kv_.prefetched(b)) {
+      kv_.prefetched(b) = 0;
+      ++c_.prefetch.used_blocks;
+      if (s_.gpu_tier && at == 0) {
+        ++c_.prefetch.covered_blocks;
+        ++c_.prefetch.needed_blocks;
+      }
+    } else if (!(s_.gpu_tier && at == 0)) {
+      ++c_.prefetch.needed_blocks;
+    }
+    if (s_.gpu_tier && t == 0) {
+      if (!board_.done(kv_.pending(b))) slot.waits.push_back(kv_.pending(b));
+      continue;
+    }
+    if (cpu_attn) {
+      // FlexGen's CPU attention: the KV stays in host memory and the CPU
+      // reads it there (what is on disk is read into host memory first);
+      // it waits for the block's last write (the new token) to land.
+      slot.kv_tokens -= kv_.held_tokens(b);
+      slot.cpu_tokens += kv_.held_tokens(b);
+      if (!board_.done(kv_.pending(b))) slot.waits.push_back(kv_.pending(b));
+      if (static_cast<int>(t) != host_tier) {
+        const JobId j = tp_.add(t, static_cast<size_t>(host_tier), layer, bb, kv_.pending(b));
+        if (slot.waits.empty() || slot.waits.back() != j) slot.waits.push_back(j);
+      }
+      continue;
+    }
+    // Still being written down from a tier: the data is read from there
+    // (the source keeps it until the write completes, unless its room was
+    // given away: then pending_src is cleared and the read waits for the
+    // write). Prefill output written from the GPU's staging buffer is not
+    // kept: that buffer is reused layer after layer, so a read waits for the write.
+    if (draining) {
+      const size_t src = kv_.pending_src(b);
+      if (s_.gpu_tier && src == 0) continue;  // still on the GPU
+      tp_.add(src, gpu_ep, layer, bb, kNoJob);
+      continue;
+    }
+    if (s_.gpu_tier && s_.pol.promote->promote(b, t, t_)) {
+      const TierId dest = s_.pol.promote->promote_to(b, t, t_);
+      if (dest < t && kv_.make_room(dest)) {
+        if (dest == 0) {
+          if (static_cast<int>(t) == pageable_tier) host_raw += bb;
+          JobId fj = tp_.add(t, 0, layer, bb, kv_.pending(b));
+          kv_.move(b, t, 0);
+          kv_.pending(b) = fj;
+        } else {
+          // Up to an intermediate tier; then on into the GPU where it fits
+          // (its copy stays in the intermediate tier), else attention reads
+          // it from there.
+          JobId pj = tp_.add(t, dest, layer, bb, kv_.pending(b));
+          kv_.move(b, t, dest);
+          kv_.pending(b) = pj;
+          if (kv_.make_room(0)) {
+            kv_.pending(b) = tp_.add(dest, 0, layer, bb, kv_.pending(b));
+            kv_.move(b, dest, 0);
+          } else {
+            tp_.add(dest, gpu_ep, layer, bb, kv_.pending(b));
+          }
+        }
+        kv_.pending_src(b) = KvStore::kNoSource;
+        ++c_.promoted_blocks;
+        continue;
+      }
+    }
+    tp_.add(t, gpu_ep, layer, bb, kv_.pending(b));  // read through a staging buffer
+    if (static_cast<int>(t) == pageable_tier) host_raw += bb;
+  }
+  if (host_raw > 0) slot.host_read_bytes = crossing_bytes(static_cast<TierId>(pageable_tier), layer, host_raw);
+}
+
+void LayerPipeline::predict_for(uint32_t step1, uint32_t layer, uint32_t s, uint32_t n1) {
+  const size_t nt = t_.tiers.size();
+  pred_.clear();
+  s_.pol.prefetch->predict(SelectInput{step1, layer, s, n1, nullptr, nullptr}, t_, pred_);
+  for (uint32_t i : pred_) {
+    if (i >= n1) continue;
+    const BlockId b = t_.id(s, layer, i);
+    const TierId t = t_.tier[b];
+    if (t >= nt || t == 0 || kv_.prefetched(b) || !kv_.make_room(0)) continue;
+    const JobId pj = tp_.add_prefetch(t, layer, kv_.data_bytes(b), kv_.pending(b));
+    kv_.move(b, t, 0);
+    kv_.pending(b) = pj;
+    kv_.pending_src(b) = KvStore::kNoSource;
+    kv_.prefetched(b) = 1;
+    kv_.prefetch_src(b) = t;
+    ++c_.prefetch.prefetched_blocks;
+  }
+}
+
+// The new token's KV of one layer goes into the sequence's last block;
+// written down if that block does not live on the GPU.
+void LayerPipeline::append(uint64_t k) {
+  const uint32_t L = s_.model.layers;
+  const uint32_t step = static_cast<uint32_t>(k / L), layer = static_cast<uint32_t>(k % L);
+  const uint32_t token = s_.ctx + step;
+  const double tok_bytes = static_cast<double>(s_.model.kv_bytes_per_token_layer());
+  const size_t nt = t_.tiers.size();
+  for (uint32_t s = 0; s < s_.batch; ++s) {
+    BlockId b = t_.id(s, layer, token / s_.bt);
+    const TierId t = t_.tier[b];
+    if (t == kDropped || t >= nt) continue;
+    t_.dirty[b] = 1;
+    kv_.invalidate_copies(b);
+    if (s_.gpu_tier && t == 0) continue;
+    kv_.pending(b) = tp_.add(nt, t, layer, tok_bytes, kv_.pending(b));
+    kv_.pending_src(b) = KvStore::kNoSource;
+  }
+  flush(nullptr);
+}
+
+// MatKV overlaps loading the next request's precomputed KV with this
+// request's decode. The next batch has this one's shape; its KV goes from the
+// lowest tier to the tier above it (the GPU if there is none), layer by
+// layer, on a queue of its own, so it contends with decode traffic on shared
+// links but never waits behind it. Where it lands is a staging reservation:
+// it is not placed in the block table.
+void LayerPipeline::load_next_request() {
+  const size_t nt = t_.tiers.size();
+  const size_t src = s_.tier_dev[nt - 1];
+  const bool to_gpu = !(nt >= 2 && s_.tier_dev[nt - 2] != src);
+  const size_t dst = to_gpu ? s_.gpu_dev : s_.tier_dev[nt - 2];
+  if (src == dst) return;
+  c_.next_dst_dev = dst;
+  auto loader = std::make_shared<Stream>("next request " + s_.hw.devices[src].name + "->" + s_.hw.devices[dst].name,
+                                         platform_, board_, timeline_);
+  // A CPU codec on the flash tier decompresses each layer in host memory as
+  // it lands, on a queue of its own (so layer l+1 reads while l decompresses);
+  // what then crosses to the GPU is uncompressed.
+  std::shared_ptr<Stream> codec;
+  const double ctx_blocks = (s_.ctx + s_.bt - 1) / s_.bt;
+  JobId last = kNoJob;
+  for (uint32_t l = 0; l < s_.model.layers; ++l) {
+    const CompressionSpec& c = s_.codec[(nt - 1) * s_.model.layers + l];
+    const double raw = s_.batch * ctx_blocks * static_cast<double>(t_.block_bytes);
+    const double bytes = raw * c.stored_fraction();
+    const bool host_decompress = !to_gpu && !c.on_gpu && c.decompress_Bps > 0 && c.stored_fraction() < 1.0 &&
+                                 s_.fraction(nt - 2, l) >= 1.0;
+    last = board_.create();
+    loader->submit(TransferJob{last, src, dst, bytes, {}, -1, 0, "next-request load"});
+    if (host_decompress) {
+      if (!codec) codec = std::make_shared<Stream>("next request decompress", platform_, board_, timeline_);
+      const JobId d = board_.create();
+      codec->submit(TransferJob{d, 0, 0, 0, {last}, s_.cpu_dev, raw / c.decompress_Bps, "decompress"});
+      c_.cpu_codec_s += raw / c.decompress_Bps;
+      last = d;
+    }
+    c_.next_load_bytes += bytes;
+    c_.next_copy_bytes += host_decompress ? raw : bytes;
+  }
+  loader->start();
+  loader->stop();  // ends once its queue is drained
+  if (codec) {
+    codec->start();
+    codec->stop();
+  }
+  sg4::Actor::create("next request", platform_.controller(), [this, loader, codec, last] {
+    board_.wait(last);
+    c_.next_load_end = sg4::Engine::get_clock();
+  });
+}
+
+void LayerPipeline::drive() {
+  weight_iters_ = (s_.prefill_compute ? s_.model.layers : 0) + uint64_t(s_.steps) * s_.model.layers;
+  prefill();
+  c_.prefill_end = sg4::Engine::get_clock();
+  c_.decode_start = c_.prefill_end;
+  c_.gpu_busy_at_decode = c_.gpu_busy_s;
+  c_.link_busy_at_decode = link_busy_now(platform_, c_.decode_start);
+  if (s_.overlap_next_load) load_next_request();
+  const uint64_t N = uint64_t(s_.steps) * s_.model.layers;
+  ring_.assign(65, Slot{});  // room for the deepest prefetch a policy may ask for (64)
+  depth_ = std::min<uint32_t>(s_.pol.prefetch->depth(), 64);
+  uint64_t next = 0;
+  double step_t0 = c_.decode_start, gpu_busy_t0 = c_.gpu_busy_s;
+  // The links that fetches into the GPU cross: their utilization (bytes /
+  // (bandwidth x time)) over the last step is what adaptive prefetch reads.
+  std::vector<uint32_t> fetch_links;
+  for (size_t d : s_.tier_dev)
+    if (d != s_.gpu_dev)
+      for (uint32_t i : platform_.route(d, s_.gpu_dev).stats)
+        if (std::find(fetch_links.begin(), fetch_links.end(), i) == fetch_links.end()) fetch_links.push_back(i);
+  std::vector<double> link_bytes_t0(platform_.stats().size(), 0.0);
+  for (uint64_t k = 0; k < N; ++k) {
+    if (k % s_.model.layers == 0 && k > 0) {
+      // Adaptive prefetch sees the last step's utilisation.
+      const double now = sg4::Engine::get_clock(), dt = now - step_t0;
+      double link_busy = 0;
+      auto& st = platform_.stats();
+      for (uint32_t i : fetch_links) {
+        if (dt > 0 && st[i].bandwidth_Bps > 0)
+          link_busy = std::max(link_busy, (st[i].bytes - link_bytes_t0[i]) / (st[i].bandwidth_Bps * dt));
+        link_bytes_t0[i] = st[i].bytes;
+      }
+      depth_ = std::min<uint32_t>(s_.pol.prefetch->adapt_depth(dt > 0 ? (c_.gpu_busy_s - gpu_busy_t0) / dt : 0.0,
+                                                          std::min(1.0, link_busy)),
+                                  64);
+      step_t0 = now;
+      gpu_busy_t0 = c_.gpu_busy_s;
+    }
+    t_.pin_stamp = k + 1;
+    // This layer's weights (and, with overlap, the next layer's) are issued
+    // before the next layer's KV is selected: FlexGen loads layer l+1's
+    // weights as layer l starts, ahead of the cache loads of its GPU batches.
+    const JobId weights_job = s_.weights ? issue_weights(static_cast<uint32_t>(k % s_.model.layers),
+                                                         static_cast<int32_t>(k / s_.model.layers))
+                                         : kNoJob;
+    // With pageable KV the thread that launches the kernels copies the next
+    // layer's KV before launching this one, and FlexGen synchronises every
+    // stream at the end of each iteration: this layer's KV has arrived
+    // before that copy starts. (With pinned KV the order changes nothing.)
+    if (s_.weights && !s_.weights->plan().pin_cache) {
+      while (next < N && next <= k) select(next++);
+      for (JobId j : ring_[k % ring_.size()].waits) board_.wait(j);
+    }
+    while (next < N && next <= k + depth_) select(next++);
+    Slot& slot = ring_[k % ring_.size()];
+    for (JobId j : slot.waits) board_.wait(j);
+    // Staging buffers in use while this layer computes: its own KV read
+    // through the GPU and that of the layers fetched ahead of it.
+    double staged = 0;
+    for (uint64_t j = k; j < next; ++j) staged += ring_[j % ring_.size()].staged_bytes;
+    note_staging(staged);
+    if (check_) check_->before_attention(static_cast<uint32_t>(k / s_.model.layers), static_cast<uint32_t>(k % s_.model.layers), slot.on_gpu);
+    if (slot.score_cpu != kNoJob) {
+      const double tc = board_.duration(slot.score_cpu) +
+                        (slot.score_move_cpu != kNoJob ? board_.duration(slot.score_move_cpu) : 0.0);
+      const double tf = std::max(board_.duration(slot.score_fpga),
+                                 slot.score_read != kNoJob ? board_.duration(slot.score_read) : 0.0);
+      s_.pol.eval->scoring()->report(tc, tf);
+      c_.cpu_score_s += tc;
+      c_.fpga_score_s += tf;
+      c_.cpu_idle_s += std::max(0.0, tf - tc);
+      c_.fpga_idle_s += std::max(0.0, tc - tf);
+    }
+    if (s_.weights) {
+      offload_compute(slot, k, weights_job);
+    } else {
+      const double tokens = static_cast<double>(slot.kv_tokens);
+      const double kv_bytes = tokens * static_cast<double>(s_.model.kv_bytes_per_token_layer());
+      const double gemm = s_.model.weight_flops_per_token_layer() * s_.batch;
+      const double attn = 4.0 * tokens * s_.model.heads * s_.model.head_dim;
+      compute(s_.kernel_s(EngineSetup::Phase::Decode, gemm, attn, s_.model.weight_bytes_per_layer(), kv_bytes) + slot.extra_gpu_s, "decode", static_cast<int64_t>(k / s_.model.layers),
+              static_cast<uint32_t>(k % s_.model.layers), slot.kv_blocks);
+    }
+    append(k);
+    if (k % s_.model.layers == s_.model.layers - 1) {
+      c_.step_end.push_back(sg4::Engine::get_clock());
+      if (k + 1 == N) c_.link_busy_after_decode = link_busy_now(platform_, c_.step_end.back());
+      kv_.background_demotion();
+      flush(nullptr);
+      if (check_) check_->after_step(static_cast<uint32_t>(k / s_.model.layers));
+    }
+  }
+  tp_.stop();
+}
+
+void LayerPipeline::wait_weights(uint32_t layer, int32_t step) { await_weights(issue_weights(layer, step)); }
+
+JobId LayerPipeline::issue_weights(uint32_t layer, int32_t step) {
+  auto st = [this](size_t a, size_t b) -> Stream& { return tp_.stream(a, b); };
+  return s_.weights->issue(layer, step, ++weight_iter_ < weight_iters_, board_, st);
+}
+
+void LayerPipeline::await_weights(JobId j) { s_.weights->await(j, board_); }
+
+void LayerPipeline::offload_compute(Slot& slot, uint64_t k, JobId weights) {
+  const uint32_t L = s_.model.layers, layer = static_cast<uint32_t>(k % L);
+  const int32_t step = static_cast<int32_t>(k / L);
+  await_weights(weights);
+  WeightStream& w = *s_.weights;
+  const WeightPlan& p = w.plan();
+  const GroupQuant& q = w.quant();
+  // The batch as gpu_batches GPU batches (FlexGen's zig-zag): each reads the
+  // layer's weights from GPU memory and its own share of the KV.
+  const double G = p.gpu_batches;
+  const double tok = static_cast<double>(s_.model.kv_bytes_per_token_layer());
+  const double d = s_.model.model_dim();
+  const double gpu_tokens = static_cast<double>(slot.kv_tokens) / G, cpu_tokens = static_cast<double>(slot.cpu_tokens) / G;
+  const double wb = s_.model.weight_bytes_per_layer();
+  const double restore_w = p.compress_weights ? q.decompress_s(wb, s_.gpu_mem_Bps) : 0.0;
+  const double restore_kv = p.compress_cache ? q.decompress_s(gpu_tokens * tok, s_.gpu_mem_Bps) : 0.0;
+  const double seqs = static_cast<double>(s_.batch) / G;
+  for (uint32_t g = 0; g < p.gpu_batches; ++g) {
+    // Pageable host memory (FlexGen's CPU cache; weights with --pin-weight
+    // 0): the thread that launches this GPU batch first copies into pinned
+    // buffers what the GPU reads next from host memory (FlexGen: the next
+    // layer's weights with the first GPU batch, then a GPU batch's KV), and
+    // only then launches the kernel.
+    if (g == 0 && p.overlap) w.await(w.ahead_staging(), board_);
+    // The KV copies into pinned buffers (select issued the first share of
+    // each layer it selected since the last kernel; the others go one
+    // before each later GPU batch).
+    if (g == 0) {
+      for (JobId j : pins_) board_.wait(j);
+      pins_.clear();
+    } else if (pin_rest_bytes_ > 0) {
+      board_.wait(w.pin_copy(pin_rest_bytes_ / (G - 1), step, layer, board_, cpu_stream()));
+    }
+    // Hidden states in host memory: FlexGen stores the previous GPU batch's
+    // output and loads the next one's input on the kernels' own CUDA stream,
+    // just before this GPU batch's kernels, at each of the layer's two
+    // sub-layers (attention, MLP): d FP16 values per sequence each way.
+    if (p.activations_on_cpu) move_hidden(2.0 * 2.0 * d * seqs, step, layer);
+    const double gemm = s_.model.weight_flops_per_token_layer() * seqs, attn = 4.0 * gpu_tokens * d;
+    compute(s_.kernel_s(EngineSetup::Phase::Decode, gemm, attn, wb, gpu_tokens * tok) + restore_w + restore_kv + (g == 0 ? slot.extra_gpu_s : 0.0), "decode", step, layer,
+            slot.kv_blocks);
+    if (p.cpu_attention && cpu_tokens > 0) {
+      // Between the QKV projection and the output projection: the query
+      // goes to the CPU (the new K and V go with the append), the output
+      // comes back, and the GPU waits for it.
+      cpu_attention(cpu_tokens, 2.0 * d * seqs, 2.0 * d * seqs, step, layer);
+    }
+    // FlexGen synchronises every stream at the end of each (layer, GPU
+    // batch) iteration (flex_opt.py: sync() in the generation loop), so the
+    // next layer's weights, issued with this layer's first GPU batch, must
+    // have arrived before the second one starts.
+    if (g == 0 && p.overlap && p.gpu_batches > 1) w.await(w.ahead(), board_);
+  }
+  pin_rest_bytes_ = 0;
+}
+
+void LayerPipeline::cpu_attention(double tokens, double query_bytes, double output_bytes, int32_t step, uint32_t layer) {
+  WeightStream& w = *s_.weights;
+  const double d = s_.model.model_dim();
+  const double sec = cpu_attention_s(cpu_attention_cost(tokens, d, static_cast<double>(s_.model.kv_bytes_per_token_layer())),
+                                     w.cpu_flops, w.cpu_mem_Bps);
+  const size_t gpu = s_.gpu_dev, host = static_cast<size_t>(w.homes().dram);
+  auto submit = [&](Stream& st, TransferJob job) {
+    job.step = step;
+    job.layer = static_cast<int32_t>(layer);
+    const JobId id = job.id;
+    st.submit(std::move(job));
+    return id;
+  };
+  const JobId q = submit(tp_.activations(true), TransferJob{board_.create(), gpu, host, query_bytes, {}, -1, 0, "activations"});
+  const JobId a = submit(cpu_stream(), TransferJob{board_.create(), 0, 0, 0, {q}, s_.cpu_dev, sec, "attention"});
+  const JobId out = submit(tp_.activations(false), TransferJob{board_.create(), host, gpu, output_bytes, {a}, -1, 0, "activations"});
+  board_.wait(out);
+  w.cpu_attention_s += sec;
+}
+
+void LayerPipeline::move_hidden(double bytes, int32_t step, uint32_t layer) {
+  const size_t gpu = s_.gpu_dev, host = static_cast<size_t>(s_.weights->homes().dram);
+  TransferJob out{board_.create(), gpu, host, bytes, {}, -1, 0, "hidden"};
+  TransferJob in{board_.create(), host, gpu, bytes, {out.id}, -1, 0, "hidden"};
+  out.step = in.step = step;
+  out.layer = in.layer = static_cast<int32_t>(layer);
+  const JobId done = in.id;
+  tp_.activations(true).submit(std::move(out));
+  tp_.activations(false).submit(std::move(in));
+  const double t0 = sg4::Engine::get_clock();
+  board_.wait(done);
+  s_.weights->hidden_wait_s += sg4::Engine::get_clock() - t0;
+}
+
+// ---- serving (serving.kv "tiered") ----
+
+void LayerPipeline::select_iteration(uint64_t index, uint32_t layer, const std::vector<IterationSeq>& seqs) {
+  const uint64_t k = clock_base_ + layer;
+  t_.clock = k + 1;
+  t_.step = static_cast<uint32_t>(index);
+  t_.layer = layer;
+  t_.now_s = sg4::Engine::get_clock();
+  Slot& slot = open_slot(k);
+  slot.seq_tokens.clear();
+  sel_.clear();
+  for (const IterationSeq& q : seqs) {
+    // Decode reads its blocks and the one the new token goes into, which
+    // exists from now (as in decode); a prefill chunk reads the KV before it.
+    uint32_t n = (q.past + s_.bt - 1) / s_.bt;
+    if (!q.prefill) {
+      n = q.past / s_.bt + 1;
+      const BlockId nb = t_.id(q.seq, layer, n - 1);
+      if (t_.tier[nb] == kNotCreated) kv_.allocate(nb, n);
+    }
+    const AttentionRecord* rec = nullptr;
+    if (!q.prefill && q.attention) {
+      // A recomputed request's prefill produced a token its decode did not:
+      // the records of steps it skipped are passed over.
+      bool more = q.attention->next(iter_rec_);
+      while (more && iter_rec_.step < q.step) more = q.attention->next(iter_rec_);
+      if (!more || iter_rec_.step != q.step || iter_rec_.layer != layer)
+        throw std::logic_error("serving.attention: request " + std::to_string(q.seq) + " has no record of step " +
+                               std::to_string(q.step) + ", layer " + std::to_string(layer));
+      rec = &iter_rec_;
+    }
+    const size_t before = sel_.size();
+    if (n > 0) use_blocks(q.step, layer, q.seq, n, rec, q.prefill);
+    slot.seq_tokens.push_back(uint64_t(sel_.size() - before) * s_.bt);
+  }
+  fetch_selected(slot, layer);
+  if (check_) note_on_gpu(slot);
+  // Predictions for each sequence's next step of this layer ride behind the demand fetches.
+  if (s_.gpu_tier)
+    for (const IterationSeq& q : seqs)
+      if (!q.prefill && q.predict) predict_for(q.step + 1, layer, q.seq, (q.past + 1) / s_.bt + 1);
+  kv_.take_room_waits(slot.waits);
+  flush(&slot);
+  slot.staged_bytes = tp_.take_staged_bytes();
+  slot.kv_blocks = sel_.size();
+}
+
+// What the layer computed goes into the blocks: a decode token into its
+// sequence's last block; a prefill chunk into the blocks it fills, new ones
+// placed (and written down, whole, where placement puts them below the GPU)
+// with the chunk's budget applied once all of it has arrived.
+void LayerPipeline::append_iteration(uint32_t layer, const std::vector<IterationSeq>& seqs) {
+  const double tok_bytes = static_cast<double>(s_.model.kv_bytes_per_token_layer());
+  std::vector<StagedWrites> staged;
+  const size_t nt = t_.tiers.size();
+  auto write_into = [&](BlockId b, double bytes) {
+    const TierId t = t_.tier[b];
+    if (t >= nt) return;
+    t_.dirty[b] = 1;
+    kv_.invalidate_copies(b);
+    if (s_.gpu_tier && t == 0) return;
+    kv_.pending(b) = tp_.add(nt, t, layer, bytes, kv_.pending(b));
+    kv_.pending_src(b) = KvStore::kNoSource;
+  };
+  for (const IterationSeq& q : seqs) {
+    if (!q.prefill) {
+      write_into(t_.id(q.seq, layer, q.past / s_.bt), tok_bytes);
+      continue;
+    }
+    const uint32_t first = q.past / s_.bt, end = (q.past + q.tokens + s_.bt - 1) / s_.bt;
+    StagedWrites out;  // the chunk's new blocks written below, from GPU memory
+    kv_.defer_budget(true);
+    for (uint32_t i = first; i < end; ++i) {
+      const BlockId b = t_.id(q.seq, layer, i);
+      if (t_.tier[b] != kNotCreated) {  // the block the previous chunk left part-filled
+        const uint32_t lo = std::max(q.past, i * s_.bt), hi = std::min(q.past + q.tokens, (i + 1) * s_.bt);
+        write_into(b, double(hi - lo) * tok_bytes);
+        continue;
+      }
+      // The prompt's own attention is what its blocks have been used for so
+      // far (as in the single-batch engine's prefill).
+      if (const std::vector<float>* pm = q.attention ? q.attention->prompt(0, layer) : nullptr)
+        if (i < pm->size()) {
+          t_.mass[b] = t_.last_mass[b] = (*pm)[i];
+          t_.access_count[b] = 1;
+        }
+      const TierId t = kv_.allocate(b, end);
+      if (t == kDropped || (s_.gpu_tier && t == 0)) continue;
+      kv_.pending(b) = tp_.add(nt, t, layer, kv_.data_bytes(b), kNoJob);
+      kv_.pending_src(b) = KvStore::kNoSource;
+      if (out.jobs.empty() || out.jobs.back() != kv_.pending(b)) out.jobs.push_back(kv_.pending(b));
+      out.bytes += kv_.data_bytes(b);
+    }
+    kv_.defer_budget(false);
+    kv_.enforce_budget(q.seq, layer);
+    staged.push_back(std::move(out));
+  }
+  flush(nullptr);
+  // Held in GPU memory until written (measured; serving does not hold prefill back for it).
+  for (StagedWrites& w : staged) note_prefill_output(std::move(w));
+  staged.clear();
+}
+
+void LayerPipeline::run_iteration(uint64_t index, const std::vector<IterationSeq>& seqs, bool more_after,
+                                  const LayerKernel& kernel) {
+  const uint32_t L = s_.model.layers;
+  if (ring_.empty()) ring_.assign(65, Slot{});
+  depth_ = std::min<uint32_t>(s_.pol.prefetch->depth(), 64);
+  uint32_t next = 0;
+  for (uint32_t l = 0; l < L; ++l) {
+    const uint64_t k = clock_base_ + l;
+    t_.pin_stamp = k + 1;
+    JobId weights = kNoJob;
+    if (s_.weights) {
+      // The next layer's load is issued now, across iterations too while requests remain.
+      auto st = [this](size_t a, size_t b) -> Stream& { return tp_.stream(a, b); };
+      weights = s_.weights->issue(l, static_cast<int32_t>(index), l + 1 < L || more_after, board_, st);
+    }
+    while (next < L && next <= l + depth_) select_iteration(index, next++, seqs);
+    Slot& slot = ring_[k % ring_.size()];
+    for (JobId j : slot.waits) board_.wait(j);
+    double staged = 0;
+    for (uint64_t j = k; j < clock_base_ + next; ++j) staged += ring_[j % ring_.size()].staged_bytes;
+    note_staging(staged);
+    if (s_.weights) s_.weights->await(weights, board_);
+    if (check_) check_->before_attention(static_cast<uint32_t>(index), l, slot.on_gpu);
+    // As in the single-batch prefill: the rooms the last layer's new blocks took must be free first.
+    wait_rooms();
+    compute(kernel(slot.seq_tokens) + slot.extra_gpu_s, "iteration", static_cast<int64_t>(index), l, slot.kv_blocks);
+    append_iteration(l, seqs);
+    kv_.take_room_waits(room_waits_);
+  }
+  wait_rooms();
+  clock_base_ += L;
+  kv_.background_demotion();
+  flush(nullptr);
+  if (check_) {
+    std::vector<uint32_t> created(t_.batch, 0);  // every other sequence's blocks may be anything it kept
+    for (const IterationSeq& q : seqs) created[q.seq] = (q.past + q.tokens + s_.bt - 1) / s_.bt;
+    check_->after_step(static_cast<uint32_t>(index), &created);
+  }
+}
+
+void LayerPipeline::release(uint32_t seq) {
+  for (uint32_t l = 0; l < s_.model.layers; ++l)
+    for (uint32_t i = 0; i < t_.blocks_per_seq_layer; ++i) kv_.release(t_.id(seq, l, i));
+}
+
+}  // namespace kvtier

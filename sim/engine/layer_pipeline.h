@@ -1,0 +1,163 @@
+// The layer pipeline: what the GPU's compute stream does, layer by layer.
+// Prefill (computed, loaded from flash, or assumed in place), then every
+// decode step: for layer l, select the blocks attention uses (evaluation
+// policy, APP scoring where they live), fetch what is below the GPU (one
+// transfer per source tier, promotions, predictions behind the demand
+// fetches), wait for it, run the layer's kernel, append the new token's KV.
+// Selection runs `depth` layers ahead of compute (layer-ahead prefetch).
+#pragma once
+
+#include <deque>
+#include <functional>
+#include <vector>
+
+#include "sim/engine/engine_metrics.h"
+#include "sim/core/engine_setup.h"
+#include "sim/engine/invariants.h"
+#include "sim/kv/kv_store.h"
+#include "sim/platform/transfer_planner.h"
+
+namespace kvtier {
+
+class LayerPipeline {
+ public:
+  LayerPipeline(EngineSetup& s, EngineCounters& c, KvStore& kv, TransferPlanner& planner, Platform& platform,
+                JobBoard& board, Timeline& timeline, uint32_t gpu_track);
+  // The whole run; called from the GPU's compute actor.
+  void drive();
+  void check_with(InvariantChecker* c) { check_ = c; }
+
+  // Serving with the KV in tiers (serving.kv "tiered", sim/serving/serving.h): each
+  // request is block-table sequence `seq`, and an iteration runs every layer
+  // for its sequences through the selection, fetch, compute and append of
+  // decode, with selection `depth` layers ahead within the iteration. A
+  // decode sequence appends one token at `past`; a prefill chunk computes
+  // `tokens` after `past` (attention reads the KV before it) and its KV goes
+  // where placement puts it once the layer has computed it.
+  struct IterationSeq {
+    uint32_t seq = 0, past = 0, tokens = 0;
+    bool prefill = false;
+    // The request's attention (serving.attention; null: none): the record of
+    // each decode step `step` (0 = the first token after prefill), every
+    // layer in order, and the prompt's attention for its prefill blocks.
+    AttentionSource* attention = nullptr;
+    uint32_t step = 0;
+    bool predict = false;  // another decode step follows (predictions for it may be fetched)
+  };
+  // One layer's kernel, given the tokens of KV each sequence's attention reads.
+  using LayerKernel = std::function<double(const std::vector<uint64_t>& read_tokens)>;
+  // `more_after`: another iteration follows (the next layer's weights may load across).
+  void run_iteration(uint64_t index, const std::vector<IterationSeq>& seqs, bool more_after, const LayerKernel& kernel);
+  // Every block of `seq` leaves its tier (the request finished, or its KV is dropped to be recomputed).
+  void release(uint32_t seq);
+
+ private:
+  struct Slot {  // what one selected (step, layer) hands to the GPU
+    std::vector<JobId> waits;
+    uint64_t kv_blocks = 0;
+    uint64_t kv_tokens = 0;            // tokens those blocks hold (whole blocks unless transfer_unit is tokens)
+    uint64_t cpu_tokens = 0;           // of those, attended on the CPU where they live (policies.weights.cpu_attention)
+    double extra_gpu_s = 0;            // decompression on the GPU before attention
+    double staged_bytes = 0;           // KV read into GPU staging buffers (not the GPU tier) for this layer
+    double host_read_bytes = 0;        // of the KV read into the GPU, what comes from host memory (policies.weights)
+    std::vector<BlockId> on_gpu;       // with invariants checked: the blocks attention uses that live on the GPU
+    std::vector<uint64_t> seq_tokens;  // serving: per sequence of the iteration, the tokens its attention reads
+    JobId score_cpu = kNoJob, score_fpga = kNoJob;  // APP scoring of this layer
+    JobId score_read = kNoJob, score_move_cpu = kNoJob;  // the FPGA's NAND read; keys moved to the host
+  };
+  // Prompt KV computed in one prefill kernel and written below the GPU: the
+  // writes carrying it, and its bytes.
+  struct StagedWrites {
+    std::vector<JobId> jobs;
+    double bytes = 0;
+  };
+  void prefill();
+  uint32_t prefill_chunk(uint32_t s0, double seq_out);
+  void note_prefill_output(StagedWrites&& w);
+  // Prefill: waits for the writes out of the rooms its output took.
+  void wait_rooms();
+  double prefill_staged_bytes();
+  double gpu_tier_bytes() const;  // the KV the GPU tier holds now
+  void note_staging(double staged);
+  void select(uint64_t k);
+  // A slot of the ring for layer computation k, emptied for its selection.
+  Slot& open_slot(uint64_t k);
+  void note_on_gpu(Slot& slot);
+  void select_iteration(uint64_t index, uint32_t layer, const std::vector<IterationSeq>& seqs);
+  void append_iteration(uint32_t layer, const std::vector<IterationSeq>& seqs);
+  // Pass 1 for one sequence of `n` blocks: what attention uses, into sel_.
+  // `dense`: every block, whatever the evaluation policy (prefill reads the whole past).
+  void use_blocks(uint32_t step, uint32_t layer, uint32_t s, uint32_t n, const AttentionRecord* rec, bool dense = false);
+  // Predictions of block indices of (s, layer) for step `step1` (`n1` blocks then), fetched behind the demand fetches.
+  void predict_for(uint32_t step1, uint32_t layer, uint32_t s, uint32_t n1);
+  // Pass 2: what of sel_ is below the GPU is fetched or promoted.
+  void fetch_selected(Slot& slot, uint32_t layer);
+  double crossing_bytes(TierId t, uint32_t layer, double raw) const;
+  // The work queue of the CPU (attention, copies into pinned buffers).
+  Stream& cpu_stream() { return tp_.stream(static_cast<size_t>(s_.cpu_dev), static_cast<size_t>(s_.cpu_dev)); }
+  void score(Slot& slot, uint32_t step, uint32_t layer, uint32_t n);
+  // The share of the SmartSSD's keys its FPGA's memory holds (key_copy fpga_dram; 0 otherwise), brought up to date.
+  double key_copy_fit(double key_bytes_per_block);
+  // Near-storage attention of this layer's SmartSSD blocks (ScoringSplit::attends_in_storage).
+  void attend_in_storage(Slot& slot, uint32_t step, uint32_t layer);
+  // A kernel of `nominal_s` on the FPGA at the clock its temperature allows; advances the thermal model.
+  double fpga_kernel_s(double nominal_s);
+  void append(uint64_t k);
+  void compute(double seconds, const char* phase, int64_t step, uint32_t layer, uint64_t kv_blocks);
+  void load_next_request();
+  // policies.weights (sim/platform/weight_stream.h): waits for layer `layer`'s
+  // weights, issuing the next layer's load first when loads overlap compute.
+  void wait_weights(uint32_t layer, int32_t step);
+  // Its two halves: issue (returns the job the layer waits for) and wait.
+  JobId issue_weights(uint32_t layer, int32_t step);
+  void await_weights(JobId j);
+  // One decode layer under policies.weights: gpu_batches kernels that share
+  // one weight load (`weights`, issued by issue_weights), each followed by
+  // its CPU attention where that is on.
+  void offload_compute(Slot& slot, uint64_t k, JobId weights);
+  // Attention of `tokens` cached tokens on the CPU: the query to host
+  // memory, the CPU's pass, the output back; the GPU waits for the output.
+  void cpu_attention(double tokens, double query_bytes, double output_bytes, int32_t step, uint32_t layer);
+  // Hidden states in host memory (policies.weights.activations "cpu"):
+  // `bytes` to host memory, then `bytes` back, one after the other on the
+  // activation streams; the GPU waits for both.
+  void move_hidden(double bytes, int32_t step, uint32_t layer);
+  // Samples tier occupancy, then submits every open transfer.
+  void flush(Slot* slot);
+
+  EngineSetup& s_;
+  EngineCounters& c_;
+  KvStore& kv_;
+  BlockTable& t_;
+  TransferPlanner& tp_;
+  Platform& platform_;
+  JobBoard& board_;
+  Timeline& timeline_;
+  sg4::Host* gpu_host_ = nullptr;
+  uint32_t gpu_track_ = 0;
+  uint32_t depth_ = 0;
+  InvariantChecker* check_ = nullptr;
+  std::vector<Slot> ring_;
+  // policies.weights.pin_cache false: the first share of each layer's KV
+  // copy into pinned buffers issued since the last kernel, and the bytes
+  // of the other shares, copied one before each later GPU batch.
+  std::vector<JobId> pins_;
+  double pin_rest_bytes_ = 0;
+  std::vector<AttentionRecord> recs_;  // this (step, layer)'s records, one per trace sequence
+  AttentionRecord iter_rec_;           // serving: the record of one request at one layer
+  std::vector<float> mass_of_;         // per block index: the current record's mass
+  std::vector<BlockId> sel_;
+  std::vector<uint32_t> idx_;
+  std::vector<uint32_t> pred_;
+  std::vector<float> obs_mass_;
+  double thermal_t_ = 0;
+  uint64_t weight_iter_ = 0, weight_iters_ = 0;  // layer computations so far, and in the run
+  double gpu_tier_fraction_ = 0;         // stored / raw bytes of a GPU tier block, over layers
+  double weights_codec_s_ = 0;           // GPU codec work of policies.weights for the next kernel
+  uint64_t clock_base_ = 0;               // serving: layer computations of the iterations so far
+  std::deque<StagedWrites> prefill_staged_;  // prefill output still being written down, oldest first
+  double prefill_staged_sum_ = 0;
+  std::vector<JobId> room_waits_;  // prefill: writes out of the rooms the last kernel's output took
+};
+
+}  // namespace kvtier

@@ -1,0 +1,345 @@
+#include "sim/kv/kv_store.h"
+
+#include <stdexcept>
+
+#include "sim/core/checks.h"
+
+namespace kvtier {
+
+KvStore::KvStore(EngineSetup& s, EngineCounters& c) : s_(s), c_(c) {
+  const LlmSpec& model = s_.model;
+  t_.batch = s_.batch;
+  t_.layers = model.layers;
+  t_.block_tokens = s_.bt;
+  t_.blocks_per_seq_layer = s_.blocks_at(s_.steps - 1);
+  t_.block_bytes = uint64_t(s_.bt) * model.kv_bytes_per_token_layer();
+  const double bb = static_cast<double>(t_.block_bytes);
+  const uint64_t total_blocks = uint64_t(s_.batch) * model.layers * t_.blocks_per_seq_layer;
+  if (total_blocks >= kNoBlock) throw ConfigError("workload: too many KV blocks (" + std::to_string(total_blocks) + ")");
+  const Hardware& hw = s_.hw;
+  uint64_t capacity_blocks = 0;
+  for (size_t i = 0; i < hw.tiers.size(); ++i) {
+    const size_t d = static_cast<size_t>(hw.device_index(hw.tiers[i]));
+    s_.tier_dev.push_back(d);
+    double cap = hw.devices[d].model->capacity_bytes();
+    std::string why;
+    if (d == s_.gpu_dev) {
+      s_.gpu_tier = true;
+      // With policies.weights, the GPU keeps its share of the weights and
+      // the buffers streamed layers land in.
+      const double w = s_.weights ? s_.weights->gpu_bytes() + s_.weights->gpu_staging_bytes() : model.weight_bytes();
+      cap -= w;
+      why = " after " + std::to_string(w / 1e9) + " GB of weights";
+    } else if (s_.weights && s_.weights->tier_bytes(static_cast<int>(i)) > 0) {
+      // Host memory and disk hold the weights' other shares (DRAM also the
+      // buffer disk weights pass through); KV gets the rest.
+      const double w = s_.weights->tier_bytes(static_cast<int>(i));
+      cap -= w;
+      why = " after " + std::to_string(w / 1e9) + " GB of weights (policies.weights)";
+    }
+    TierInfo ti;
+    ti.name = hw.tiers[i];
+    ti.kind = hw.devices[d].kind;
+    // A tier that stores blocks compressed holds proportionally more of them.
+    double frac = 0;
+    for (uint32_t l = 0; l < model.layers; ++l) {
+      // policies.weights.compress_cache: group-wise 4-bit KV in every tier.
+      s_.codec.push_back(s_.weights && s_.weights->plan().compress_cache ? s_.weights->cache_codec(s_.gpu_mem_Bps)
+                                                                         : s_.pol.compress->spec(static_cast<TierId>(i), l));
+      frac += s_.codec.back().stored_fraction() / model.layers;
+    }
+    ti.capacity_blocks = cap > 0 ? static_cast<uint64_t>(cap / (bb * frac)) : 0;
+    c_.wear.emplace_back(*hw.devices[d].model);
+    if (ti.capacity_blocks == 0)
+      throw ConfigError("hardware.devices." + ti.name + ": capacity" + why + " holds no KV block of " +
+                        std::to_string(t_.block_bytes) + " bytes (" + std::to_string(s_.bt) + " tokens)");
+    capacity_blocks += ti.capacity_blocks;
+    t_.tiers.push_back(ti);
+  }
+  if (t_.tiers.size() > 8) throw ConfigError("hardware.tiers: at most 8 tiers");
+  // What the GPU has for KV: its tier (if it is one) and the staging buffers
+  // KV streamed through it lands in.
+  s_.gpu_free_bytes = s_.gpu_model->capacity_bytes() -
+                      (s_.weights ? s_.weights->gpu_bytes() + s_.weights->gpu_staging_bytes() : model.weight_bytes());
+  if (!s_.gpu_tier && prefill_output_bytes() > s_.gpu_free_bytes)
+    throw ConfigError("hardware.devices." + hw.gpu + ": one sequence's prompt KV of one layer (" +
+                      std::to_string(prefill_output_bytes() / 1e9) + " GB), computed in prefill, does not fit the " +
+                      std::to_string(s_.gpu_free_bytes / 1e9) + " GB the GPU has after reserved_GB and the weights");
+  if (!s_.gpu_tier && !s_.weights && model.weight_bytes() > s_.gpu_model->capacity_bytes())
+    throw ConfigError("hardware.devices." + hw.gpu + ": the model's weights (" + std::to_string(model.weight_bytes() / 1e9) +
+                      " GB) do not fit in the GPU");
+  if (!s_.pol.evict->drops() && !s_.admitted_by_scheduler && total_blocks > capacity_blocks)
+    throw ConfigError("hardware.tiers: the KV needs " + std::to_string(total_blocks) + " blocks of " +
+                      std::to_string(t_.block_bytes) + " bytes but the tiers hold " + std::to_string(capacity_blocks) +
+                      "; add capacity or use an eviction policy that drops");
+  for (const auto& c : s_.codec)
+    if (!c.on_gpu && c.compress_Bps + c.decompress_Bps > 0 && s_.cpu_dev < 0)
+      throw ConfigError("policies.compression: the codec runs on the CPU; hardware.devices needs a device of kind cpu");
+  t_.allocate(total_blocks, kNotCreated);
+  // Every route a block may take must exist; this also reports unreachable devices now.
+  for (size_t d : s_.tier_dev)
+    if (d != s_.gpu_dev) {
+      s_.topo->route(d, s_.gpu_dev);
+      s_.topo->route(s_.gpu_dev, d);
+    }
+  for (size_t i = 0; i + 1 < s_.tier_dev.size(); ++i) s_.topo->route(s_.tier_dev[i], s_.tier_dev[i + 1]);
+}
+
+void KvStore::start(MoveSink& sink) {
+  planner_ = &sink;
+  pending_.assign(t_.size(), kNoJob);
+  pending_src_.assign(t_.size(), kNoSource);
+  copy_lists_.assign(t_.tiers.size(), RecencyLists{});
+  drains_.assign(t_.tiers.size(), {});
+  room_waits_.clear();
+  for (auto& l : copy_lists_) l.setup(t_.size(), 1);
+  prefetched_.assign(t_.size(), 0);
+  prefetch_src_.assign(t_.size(), 0);
+  c_.peak_blocks.assign(t_.tiers.size(), 0);
+}
+
+uint64_t KvStore::unused_prefetch_bytes() const {
+  uint64_t bytes = 0;
+  for (size_t b = 0; b < prefetched_.size(); ++b)
+    if (prefetched_[b])
+      bytes += static_cast<uint64_t>(t_.block_bytes * s_.fraction(prefetch_src_[b], t_.layer_of(static_cast<BlockId>(b))));
+  return bytes;
+}
+
+void KvStore::move(BlockId b, TierId from, TierId to) {
+  s_.pol.evict->on_remove(b, from);
+  --t_.tiers[from].used_blocks;
+  if (from == 0 && prefetched_[b]) {  // predicted, never used, and now gone
+    c_.prefetch.wasted_bytes += static_cast<uint64_t>(t_.block_bytes * s_.fraction(prefetch_src_[b], t_.layer_of(b)));
+    prefetched_[b] = 0;
+  }
+  t_.tier[b] = to;
+  count_use(to);
+  s_.pol.evict->on_insert(b, to);
+  if (to < from && !s_.pol.evict->exclusive()) add_copy(b, from);
+}
+
+void KvStore::add_copy(BlockId b, TierId t) {
+  t_.copies[b] = static_cast<uint8_t>(t_.copies[b] | (1u << t));
+  copy_lists_[t].push_front(b, 0);
+  count_use(t);
+}
+
+void KvStore::drop_copy(BlockId b, TierId t) {
+  t_.copies[b] = static_cast<uint8_t>(t_.copies[b] & ~(1u << t));
+  copy_lists_[t].unlink(b, 0);
+  --t_.tiers[t].used_blocks;
+}
+
+bool KvStore::drop_oldest_copy(TierId t) {
+  const BlockId c = copy_lists_[t].tail[0];
+  if (c == kNoBlock) return false;
+  drop_copy(c, t);
+  ++c_.copies_dropped;
+  return true;
+}
+
+void KvStore::invalidate_copies(BlockId b) {
+  for (TierId t = 0; t_.copies[b] != 0; ++t)
+    if (t_.has_copy(b, t)) drop_copy(b, t);
+}
+
+void KvStore::leave_tier(BlockId b) {
+  const TierId t = t_.tier[b];
+  invalidate_copies(b);
+  s_.pol.evict->on_remove(b, t);
+  --t_.tiers[t].used_blocks;
+}
+
+void KvStore::drop(BlockId b) {
+  leave_tier(b);
+  t_.tier[b] = kDropped;
+  ++c_.dropped_blocks;
+}
+
+void KvStore::release(BlockId b) {
+  const TierId t = t_.tier[b];
+  if (t < t_.tiers.size()) {
+    leave_tier(b);
+    if (prefetched_[b]) {  // predicted, never used, and now gone
+      c_.prefetch.wasted_bytes += static_cast<uint64_t>(t_.block_bytes * s_.fraction(prefetch_src_[b], t_.layer_of(b)));
+      prefetched_[b] = 0;
+    }
+  }
+  t_.tier[b] = kNotCreated;
+  t_.last_access[b] = 0;
+  t_.access_count[b] = 0;
+  t_.mass[b] = t_.last_mass[b] = 0.f;
+  t_.created[b] = 0;
+  t_.dirty[b] = 0;
+}
+
+// Where a lower tier still holds a valid copy, the highest such copy
+// becomes b's own again (no bytes move); otherwise b is written to the tier
+// below, and its room here stays in use until the write lands (a drain).
+// The caller has made room below unless free_demotion(b).
+void KvStore::demote(BlockId v, TierId from, size_t mark) {
+  const TierId to = static_cast<TierId>(from + 1);
+  ++c_.demoted_blocks;
+  if (free_demotion(v)) {
+    TierId c = static_cast<TierId>(from + 1);
+    while (!t_.has_copy(v, c)) ++c;
+    drop_copy(v, c);
+    move(v, from, c);
+    return;
+  }
+  JobId j = planner_->add(from, to, t_.layer_of(v), data_bytes(v), pending_[v]);
+  move(v, from, to);
+  pending_[v] = j;
+  pending_src_[v] = from;
+  t_.dirty[v] = 0;
+  ++c_.written_back_blocks;
+  Drain d;
+  d.block = v;
+  d.write = j;
+  // The room below may itself be waiting for writes further down: this
+  // room is free only once the data could land there.
+  for (size_t i = mark; i < room_waits_.size(); ++i) {
+    const JobId w = room_waits_[i];
+    if (planner_->done(w)) continue;
+    if (d.n_after < d.after.size()) d.after[d.n_after++] = w;
+    else d.after.back() = std::max(d.after.back(), w);  // the latest of the rest (ids grow with time)
+  }
+  room_waits_.resize(mark);
+  drains_[from].push_back(d);
+  ++t_.tiers[from].draining_blocks;
+  c_.peak_blocks[from] = std::max(c_.peak_blocks[from], t_.tiers[from].occupied_blocks());
+}
+
+void KvStore::reclaim(TierId t) {
+  auto& q = drains_[t];
+  while (!q.empty()) {
+    const Drain& d = q.front();
+    if (!planner_->done(d.write)) return;
+    for (uint8_t i = 0; i < d.n_after; ++i)
+      if (!planner_->done(d.after[i])) return;
+    q.pop_front();
+    --t_.tiers[t].draining_blocks;
+  }
+}
+
+void KvStore::reclaim_drains() {
+  for (size_t t = 0; t < drains_.size(); ++t) reclaim(static_cast<TierId>(t));
+}
+
+// The oldest drain's room goes to whoever asked: it is usable once its
+// writes land. Its block no longer has its data here: a reader waits for
+// the write and reads it from below. A block a layer in flight reads here
+// (pinned) keeps its room; false if every drain is such a block.
+bool KvStore::claim_drain(TierId t) {
+  auto& q = drains_[t];
+  auto it = q.begin();
+  while (it != q.end() && t_.pinned(it->block)) ++it;
+  if (it == q.end()) return false;
+  const Drain d = *it;
+  q.erase(it);
+  --t_.tiers[t].draining_blocks;
+  if (pending_[d.block] == d.write) pending_src_[d.block] = kNoSource;
+  if (!planner_->done(d.write)) room_waits_.push_back(d.write);
+  for (uint8_t i = 0; i < d.n_after; ++i)
+    if (!planner_->done(d.after[i])) room_waits_.push_back(d.after[i]);
+  return true;
+}
+
+void KvStore::take_room_waits(std::vector<JobId>& into) {
+  for (JobId j : room_waits_) add_dep(into, j);
+  room_waits_.clear();
+}
+
+bool KvStore::make_room(TierId t) {
+  if (full(t)) reclaim(t);
+  while (full(t)) {
+    if (drop_oldest_copy(t)) continue;
+    if (!drains_[t].empty() && claim_drain(t)) continue;
+    BlockId v = s_.pol.evict->victim(t);
+    if (v == kNoBlock) return false;
+    if (s_.pol.evict->drops()) {
+      drop(v);
+      continue;
+    }
+    const size_t mark = room_waits_.size();
+    if (!room_below(v, t)) return false;
+    demote(v, t, mark);
+  }
+  return true;
+}
+
+void KvStore::enforce_budget(uint32_t seq, uint32_t layer) {
+  BlockId v;
+  while ((v = s_.pol.evict->budget_victim(seq, layer)) != kNoBlock) {
+    const TierId t = t_.tier[v];
+    const size_t mark = room_waits_.size();
+    if (s_.pol.evict->drops() || !room_below(v, t))
+      drop(v);
+    else
+      demote(v, t, mark);
+  }
+}
+
+TierId KvStore::allocate(BlockId b, uint32_t final_blocks) {
+  TierId t = s_.pol.place->place_in(b, final_blocks, t_);
+  if (t >= t_.tiers.size()) throw std::logic_error("placement policy returned a tier that does not exist");
+  static const bool skip_room = planted_fault("allocate_without_room");  // shows the invariant checker at work
+  while (!skip_room && !make_room(t)) {
+    if (t + 1u >= t_.tiers.size())
+      throw ConfigError("hardware.tiers: no room for a new KV block in any tier (all blocks pinned or tiers full)");
+    ++t;
+  }
+  t_.tier[b] = t;
+  t_.created[b] = t_.clock;
+  t_.dirty[b] = 1;
+  count_use(t);
+  s_.pol.evict->on_insert(b, t);
+  if (!defer_budget_) enforce_budget(t_.seq_of(b), t_.layer_of(b));
+  return t_.tier[b];
+}
+
+void KvStore::background_demotion() {
+  const size_t nt = t_.tiers.size();
+  for (size_t t = 0; t + 1 < nt; ++t) {
+    const double w = s_.pol.evict->watermark(static_cast<TierId>(t));
+    if (w >= 1.0) continue;
+    const uint64_t limit = static_cast<uint64_t>(w * static_cast<double>(t_.tiers[t].capacity_blocks));
+    // Blocks already being written down are on their way out: the
+    // watermark counts what stays.
+    while (t_.tiers[t].used_blocks > limit) {
+      // Copies kept for blocks above count as use too, and go first.
+      if (drop_oldest_copy(static_cast<TierId>(t))) continue;
+      BlockId v = s_.pol.evict->victim(static_cast<TierId>(t));
+      const size_t mark = room_waits_.size();
+      if (v == kNoBlock || !room_below(v, static_cast<TierId>(t))) break;
+      demote(v, static_cast<TierId>(t), mark);
+    }
+  }
+}
+
+void KvStore::open_occupancy(Timeline& timeline) {
+  timeline_ = &timeline;
+  occupancy_track_.clear();
+  if (timeline.enabled())
+    for (const auto& ti : t_.tiers) occupancy_track_.push_back(timeline.counter_track(ti.name + " occupancy", "bytes"));
+  occupancy_value_.assign(occupancy_track_.size(), -1.0);
+}
+
+// Sampled at every flush (after each layer's selection, append and
+// background demotion); of several samples at one instant the last one's
+// values are written.
+void KvStore::sample_occupancy(double now) {
+  if (!timeline_ || !timeline_->enabled()) return;
+  if (now > occupancy_t_) close_occupancy();
+  occupancy_t_ = now;
+  for (size_t t = 0; t < t_.tiers.size(); ++t)
+    occupancy_value_[t] = double(t_.tiers[t].occupied_blocks()) * double(t_.block_bytes);
+}
+
+void KvStore::close_occupancy() {
+  for (size_t t = 0; t < occupancy_track_.size(); ++t)
+    if (occupancy_value_[t] >= 0) timeline_->counter(occupancy_track_[t], occupancy_t_, occupancy_value_[t]);
+}
+
+}  // namespace kvtier

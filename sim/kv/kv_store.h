@@ -1,0 +1,158 @@
+// The KV store: where every block lives (BlockTable: its own tier, the
+// copies tiers below keep of it, what is still moving it), the tiers'
+// capacity, and the moves between them (reads up, demotions, drops), driven
+// by the eviction and placement policies. Bytes that must move are handed to
+// a MoveSink (sim/core/job.h): the transfer planner in a run, so the store
+// itself needs no SimGrid.
+//
+// Copies: a block read up leaves a valid copy in the tier it came from
+// (unless eviction is exclusive); each tier keeps its copies in a list,
+// oldest at the tail, counted against its capacity and dropped first when it
+// needs room. Demoting a block with a valid copy below moves no bytes.
+//
+// Drains: a block written down keeps its memory in the tier it leaves until
+// the write lands (the data is read from there while it moves). Until then
+// that room is the tier's draining_blocks. Whoever needs the room takes the
+// oldest drain and must wait for its write (and for the writes the room
+// below it was waiting for) before putting data there: make_room hands
+// those jobs out through take_room_waits.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <deque>
+#include <vector>
+
+#include "policies/common.h"
+#include "sim/core/counters.h"
+#include "sim/core/engine_setup.h"
+#include "sim/core/job.h"
+#include "sim/core/timeline.h"
+
+namespace kvtier {
+
+class KvStore {
+ public:
+  // Builds the block table for the run's shape and tiers; capacity errors
+  // are ConfigErrors naming the device.
+  KvStore(EngineSetup& s, EngineCounters& c);
+
+  BlockTable& table() { return t_; }
+  const BlockTable& table() const { return t_; }
+  // Run state, once the run starts: moves that need bytes go to `sink`.
+  void start(MoveSink& sink);
+
+  // workload.transfer_unit: the tokens a block holds at the layer being
+  // planned (whole blocks unless the unit is tokens), and their bytes.
+  void set_tokens_now(uint64_t tokens) { tokens_now_ = tokens; }
+  uint64_t held_tokens(BlockId b) const {
+    if (!s_.tokens_unit) return s_.bt;
+    const uint64_t first = uint64_t(t_.index_of(b)) * s_.bt;
+    return tokens_now_ > first ? std::min<uint64_t>(s_.bt, tokens_now_ - first) : 1;
+  }
+  double data_bytes(BlockId b) const { return double(held_tokens(b)) * double(s_.model.kv_bytes_per_token_layer()); }
+  // One sequence's prompt KV of one layer as prefill computes it (0 without
+  // computed prefill): what a prefill kernel of one sequence outputs.
+  double prefill_output_bytes() const {
+    if (!s_.prefill_compute) return 0;
+    const uint64_t tokens = s_.tokens_unit ? s_.ctx : uint64_t((s_.ctx + s_.bt - 1) / s_.bt) * s_.bt;
+    return double(tokens) * double(s_.model.kv_bytes_per_token_layer());
+  }
+
+  // Per block: the job moving it, if any; while that is a write down
+  // (demotion, prefill output), the endpoint still holding the data
+  // (kNoSource: the move is a read up, and a reader must wait for it).
+  static constexpr uint8_t kNoSource = 255;
+  JobId& pending(BlockId b) { return pending_[b]; }
+  uint8_t& pending_src(BlockId b) { return pending_src_[b]; }
+  // Per block: brought to the GPU by a prediction and not used yet; from where.
+  uint8_t& prefetched(BlockId b) { return prefetched_[b]; }
+  TierId& prefetch_src(BlockId b) { return prefetch_src_[b]; }
+  // Bytes of predicted blocks still unused (at the end of a run: wasted).
+  uint64_t unused_prefetch_bytes() const;
+
+  // A new block: placement picks a tier, eviction makes room (trying lower
+  // tiers if every block of the chosen one is pinned). Returns its tier.
+  TierId allocate(BlockId b, uint32_t final_blocks);
+  // While deferred (a whole prompt arriving), budgets wait for enforce_budget.
+  void defer_budget(bool on) { defer_budget_ = on; }
+  void enforce_budget(uint32_t seq, uint32_t layer);
+  // Moves b's own tier. A read up (to < from) leaves the copy it was read
+  // from in place; a move down finds the room already made by the caller.
+  void move(BlockId b, TierId from, TierId to);
+  // Room in tier t: copies go first, then the room of blocks already being
+  // written down (the caller waits for their writes: take_room_waits), then
+  // the policy's victims; false if nothing can leave.
+  bool make_room(TierId t);
+  // The writes that rooms handed out since the last call are waiting for:
+  // what is put into those rooms must not land before them.
+  void take_room_waits(std::vector<JobId>& into);
+  // Drains of every tier whose writes have landed give their room back.
+  void reclaim_drains();
+  void drop(BlockId b);
+  // b's sequence is gone (serving: its request finished or is recomputed):
+  // b leaves its tier and its copies, and could be created again.
+  void release(BlockId b);
+  // Every copy of b below its tier is stale (b was written).
+  void invalidate_copies(BlockId b);
+  // Policies with a watermark (HKM) demote in the background once a step is
+  // done, so that the next step finds room without waiting.
+  void background_demotion();
+
+  // Tier occupancy (copies included) as timeline counters.
+  void open_occupancy(Timeline& timeline);
+  void sample_occupancy(double now);
+  void close_occupancy();
+
+ private:
+  // b leaves its own tier and every copy below (the policy is told).
+  void leave_tier(BlockId b);
+  void add_copy(BlockId b, TierId t);
+  void drop_copy(BlockId b, TierId t);
+  bool drop_oldest_copy(TierId t);
+  // b leaves tier `from`: to the highest valid copy below, or written down.
+  // `mark`: room_waits_ from there on are the waits of the room made below
+  // for b (they become part of b's drain).
+  void demote(BlockId b, TierId from, size_t mark);
+  // A drain of tier t: the block written down, its write, and the writes
+  // the room it went into was still waiting for.
+  struct Drain {
+    BlockId block = kNoBlock;
+    JobId write = kNoJob;
+    uint8_t n_after = 0;
+    std::array<JobId, 7> after{};
+  };
+  void reclaim(TierId t);
+  bool claim_drain(TierId t);
+  bool full(TierId t) const { return t_.tiers[t].occupied_blocks() >= t_.tiers[t].capacity_blocks; }
+  // b has a valid copy below its tier: demoting it moves no bytes.
+  bool free_demotion(BlockId b) const { return !s_.pol.evict->exclusive() && t_.copies[b] != 0; }
+  // Whether b can leave tier t: freely, or into room made in the tier below.
+  bool room_below(BlockId b, TierId t) {
+    return free_demotion(b) || (t + 1u < t_.tiers.size() && make_room(static_cast<TierId>(t + 1)));
+  }
+  void count_use(TierId t) {
+    ++t_.tiers[t].used_blocks;
+    c_.peak_blocks[t] = std::max(c_.peak_blocks[t], t_.tiers[t].occupied_blocks());
+  }
+
+  EngineSetup& s_;
+  EngineCounters& c_;
+  BlockTable t_;
+  MoveSink* planner_ = nullptr;
+  uint64_t tokens_now_ = 0;
+  bool defer_budget_ = false;
+  std::vector<JobId> pending_;
+  std::vector<uint8_t> pending_src_;
+  std::vector<uint8_t> prefetched_;
+  std::vector<TierId> prefetch_src_;
+  std::vector<RecencyLists> copy_lists_;  // per tier
+  std::vector<std::deque<Drain>> drains_;  // per tier, oldest first
+  std::vector<JobId> room_waits_;
+  Timeline* timeline_ = nullptr;
+  std::vector<uint32_t> occupancy_track_;  // per tier: a timeline counter of its bytes in use
+  std::vector<double> occupancy_value_;    // the values of the latest instant, not yet written
+  double occupancy_t_ = -1;
+};
+
+}  // namespace kvtier

@@ -1,0 +1,300 @@
+#include "sim/platform/platform.h"
+
+#include <signal.h>
+
+#include <simgrid/kernel/resource/NetworkModelIntf.hpp>
+#include <xbt/log.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace kvtier {
+
+// Under AddressSanitizer every actor runs on a thread of its own. SimGrid's
+// default contexts switch between stacks it allocates (ucontext/boost), which
+// ASan does not know: an exception thrown on such a stack (a bad record in the
+// middle of a trace, raised in the driver actor) makes ASan unpoison the wrong
+// stack ("ASan is ignoring requested __asan_handle_no_return") and it can
+// report false stack-use-after-scope or stack-overflow errors afterwards.
+// Thread contexts give each actor a stack ASan tracks (same results, about 3x
+// slower on stories260K); the factory can only be chosen when the Engine is
+// constructed, hence argv.
+#if defined(__SANITIZE_ADDRESS__)
+#define KVTIER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define KVTIER_ASAN 1
+#endif
+#endif
+
+void run_simulation(sg4::Host* host, const std::string& name, std::function<void()> body) {
+  std::exception_ptr failure;
+  sg4::Actor::create(name, host, [&body, &failure] {
+    try {
+      body();
+    } catch (...) {
+      failure = std::current_exception();
+      sg4::Actor::kill_all();
+    }
+  });
+  sg4::Engine::get_instance()->run();
+  if (failure) std::rethrow_exception(failure);
+}
+
+sg4::Engine& start_simgrid() {
+  static char arg0[] = "kvtier";
+#ifdef KVTIER_ASAN
+  static char arg1[] = "--log=root.thresh:critical";  // no "Configuration change" line on stderr
+  static char arg2[] = "--cfg=contexts/factory:thread";
+  static int argc = 3;
+  static char* argv[] = {arg0, arg1, arg2, nullptr};
+#else
+  static int argc = 1;
+  static char* argv[] = {arg0, nullptr};
+#endif
+  // SimGrid installs its own SIGINT handler (it ends the process with exit
+  // status 1); kvtier's (sim/core/result.cpp: remove staged outputs, exit 130)
+  // stays in place.
+  struct sigaction before_int;
+  sigaction(SIGINT, nullptr, &before_int);
+  static sg4::Engine engine(&argc, argv);
+  sigaction(SIGINT, &before_int, nullptr);
+  xbt_log_control_set("root.thresh:critical");
+  // See shared/reference/simgrid-3.32.md: LV08's TCP corrections are wrong for
+  // PCIe; CM02 without cross-traffic and without the TCP-gamma window cap
+  // makes a transfer take latency + size / bandwidth. Must precede the platform.
+  sg4::Engine::set_config("network/model:CM02");
+  sg4::Engine::set_config("network/crosstraffic:0");
+  sg4::Engine::set_config("network/TCP-gamma:0");
+  // Flows share a link equally (weight-S models TCP RTT-unfairness, not PCIe).
+  sg4::Engine::set_config("network/weight-S:0");
+  // Lazy updates lose flows' bandwidth shares when link bandwidths on one
+  // route differ by ~1e5 (measured: a 512 KiB copy over a 10 GB/s link behind
+  // a 1e6 GB/s media link took 5 us instead of 57 us on every other layer).
+  // Full recomputation is exact and our flow counts are small.
+  sg4::Engine::set_config("network/optim:Full");
+  return engine;
+}
+
+namespace {
+struct SgLink {
+  sg4::Link* link;
+  uint32_t stat;
+};
+
+// The Platform whose routes the SimGrid factor callbacks describe. SimGrid
+// keeps a callback for the life of its network model, longer than a Platform;
+// a destroyed Platform clears this and the callbacks then return 1.
+const Platform* g_active = nullptr;
+
+// SimGrid rejects a zero bandwidth factor.
+constexpr double kMinFactor = 1e-12;
+}  // namespace
+
+Platform::Platform(const Hardware& hw, const Topology& topo) : n_(hw.devices.size()) {
+  auto* zone = sg4::create_full_zone("kvtier");
+  controller_ = zone->create_host("kvtier.controller", 1e9);
+  hosts_.assign(n_, nullptr);
+  cores_.assign(n_, 1);
+  route_request_.assign(n_ * n_, 0.0);
+  for (size_t i = 0; i < n_; ++i) {
+    const auto& d = hw.devices[i];
+    cores_[i] = std::max(1, d.model->cores());
+    if (d.model->role() == DeviceRole::Switch) continue;
+    double speed = d.model->flops() > 0 ? d.model->flops() : 1e9;
+    hosts_[i] = zone->create_host(d.name, speed);
+  }
+  auto new_link = [&](const std::string& name, double bw, double lat, sg4::Link::SharingPolicy pol) {
+    stats_.push_back(LinkStat{name, bw});
+    auto* l = zone->create_link(name, bw)->set_latency(lat)->set_sharing_policy(pol);
+    return SgLink{l, static_cast<uint32_t>(stats_.size() - 1)};
+  };
+  // Topology links: one SimGrid link per direction for split duplex.
+  std::vector<SgLink> fwd(hw.links.size()), back(hw.links.size()), both(hw.links.size(), SgLink{nullptr, 0});
+  for (size_t i = 0; i < hw.links.size(); ++i) {
+    const auto& l = hw.links[i];
+    if (l.duplex == Duplex::Split) {
+      fwd[i] = new_link(l.name + ":" + l.a + "->" + l.b, l.bw_Bps, l.latency_s, sg4::Link::SharingPolicy::SHARED);
+      back[i] = new_link(l.name + ":" + l.b + "->" + l.a, l.bw_back_Bps, l.latency_s, sg4::Link::SharingPolicy::SHARED);
+      // Directions that slow each other: both also cross one shared
+      // constraint of the efficiency times their sum, which a lone flow never
+      // reaches (efficiency >= 0.5) and two opposite flows split.
+      if (l.duplex_efficiency < 1.0)
+        both[i] = new_link(l.name + ":both", l.duplex_efficiency * (l.bw_Bps + l.bw_back_Bps), 0.0,
+                           sg4::Link::SharingPolicy::SHARED);
+    } else {
+      auto pol = l.duplex == Duplex::Shared ? sg4::Link::SharingPolicy::SHARED : sg4::Link::SharingPolicy::FATPIPE;
+      fwd[i] = back[i] = new_link(l.name, l.bw_Bps, l.latency_s, pol);
+    }
+  }
+  // Media in front of memory and storage devices.
+  std::vector<SgLink> media_read(n_, SgLink{nullptr, 0}), media_write(n_, SgLink{nullptr, 0});
+  for (size_t i = 0; i < n_; ++i) {
+    const auto& m = *hw.devices[i].model;
+    if (m.read_Bps() <= 0) continue;
+    const std::string& n = hw.devices[i].name;
+    if (m.media_shared()) {
+      media_read[i] = media_write[i] = new_link(n + ".media", m.read_Bps(), m.media_latency_s(), sg4::Link::SharingPolicy::SHARED);
+    } else {
+      media_read[i] = new_link(n + ".read", m.read_Bps(), m.media_latency_s(), sg4::Link::SharingPolicy::SHARED);
+      media_write[i] = new_link(n + ".write", m.write_Bps(), m.media_latency_s(), sg4::Link::SharingPolicy::SHARED);
+    }
+  }
+  routes_.assign(n_ * n_, PlatformRoute{});
+  factors_.assign(n_ * n_, RouteFactors{});
+  for (size_t a = 0; a < n_; ++a) {
+    for (size_t b = 0; b < n_; ++b) {
+      if (a == b || !hosts_[a] || !hosts_[b]) continue;
+      std::vector<SgLink> path;
+      const Route hops = topo.route(a, b);
+      if (media_read[a].link) path.push_back(media_read[a]);
+      for (const Hop& h : hops) {
+        path.push_back(h.forward ? fwd[h.link] : back[h.link]);
+        if (both[h.link].link) path.push_back(both[h.link]);
+      }
+      if (media_write[b].link) path.push_back(media_write[b]);
+      RouteFactors& f = factors_[a * n_ + b];
+      f.const_min_Bps = std::numeric_limits<double>::infinity();
+      if (media_read[a].link) {
+        f.read_dev = hw.devices[a].model.get();
+        f.read_Bps = media_read[a].link->get_bandwidth();
+        f.read_lat_s = media_read[a].link->get_latency();
+        f.const_latency_s += media_read[a].link->get_latency();
+      }
+      PlatformRoute& r = routes_[a * n_ + b];
+      for (const Hop& h : hops) {
+        const LinkEntry& le = hw.links[h.link];
+        if (!h.forward && le.pageable_back_Bps > 0)
+          r.pageable_Bps = r.pageable_Bps > 0 ? std::min(r.pageable_Bps, le.pageable_back_Bps) : le.pageable_back_Bps;
+        sg4::Link* l = h.forward ? fwd[h.link].link : back[h.link].link;
+        if (!(h.forward ? le.bw_curve : le.bw_back_curve).empty())
+          f.bw_curved.push_back(RouteFactors::CurvedHop{&le, h.forward, l->get_bandwidth()});
+        else
+          f.const_min_Bps = std::min(f.const_min_Bps, l->get_bandwidth());
+        if (!le.latency_curve.empty())
+          f.lat_curved.push_back(&le);
+        else
+          f.const_latency_s += l->get_latency();
+      }
+      if (media_write[b].link) {
+        f.write_dev = hw.devices[b].model.get();
+        f.write_Bps = media_write[b].link->get_bandwidth();
+        f.write_lat_s = media_write[b].link->get_latency();
+        f.const_latency_s += media_write[b].link->get_latency();
+      }
+      r.bottleneck_Bps = std::numeric_limits<double>::infinity();
+      std::vector<sg4::LinkInRoute> sg;
+      for (const auto& l : path) {
+        sg.emplace_back(l.link);
+        r.stats.push_back(l.stat);
+        r.latency_s += l.link->get_latency();
+        r.bottleneck_Bps = std::min(r.bottleneck_Bps, l.link->get_bandwidth());
+      }
+      zone->add_route(hosts_[a]->get_netpoint(), hosts_[b]->get_netpoint(), nullptr, nullptr, sg, false);
+      f.bottleneck_Bps = r.bottleneck_Bps;
+      f.latency_s = r.latency_s;
+    }
+  }
+  zone->seal();
+  for (size_t i = 0; i < n_; ++i)
+    if (hosts_[i]) device_of_.emplace(hosts_[i], static_cast<uint32_t>(i));
+  g_active = this;
+  auto* model = sg4::Engine::get_instance()->get_netzone_root()->get_network_model();
+  model->set_bw_factor_cb(&Platform::bandwidth_cb);
+  model->set_lat_factor_cb(&Platform::latency_cb);
+}
+
+Platform::~Platform() {
+  if (g_active == this) g_active = nullptr;
+}
+
+// A transfer of `bytes` is issued as requests of `request` (the whole
+// transfer when unknown or larger), as many outstanding as there are
+// requests, up to the device's queue limit.
+void Platform::requests(double request, double bytes, double* req, int* qd) {
+  *req = bytes;
+  *qd = 1;
+  if (request > 0 && request < bytes) {
+    *req = request;
+    // Relative slack so that k blocks' worth of bytes counts as k requests.
+    const double n = std::ceil(bytes / request * (1 - 1e-12));
+    *qd = static_cast<int>(std::min<double>(n, kMaxQueueDepth));
+  }
+}
+
+double Platform::bandwidth_factor(size_t from, size_t to, double bytes) const {
+  if (from >= n_ || to >= n_ || from == to) return 1.0;
+  const RouteFactors& f = factors_[from * n_ + to];
+  if (!(f.bottleneck_Bps > 0) || std::isinf(f.bottleneck_Bps)) return 1.0;
+  double eff_min = f.const_min_Bps;
+  if (f.read_dev || f.write_dev) {
+    double req;
+    int qd;
+    requests(route_request_bytes(from, to), bytes, &req, &qd);
+    if (f.read_dev) eff_min = std::min(eff_min, f.read_Bps * f.read_dev->read_efficiency(req, qd));
+    if (f.write_dev) eff_min = std::min(eff_min, f.write_Bps * f.write_dev->write_efficiency(req, qd));
+  }
+  for (const auto& h : f.bw_curved) eff_min = std::min(eff_min, h.nominal_Bps * h.link->bandwidth_factor(h.forward, bytes));
+  // Every term is at most its link's nominal bandwidth and at least the
+  // bottleneck when nothing applies, so this is exactly 1 without curves.
+  if (eff_min >= f.bottleneck_Bps) return 1.0;
+  return std::max(eff_min / f.bottleneck_Bps, kMinFactor);
+}
+
+double Platform::latency_factor(size_t from, size_t to, double bytes) const {
+  if (from >= n_ || to >= n_ || from == to) return 1.0;
+  const RouteFactors& f = factors_[from * n_ + to];
+  // A latency curve on a route whose nominal latency is 0 cannot be expressed
+  // as a factor; give such links a nominal latency_us.
+  if (!(f.latency_s > 0)) return 1.0;
+  double lat = f.const_latency_s;
+  for (const LinkEntry* l : f.lat_curved) lat += l->latency_at(bytes);
+  // A media model whose efficiency is below 1 charges every request its
+  // latency, the first one included (Little's law); the media link's own
+  // latency would then count the first request twice.
+  // Only where that media is what limits the transfer: behind a slower link
+  // the media's latency is the first byte's and stays.
+  if (f.read_dev || f.write_dev) {
+    double req;
+    int qd;
+    requests(route_request_bytes(from, to), bytes, &req, &qd);
+    double other = f.const_min_Bps;
+    for (const auto& h : f.bw_curved) other = std::min(other, h.nominal_Bps * h.link->bandwidth_factor(h.forward, bytes));
+    const double er = f.read_dev ? f.read_dev->read_efficiency(req, qd) : 1.0;
+    const double ew = f.write_dev ? f.write_dev->write_efficiency(req, qd) : 1.0;
+    const double rd = f.read_dev ? f.read_Bps * er : other, wr = f.write_dev ? f.write_Bps * ew : other;
+    if (f.read_dev && er < 1.0 && rd <= std::min(other, wr)) lat -= f.read_lat_s;
+    else if (f.write_dev && ew < 1.0 && wr <= std::min(other, rd)) lat -= f.write_lat_s;
+  }
+  if (lat == f.latency_s) return 1.0;
+  return std::max(lat, 0.0) / f.latency_s;
+}
+
+bool Platform::ends(const sg4::Host* src, const sg4::Host* dst, size_t* from, size_t* to) const {
+  auto a = device_of_.find(src);
+  if (a == device_of_.end()) return false;
+  auto b = device_of_.find(dst);
+  if (b == device_of_.end()) return false;
+  *from = a->second;
+  *to = b->second;
+  return true;
+}
+
+double Platform::bandwidth_cb(double size, const sg4::Host* src, const sg4::Host* dst,
+                              const std::vector<sg4::Link*>& /*links*/,
+                              const std::unordered_set<sg4::NetZone*>& /*zones*/) {
+  size_t a = 0, b = 0;
+  if (!g_active || !g_active->ends(src, dst, &a, &b)) return 1.0;
+  return g_active->bandwidth_factor(a, b, size);
+}
+
+double Platform::latency_cb(double size, const sg4::Host* src, const sg4::Host* dst,
+                            const std::vector<sg4::Link*>& /*links*/,
+                            const std::unordered_set<sg4::NetZone*>& /*zones*/) {
+  size_t a = 0, b = 0;
+  if (!g_active || !g_active->ends(src, dst, &a, &b)) return 1.0;
+  return g_active->latency_factor(a, b, size);
+}
+
+}  // namespace kvtier

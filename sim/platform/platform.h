@@ -1,0 +1,147 @@
+// The hardware compiled into a SimGrid platform, and the one place (with
+// sim/platform/streams.cpp) that talks to SimGrid. Every link of the topology becomes
+// SimGrid links (a split-duplex link becomes one link per direction, which
+// also allows asymmetric bandwidth), every memory or storage device gets media
+// links in front of it, and every pair of devices gets an explicit route. So
+// concurrent flows share each link as SimGrid's max-min sharing says.
+#pragma once
+
+#include <simgrid/s4u.hpp>
+#include <functional>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "models/hardware.h"
+#include "models/topology.h"
+
+namespace kvtier {
+
+namespace sg4 = simgrid::s4u;
+
+// One direction of one link, as the metrics see it.
+struct LinkStat {
+  std::string name;
+  double bandwidth_Bps = 0;  // nominal, for utilization = bytes / (bandwidth x time)
+  double bytes = 0;
+  double busy_s = 0;
+  double busy_since = 0;
+  uint32_t active = 0;
+  uint32_t track = 0;  // timeline track
+};
+
+struct PlatformRoute {
+  std::vector<uint32_t> stats;  // LinkStat indices along the route
+  double latency_s = 0;         // sum of link latencies
+  double bottleneck_Bps = 0;    // smallest bandwidth along the route
+  double pageable_Bps = 0;      // the slowest pageable-memory rate of its links (0: none)
+};
+
+// Starts a SimGrid engine configured for a pure bandwidth-and-latency model.
+// One per process (a SimGrid limit).
+sg4::Engine& start_simgrid();
+
+// Runs `body` as an actor named `name` on `host` until the engine has
+// nothing left to do. An exception must not escape an actor (SimGrid would
+// abort): it ends every actor and is rethrown here once the engine returns.
+void run_simulation(sg4::Host* host, const std::string& name, std::function<void()> body);
+
+// Size dependence of one route, precomputed so that the SimGrid factor
+// callbacks do no allocation and no route lookup (see Platform).
+struct RouteFactors {
+  struct CurvedHop {
+    const LinkEntry* link;
+    bool forward;
+    double nominal_Bps;  // the SimGrid link's bandwidth in that direction
+  };
+  const DeviceModel* read_dev = nullptr;   // source media link, if any
+  const DeviceModel* write_dev = nullptr;  // destination media link, if any
+  double read_Bps = 0, write_Bps = 0;      // those media links' bandwidths
+  double read_lat_s = 0, write_lat_s = 0;  // and latencies
+  std::vector<CurvedHop> bw_curved;        // topology links with a bandwidth curve
+  double const_min_Bps = 0;    // smallest bandwidth of the route's other links
+  double bottleneck_Bps = 0;   // smallest nominal bandwidth on the route
+  std::vector<const LinkEntry*> lat_curved;  // topology links with a latency curve
+  double const_latency_s = 0;  // sum of the latencies of the route's other links
+  double latency_s = 0;        // sum of all nominal latencies (what SimGrid adds up)
+};
+
+// The platform also installs SimGrid network-model factor callbacks that make
+// a transfer's rate and latency depend on its size: the bandwidth factor is
+// the route's effective bottleneck (each media link at its device's
+// read/write_efficiency(request, depth), each topology link at its calibrated
+// bandwidth_at(size)) over its nominal bottleneck, and the latency factor the
+// calibrated latency_at(size) sum over the nominal sum. Both are exactly 1
+// where no curve or efficiency applies. A Platform keeps pointers into `hw`,
+// which must outlive it; the callbacks follow the most recently built Platform
+// (SimGrid allows one per process anyway).
+class Platform {
+ public:
+  // Largest number of outstanding requests a transfer keeps on one device's
+  // media (the device models carry no queue-depth limit of their own).
+  static constexpr int kMaxQueueDepth = 32;
+
+  Platform(const Hardware& hw, const Topology& topo);
+  ~Platform();
+  Platform(const Platform&) = delete;
+  Platform& operator=(const Platform&) = delete;
+
+  sg4::Host* host(size_t device) const { return hosts_[device]; }
+  // The device model's cores: a host's speed is all of them together.
+  int cores(size_t device) const { return cores_[device]; }
+  sg4::Host* controller() const { return controller_; }
+  // The route from device `from` to device `to` (both not switches).
+  const PlatformRoute& route(size_t from, size_t to) const { return routes_[from * n_ + to]; }
+  std::vector<LinkStat>& stats() { return stats_; }
+
+  // Transfers are made of requests of `block_bytes` each (one KV block); the
+  // queue depth of a transfer is its number of requests, capped at
+  // kMaxQueueDepth. 0 (the default): unknown, a transfer is one request.
+  // Call before running; it applies to transfers started afterwards.
+  void set_request_bytes(double block_bytes) { request_bytes_ = block_bytes > 0 ? block_bytes : 0; }
+  double request_bytes() const { return request_bytes_; }
+  // The request size of the transfers from `from` to `to` started from now
+  // on, where they are not whole blocks (the FPGA's reads of a block's key
+  // slice); 0: back to set_request_bytes'. SimGrid evaluates the factors
+  // when a transfer starts, in its own context, so this is kept per route:
+  // a stream sets it before each of its transfers, which it runs one at a
+  // time (sim/platform/streams.cpp).
+  void set_route_request_bytes(size_t from, size_t to, double bytes) {
+    if (from < n_ && to < n_) route_request_[from * n_ + to] = bytes > 0 ? bytes : 0;
+  }
+  double route_request_bytes(size_t from, size_t to) const {
+    const double r = from < n_ && to < n_ ? route_request_[from * n_ + to] : 0.0;
+    return r > 0 ? r : request_bytes_;
+  }
+
+  // The factors SimGrid applies to one transfer of `bytes` from device `from`
+  // to device `to`: the rate is bandwidth_factor x the route's nominal
+  // bottleneck (when the transfer runs alone), the latency latency_factor x
+  // route(from, to).latency_s. 1 for a pair without a route.
+  double bandwidth_factor(size_t from, size_t to, double bytes) const;
+  double latency_factor(size_t from, size_t to, double bytes) const;
+  // Request size and queue depth of a transfer of `bytes` issued as requests of `request`.
+  static void requests(double request, double bytes, double* req, int* qd);
+
+ private:
+  size_t n_;
+  std::vector<sg4::Host*> hosts_;
+  std::vector<int> cores_;
+  sg4::Host* controller_ = nullptr;
+  std::vector<PlatformRoute> routes_;
+  std::vector<LinkStat> stats_;
+  std::vector<RouteFactors> factors_;  // by from * n_ + to, like routes_
+  std::unordered_map<const sg4::Host*, uint32_t> device_of_;  // host -> device index
+  double request_bytes_ = 0;
+  std::vector<double> route_request_;  // by from * n_ + to; 0 = request_bytes_
+
+  // Device indices of a SimGrid transfer's ends; false if either is not a device.
+  bool ends(const sg4::Host* src, const sg4::Host* dst, size_t* from, size_t* to) const;
+  static double bandwidth_cb(double size, const sg4::Host* src, const sg4::Host* dst,
+                             const std::vector<sg4::Link*>& links, const std::unordered_set<sg4::NetZone*>& zones);
+  static double latency_cb(double size, const sg4::Host* src, const sg4::Host* dst,
+                           const std::vector<sg4::Link*>& links, const std::unordered_set<sg4::NetZone*>& zones);
+};
+
+}  // namespace kvtier

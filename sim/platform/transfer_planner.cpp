@@ -1,0 +1,308 @@
+#include "sim/platform/transfer_planner.h"
+#include "sim/platform/weight_stream.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace kvtier {
+
+TransferPlanner::TransferPlanner(const EngineSetup& s, EngineCounters& c, Platform& platform, JobBoard& board,
+                                 Timeline& timeline)
+    : s_(s), c_(c), platform_(platform), board_(board), timeline_(timeline) {
+  const size_t nt = s_.tiers();
+  batches_.assign((nt + 1) * (nt + 1), Batch{});
+  prefetch_batches_.assign(nt, Batch{});
+}
+
+void TransferPlanner::make_streams(const std::vector<std::pair<size_t, size_t>>& extra) {
+  const Hardware& hw = s_.hw;
+  const size_t n = hw.devices.size(), gpu = s_.gpu_dev;
+  streams_.assign(n * n, nullptr);
+  const bool one_engine = hw.devices[gpu].model->copy_engines() == 1;
+  Stream* engine_in = nullptr;
+  Stream* engine_out = nullptr;
+  auto make = [&](const std::string& name) {
+    owned_.push_back(std::make_unique<Stream>(name, platform_, board_, timeline_));
+    return owned_.back().get();
+  };
+  auto want = [&](size_t a, size_t b) {
+    if (streams_[a * n + b]) return;
+    if (one_engine && a != b && (a == gpu || b == gpu)) {
+      const size_t other = a == gpu ? b : a;
+      if (hw.devices[other].model->role() == DeviceRole::Memory) {
+        Stream*& e = b == gpu ? engine_in : engine_out;
+        if (!e) e = make(hw.gpu + (b == gpu ? " copy engine in" : " copy engine out"));
+        streams_[a * n + b] = e;
+        return;
+      }
+    }
+    streams_[a * n + b] = make(a == b ? hw.devices[a].name + " work" : hw.devices[a].name + "->" + hw.devices[b].name);
+  };
+  std::vector<size_t> eps = s_.tier_dev;
+  eps.push_back(gpu);
+  for (size_t a : eps)
+    for (size_t b : eps)
+      if (a != b) want(a, b);
+  if (s_.cpu_dev >= 0) want(static_cast<size_t>(s_.cpu_dev), static_cast<size_t>(s_.cpu_dev));
+  // A CPU codec works through host memory (submit_through_host): the cores
+  // read and write the compressed bytes where they are in host memory (a
+  // drive's in the staging buffer) and the restored ones in the staging
+  // buffer, which the GPU's copies read and write.
+  if (s_.staging_dev >= 0 && s_.cpu_dev >= 0) {
+    const size_t host = static_cast<size_t>(s_.staging_dev), cpu = static_cast<size_t>(s_.cpu_dev);
+    auto copies = [&](size_t a, size_t b) {
+      if (a != b) want(a, b);
+    };
+    for (size_t t = 0; t < s_.tiers(); ++t) {
+      bool host_codec = false;
+      for (uint32_t l = 0; l < s_.model.layers; ++l) {
+        const CompressionSpec& c = s_.codec[t * s_.model.layers + l];
+        host_codec = host_codec || (!c.on_gpu && c.stored_fraction() < 1.0);
+      }
+      const size_t d = s_.tier_dev[t];
+      if (!host_codec || d == gpu) continue;
+      const size_t packed = hw.devices[d].model->is_storage() ? host : d;
+      copies(d, host);
+      copies(host, d);
+      copies(packed, cpu);
+      copies(cpu, packed);
+      copies(host, cpu);
+      copies(cpu, host);
+      copies(host, gpu);
+      copies(gpu, host);
+    }
+  }
+  if (s_.fpga_dev >= 0) want(static_cast<size_t>(s_.fpga_dev), static_cast<size_t>(s_.fpga_dev));
+  for (const auto& [a, b] : extra) want(a, b);
+  if (s_.weights && s_.weights->homes().dram >= 0) {
+    const size_t host = static_cast<size_t>(s_.weights->homes().dram);
+    const std::string& hn = hw.devices[host].name;
+    act_in_ = one_engine ? streams_[host * n + gpu] : make("activations " + hn + "->" + hw.gpu);
+    act_out_ = one_engine ? streams_[gpu * n + host] : make("activations " + hw.gpu + "->" + hn);
+  }
+}
+
+Stream& TransferPlanner::activations(bool to_host) {
+  Stream* st = to_host ? act_out_ : act_in_;
+  if (!st) throw std::logic_error("kvtier: no activation stream (policies.weights has no host memory)");
+  return *st;
+}
+
+void TransferPlanner::start() {
+  for (auto& st : owned_) st->start();
+}
+
+void TransferPlanner::stop() {
+  for (auto& st : owned_) st->stop();
+}
+
+Stream& TransferPlanner::stream(size_t from, size_t to) {
+  const size_t n = s_.hw.devices.size();
+  Stream* st = streams_[from * n + to];
+  if (!st) throw std::logic_error("kvtier: no stream " + s_.hw.devices[from].name + "->" + s_.hw.devices[to].name);
+  return *st;
+}
+
+JobId TransferPlanner::add(size_t from_ep, size_t to_ep, uint32_t layer, double raw_bytes, JobId wait_for) {
+  Batch& bt = batches_[from_ep * (s_.tiers() + 1) + to_ep];
+  accumulate(bt, from_ep, to_ep, layer, raw_bytes, wait_for);
+  return bt.id;
+}
+
+void TransferPlanner::accumulate(Batch& bt, size_t from_ep, size_t to_ep, uint32_t layer, double raw_bytes,
+                                 JobId wait_for) {
+  const size_t n = s_.tiers();
+  if (bt.id == kNoJob) bt.id = board_.create();
+  const size_t low = (from_ep == n) ? to_ep : (to_ep == n) ? from_ep : std::max(from_ep, to_ep);
+  const size_t high = (from_ep == n || to_ep == n) ? n : std::min(from_ep, to_ep);
+  const CompressionSpec& c = s_.codec[low * s_.model.layers + layer];
+  const double f = c.stored_fraction();
+  // A host (CPU) codec runs in host memory: between a compressed tier and
+  // the GPU the compressed bytes go as far as the CPU and the uncompressed
+  // ones cross PCIe (submit_through_host). A GPU codec (quantization, nvCOMP)
+  // moves the compressed bytes all the way and runs on the GPU.
+  const bool host_codec_at_gpu = f < 1.0 && !c.on_gpu && (high == n || (s_.gpu_tier && high == 0));
+  bt.bytes += raw_bytes * (host_codec_at_gpu ? 1.0 : f);
+  bt.stored += raw_bytes * f;
+  ++bt.pieces;
+  bt.host_codec_at_gpu = host_codec_at_gpu;
+  const bool high_plain = high == n || s_.fraction(high, layer) >= 1.0;
+  if (f < 1.0 && high_plain) {
+    const bool decompress = from_ep == low;
+    const double bps = decompress ? c.decompress_Bps : c.compress_Bps;
+    if (bps > 0) bt.codec_s += raw_bytes / bps;
+    bt.decompress = decompress;
+    bt.threads = c.threads;
+  }
+  if (!board_.done(wait_for)) add_dep(bt.deps, wait_for);
+}
+
+JobId TransferPlanner::add_prefetch(size_t from, uint32_t layer, double raw_bytes, JobId wait_for) {
+  Batch& bt = prefetch_batches_[from];
+  accumulate(bt, from, 0, layer, raw_bytes, wait_for);
+  return bt.id;
+}
+
+void TransferPlanner::depend(size_t from_ep, size_t to_ep, JobId j) {
+  Batch& bt = batches_[from_ep * (s_.tiers() + 1) + to_ep];
+  if (bt.id != kNoJob) add_dep(bt.deps, j);
+}
+
+void TransferPlanner::open_ids(std::vector<JobId>& out) const {
+  for (const auto& bt : batches_)
+    if (bt.id != kNoJob) out.push_back(bt.id);
+}
+
+void TransferPlanner::settle() {
+  for (auto& bt : batches_) {
+    if (bt.id != kNoJob) board_.finish(bt.id);
+    bt = Batch{};
+  }
+}
+
+void TransferPlanner::submit(Batch& bt, size_t a, size_t b, bool critical, std::vector<JobId>* waits,
+                             double* gpu_codec_s) {
+  if (bt.id == kNoJob) return;
+  const size_t n = s_.tiers();
+  const size_t from = ep_dev(a), to = ep_dev(b);
+  const bool on_gpu = s_.codec[std::max(a == n ? b : a, b == n ? a : b) * s_.model.layers].on_gpu;
+  if (from == to) {  // GPU tier to GPU: nothing moves
+    board_.finish(bt.id);
+  } else if (bt.codec_s > 0 && !on_gpu && bt.host_codec_at_gpu) {
+    submit_through_host(bt, a, b);
+    if (critical && waits) waits->push_back(bt.id);
+  } else {
+    if (s_.hw.devices[to].model->is_storage()) {
+      c_.ssd_bytes_written += bt.bytes;
+      c_.wear[b].record_write(bt.bytes);
+    }
+    if (b == n || (s_.gpu_tier && b == 0)) c_.fetched_bytes += bt.bytes;
+    if (b == n) staged_bytes_ += bt.bytes;
+    // Codec work: on the GPU it joins the next attention kernel; on the
+    // CPU it is its own job where the compressed data is, before a
+    // compressing write to a lower tier and after a decompressing read
+    // from one (between a compressed tier and the GPU, submit_through_host).
+    const size_t cpu = static_cast<size_t>(s_.cpu_dev);
+    JobId transfer_id = bt.id;
+    if (bt.codec_s > 0 && !on_gpu) c_.cpu_codec_s += cpu_pool_s(bt);
+    if (bt.codec_s > 0 && !on_gpu && !bt.decompress) {
+      JobId cj = board_.create();
+      TransferJob work{cj, 0, 0, 0, std::move(bt.deps), s_.cpu_dev, bt.codec_s, "compress"};
+      work.threads = bt.threads;
+      stream(cpu, cpu).submit(std::move(work));
+      bt.deps = {cj};
+    }
+    TransferJob job{transfer_id, from, to, bt.bytes, std::move(bt.deps), -1, 0, "transfer"};
+    // KV written from the GPU into pageable host memory (FlexGen's CPU
+    // cache, or through it to disk) passes through the host's relay.
+    if (s_.weights && !s_.weights->plan().pin_cache && from == s_.gpu_dev) job.relay_Bps = platform_.route(from, to).pageable_Bps;
+    stream(from, to).submit(std::move(job));
+    JobId ready = transfer_id;
+    if (bt.codec_s > 0 && !on_gpu && bt.decompress) {
+      ready = board_.create();
+      TransferJob work{ready, 0, 0, 0, {transfer_id}, s_.cpu_dev, bt.codec_s, "decompress"};
+      work.threads = bt.threads;
+      stream(cpu, cpu).submit(std::move(work));
+    }
+    if (bt.codec_s > 0 && on_gpu) {
+      if (critical && gpu_codec_s) *gpu_codec_s += bt.codec_s;
+      else gpu_codec_s_ += bt.codec_s;
+    }
+    if (critical && waits) waits->push_back(ready);
+  }
+  bt = Batch{};
+}
+
+// Between a tier a CPU codec stores compressed and the GPU, the data passes
+// through host memory, and it is compressed as far as the CPU. A read: the
+// CPU's cores read the compressed bytes where they are in host memory (a
+// drive first reads them into the staging buffer; a DRAM or CXL tier is
+// read in place, over its own link), restore them into the staging buffer,
+// and the GPU's copy takes them from there uncompressed. A write runs the
+// other way. Each block is its own codec frame, so the stages overlap block
+// by block, as double-buffered I/O does with its reads in flight together.
+// The stages run as one activity each, side by side (sharing links and
+// cores as they would), and the transfer is done when all are, plus the
+// pipeline's fill: with K blocks and stage times s_i as they ran, sum(s) / K
+// + (K - 1) / K x max(s), from max(s) (many blocks) to sum(s) (one block,
+// store and forward).
+void TransferPlanner::submit_through_host(Batch& bt, size_t a, size_t b) {
+  const size_t n = s_.tiers();
+  const bool read = b == n || (s_.gpu_tier && b == 0);
+  const size_t tier_dev = ep_dev(read ? a : b), gpu = ep_dev(read ? b : a);
+  const bool drive = s_.hw.devices[tier_dev].model->is_storage();
+  const size_t staging = static_cast<size_t>(s_.staging_dev);
+  const size_t cpu = static_cast<size_t>(s_.cpu_dev);
+  // Where the cores find (or leave) the compressed bytes.
+  const size_t packed = drive ? staging : tier_dev;
+  const char* codec = read ? "decompress" : "compress";
+  std::vector<JobId> stages;
+  auto copy = [&](size_t from, size_t to, double bytes) {
+    if (from == to) return;  // the staging buffer is the CPU's own memory: no copy
+    const JobId id = board_.create();
+    stream(from, to).submit(TransferJob{id, from, to, bytes, bt.deps, -1, 0, "transfer"});
+    stages.push_back(id);
+  };
+  auto work = [&] {
+    const JobId id = board_.create();
+    TransferJob job{id, 0, 0, 0, bt.deps, s_.cpu_dev, bt.codec_s, codec};
+    job.threads = bt.threads;
+    stream(cpu, cpu).submit(std::move(job));
+    stages.push_back(id);
+  };
+  c_.cpu_codec_s += cpu_pool_s(bt);
+  if (read) {
+    if (drive) copy(tier_dev, staging, bt.stored);
+    copy(packed, cpu, bt.stored);
+    work();
+    copy(cpu, staging, bt.bytes);
+    copy(staging, gpu, bt.bytes);
+    c_.fetched_bytes += bt.bytes;
+    if (b == n) staged_bytes_ += bt.bytes;
+  } else {
+    copy(gpu, staging, bt.bytes);
+    copy(staging, cpu, bt.bytes);
+    work();
+    copy(cpu, packed, bt.stored);
+    if (drive) {
+      copy(staging, tier_dev, bt.stored);
+      c_.ssd_bytes_written += bt.stored;
+      c_.wear[b].record_write(bt.stored);
+    }
+  }
+  const double k = std::max<uint32_t>(1, bt.pieces);
+  const JobId done = bt.id;
+  JobBoard& board = board_;
+  sg4::Actor::create("through host", platform_.controller(), [&board, stages, k, done] {
+    double sum = 0, mx = 0;
+    for (JobId j : stages) {
+      board.wait(j);
+      sum += board.duration(j);
+      mx = std::max(mx, board.duration(j));
+    }
+    const double fill = (sum - mx) / k;
+    if (fill > 0) sg4::this_actor::sleep_for(fill);
+    board.finish(done);
+  });
+}
+
+// A CPU codec's time alone on the cores it gets: its threads beyond the
+// cpu device's cores wait for one.
+double TransferPlanner::cpu_pool_s(const Batch& bt) const {
+  const double cores = std::max(1, s_.hw.devices[static_cast<size_t>(s_.cpu_dev)].model->cores());
+  const double threads = bt.threads > 0 ? double(bt.threads) : cores;
+  return bt.codec_s * threads / std::min(threads, cores);
+}
+
+void TransferPlanner::flush(std::vector<JobId>* waits, double* gpu_codec_s) {
+  const size_t n = s_.tiers();
+  // Demand fetches first: streams are FIFO, so predicted blocks queue behind them.
+  for (size_t a = 0; a <= n; ++a)
+    for (size_t b = 0; b <= n; ++b) {
+      const bool into_gpu = a != n && (b == n || (s_.gpu_tier && b == 0 && a > 0));
+      submit(batches_[a * (n + 1) + b], a, b, into_gpu, waits, gpu_codec_s);
+    }
+  for (size_t t = 0; t < n; ++t) submit(prefetch_batches_[t], t, 0, false, waits, gpu_codec_s);
+}
+
+}  // namespace kvtier

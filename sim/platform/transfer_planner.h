@@ -1,0 +1,108 @@
+// The transfer planner: a layer's block moves between two endpoints become
+// one transfer (a Batch), submitted to the Stream of that device pair when
+// the layer's planning is done. Endpoints are tiers 0..n-1 and the GPU as
+// endpoint n (where the GPU's memory is a tier, tier 0 is the GPU too).
+// Bytes on the wire are as stored in the lower tier of the two as far as the
+// processor running the codec: crossing between a plain and a compressed
+// tier costs a codec pass, on the CPU in host memory (compressed bytes
+// between the tier and the CPU, uncompressed ones from there to the GPU) or
+// on the GPU beside the next kernel (compressed bytes all the way).
+#pragma once
+
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "sim/engine/engine_metrics.h"
+#include "sim/core/engine_setup.h"
+#include "sim/core/job.h"
+#include "sim/platform/streams.h"
+
+namespace kvtier {
+
+class TransferPlanner final : public MoveSink {
+ public:
+  TransferPlanner(const EngineSetup& s, EngineCounters& c, Platform& platform, JobBoard& board, Timeline& timeline);
+
+  // One stream per ordered pair of devices the engine moves data between,
+  // one work queue per scoring/codec device (from == to), then `extra`
+  // pairs. With one copy engine per direction, every copy between the GPU
+  // and host-side memory of one direction goes through a single stream.
+  void make_streams(const std::vector<std::pair<size_t, size_t>>& extra);
+  void start();
+  void stop();  // streams end once their queues are drained
+  Stream& stream(size_t from_dev, size_t to_dev);
+  // Hidden states, and CPU attention's query and output (policies.weights):
+  // copies of activations, which FlexGen issues on the kernels' own CUDA
+  // stream, so they queue apart from the KV's and the weights' transfers
+  // (behind them only through a GPU's single copy engine).
+  Stream& activations(bool to_host);
+
+  size_t gpu_ep() const { return s_.tiers(); }
+  // Whether job j has finished (kNoJob has).
+  bool done(JobId j) const override { return board_.done(j); }
+  // Adds `raw_bytes` (uncompressed) of a block of `layer` to the transfer
+  // from endpoint from_ep to to_ep; the transfer waits for `wait_for`
+  // (whatever is still moving the block) unless that is done.
+  JobId add(size_t from_ep, size_t to_ep, uint32_t layer, double raw_bytes, JobId wait_for) override;
+  // A predicted block of `layer` read from tier `from` into the GPU tier, off
+  // the critical path; bytes and codec work as add().
+  JobId add_prefetch(size_t from, uint32_t layer, double raw_bytes, JobId wait_for);
+  // The open transfer from_ep -> to_ep, if any, also waits for j.
+  void depend(size_t from_ep, size_t to_ep, JobId j);
+  // The ids of every open transfer.
+  void open_ids(std::vector<JobId>& out) const;
+  // Settles every open transfer without simulating it (KV assumed in place).
+  void settle();
+  // Submits every open transfer. Transfers into the GPU are the layer's
+  // critical ones: what they end with goes to `waits` (if given), and GPU
+  // codec work for them to `gpu_codec_s`; other GPU codec work waits for
+  // the next kernel (take_gpu_codec_s).
+  void flush(std::vector<JobId>* waits, double* gpu_codec_s);
+  // Bytes submitted into the GPU endpoint (not its tier) since the last call:
+  // what lands in staging buffers, held there until the kernel reading it ends.
+  double take_staged_bytes() {
+    const double b = staged_bytes_;
+    staged_bytes_ = 0;
+    return b;
+  }
+  double take_gpu_codec_s() {
+    const double s = gpu_codec_s_;
+    gpu_codec_s_ = 0;
+    return s;
+  }
+
+ private:
+  struct Batch {
+    JobId id = kNoJob;
+    double bytes = 0;      // on the wire at the GPU's side (compressed where the tier stores compressed)
+    double stored = 0;     // as the lower tier stores them
+    uint32_t pieces = 0;   // blocks (or block parts) added
+    double codec_s = 0;    // (de)compression work for these bytes
+    bool decompress = false;
+    bool host_codec_at_gpu = false;  // a CPU codec at the GPU's side: the copy moves uncompressed bytes
+    uint32_t threads = 0;            // a CPU codec's threads (CompressionSpec::threads)
+    std::vector<JobId> deps;
+  };
+  void accumulate(Batch& bt, size_t from_ep, size_t to_ep, uint32_t layer, double raw_bytes, JobId wait_for);
+  void submit(Batch& bt, size_t a, size_t b, bool critical, std::vector<JobId>* waits, double* gpu_codec_s);
+  void submit_through_host(Batch& bt, size_t a, size_t b);
+  double cpu_pool_s(const Batch& bt) const;
+  size_t ep_dev(size_t ep) const { return ep == s_.tiers() ? s_.gpu_dev : s_.tier_dev[ep]; }
+
+  const EngineSetup& s_;
+  EngineCounters& c_;
+  Platform& platform_;
+  JobBoard& board_;
+  Timeline& timeline_;
+  std::vector<std::unique_ptr<Stream>> owned_;
+  std::vector<Stream*> streams_;  // n x n by (from, to) device; pairs may share a stream (GPU copy engines)
+  Stream* act_in_ = nullptr;      // activations host -> GPU
+  Stream* act_out_ = nullptr;     // activations GPU -> host
+  std::vector<Batch> batches_;           // (n+1) x (n+1) endpoints
+  std::vector<Batch> prefetch_batches_;  // per tier: predicted blocks
+  double gpu_codec_s_ = 0;               // GPU codec work waiting for the next kernel
+  double staged_bytes_ = 0;              // into the GPU endpoint, since take_staged_bytes
+};
+
+}  // namespace kvtier
