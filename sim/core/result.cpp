@@ -11,8 +11,6 @@
 #include <fstream>
 #include <sstream>
 
-#include <simgrid/config.h>
-#include <simgrid/version.h>
 
 #include "git_commit.h"
 
@@ -43,8 +41,7 @@ void write_file_atomic(const std::string& path, const std::string& content) {
 json build_provenance() {
   return json{{"kvtier_version", KVTIER_VERSION},
               {"git_commit", KVTIER_GIT_COMMIT},
-              {"simgrid_version", std::to_string(SIMGRID_VERSION_MAJOR) + "." + std::to_string(SIMGRID_VERSION_MINOR) +
-                                      "." + std::to_string(SIMGRID_VERSION_PATCH)}};
+              {"simgrid_version", KVTIER_SIMGRID_VERSION}};
 }
 
 json make_result(const json& cfg, const json& metrics) {

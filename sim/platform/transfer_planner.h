@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "sim/engine/engine_metrics.h"
+#include "sim/core/counters.h"
 #include "sim/core/engine_setup.h"
 #include "sim/core/job.h"
 #include "sim/platform/streams.h"
