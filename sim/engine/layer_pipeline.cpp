@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "models/cpu_attention.h"
+#include "sim/core/progress.h"
 #include "sim/platform/weight_stream.h"
 
 namespace kvtier {
@@ -583,6 +584,7 @@ void LayerPipeline::load_next_request() {
 }
 
 void LayerPipeline::drive() {
+  Progress progress("decode", s_.steps, "steps");
   weight_iters_ = (s_.prefill_compute ? s_.model.layers : 0) + uint64_t(s_.steps) * s_.model.layers;
   prefill();
   c_.prefill_end = sg4::Engine::get_clock();
@@ -668,6 +670,7 @@ void LayerPipeline::drive() {
     append(k);
     if (k % s_.model.layers == s_.model.layers - 1) {
       c_.step_end.push_back(sg4::Engine::get_clock());
+      progress.update(static_cast<double>(c_.step_end.size()));
       if (k + 1 == N) c_.link_busy_after_decode = link_busy_now(platform_, c_.step_end.back());
       kv_.background_demotion();
       flush(nullptr);
