@@ -65,7 +65,7 @@ Simulation::Simulation(json& cfg) : cfg_(cfg) {
                                            pol["compression"]["name"].get<std::string>());
   }
   kv_ = std::make_unique<KvStore>(s_, c_);  // the block table and the tiers' capacity
-  BlockTable& t_ = kv_->table();
+  const BlockTable& t_ = kv_->table();
 
   if (s_.pol.eval->scoring()) {
     if (s_.cpu_dev < 0 || s_.fpga_dev < 0)
