@@ -66,7 +66,7 @@ Simulation::Simulation(json& cfg) : cfg_(cfg) {
                                            pol["compression"]["name"].get<std::string>());
   }
   kv_ = std::make_unique<KvStore>(s_, c_);  // the block table and the tiers' capacity
-  BlockTable& t_ = kv_->table();
+  const BlockTable& t_ = kv_->table();
 
   if (s_.pol.eval->scoring()) AppScoring::bind(s_, t_, pol["evaluation"]["name"].get<std::string>());
   s_.pol.setup(t_);

@@ -74,13 +74,9 @@ uint32_t LayerPipeline::prefill_chunk(uint32_t s0, double per_seq) {
   if (s_.gpu_tier && budget() < 2 * per_seq) {
     const double block = static_cast<double>(t_.block_bytes) * gpu_tier_fraction_;
     const uint64_t give = static_cast<uint64_t>(std::ceil((2 * per_seq - budget()) / block));
-    TierInfo& g = t_.tiers[0];
-    const uint64_t cap = g.capacity_blocks > give ? g.capacity_blocks - give : 0;
-    g.capacity_blocks = cap + 1;  // make_room leaves one free slot below its capacity
-    kv_.make_room(0);
     // Blocks the tier cannot give up (pinned) keep their room; the staging
     // check at the end of the run reports an output that then does not fit.
-    g.capacity_blocks = std::max(cap, g.occupied_blocks());
+    kv_.reserve_room(0, give);
   }
   const uint32_t k = static_cast<uint32_t>(std::max(1.0, std::min(double(left), std::floor(budget() / (2 * per_seq)))));
   while (!prefill_staged_.empty() && room() < k * per_seq) {
@@ -147,21 +143,14 @@ void LayerPipeline::prefill() {
   const size_t src = n - 1;
   std::vector<std::vector<JobId>> loads(s_.model.layers);
   double below_per_seq = 0;
-  const uint64_t gpu_capacity = s_.gpu_tier ? t_.tiers[0].capacity_blocks : 0;
   for (uint32_t l = 0; l < s_.model.layers; ++l) {
-    t_.clock = 0;
-    t_.layer = l;
+    kv_.set_clock(0, l);
     // The prompt's own attention is what its blocks have been used for so
     // far: H2O's accumulated mass, top-k's history, HKM's ranking start from it.
     if (s_.trace)
       for (uint32_t s = 0; s < s_.batch; ++s)
         if (const std::vector<float>* pm = s_.trace->prompt(s % s_.trace->header().sequences, l))
-          for (uint32_t i = 0; i < ctx_blocks && i < pm->size(); ++i) {
-            const BlockId b = t_.id(s, l, i);
-            t_.mass[b] = (*pm)[i];
-            t_.last_mass[b] = (*pm)[i];
-            t_.access_count[b] = 1;
-          }
+          for (uint32_t i = 0; i < ctx_blocks && i < pm->size(); ++i) kv_.seed_prompt(t_.id(s, l, i), (*pm)[i]);
     // A computed layer's output sits in GPU memory until it is written to
     // its tier, so the layer runs in kernels of as many sequences as that
     // memory holds (prefill_chunk). What one sequence writes below: at most
@@ -213,13 +202,12 @@ void LayerPipeline::prefill() {
           if (s_.weights && s_.gpu_tier && t == 0) gpu_kept_tokens += double(kv_.held_tokens(b));
           if (t == kDropped || (!s_.prefill_compute && !s_.prefill_load)) continue;
           if (s_.prefill_load) {
-            if (t != src) kv_.pending(b) = tp_.add(src, t, l, kv_.data_bytes(b), kNoJob);
+            kv_.load_from(b, static_cast<TierId>(src), l);
             continue;
           }
           if (!(s_.gpu_tier && t == 0)) {
-            kv_.pending(b) = tp_.add(n, t, l, kv_.data_bytes(b), kNoJob);
-            kv_.pending_src(b) = KvStore::kNoSource;
-            if (out.jobs.empty() || out.jobs.back() != kv_.pending(b)) out.jobs.push_back(kv_.pending(b));
+            const JobId j = kv_.write_output(b, l);
+            if (out.jobs.empty() || out.jobs.back() != j) out.jobs.push_back(j);
             out.bytes += kv_.data_bytes(b);
           }
         }
@@ -242,7 +230,7 @@ void LayerPipeline::prefill() {
       s0 += k;
     }
   }
-  if (s_.gpu_tier) t_.tiers[0].capacity_blocks = gpu_capacity;  // the room prefill output took is free once written
+  if (s_.gpu_tier) kv_.release_room(0);  // the room prefill output took is free once written
   // The first token needs the last layer's KV in place.
   wait_rooms();
   if (!s_.prefill_load) return;
@@ -281,10 +269,7 @@ void LayerPipeline::select(uint64_t k) {
   const uint32_t L = s_.model.layers;
   const uint32_t step = static_cast<uint32_t>(k / L), layer = static_cast<uint32_t>(k % L);
   const size_t nt = t_.tiers.size();
-  t_.clock = k + 1;
-  t_.step = step;
-  t_.layer = layer;
-  t_.now_s = sg4::Engine::get_clock();
+  kv_.begin_layer(k + 1, step, layer, sg4::Engine::get_clock());
   Slot& slot = open_slot(k);
   // The trace's records of this (step, layer): one for every sequence, or
   // one per trace sequence (batch sequence s follows trace sequence s % S).
@@ -378,12 +363,7 @@ void LayerPipeline::use_blocks(uint32_t step, uint32_t layer, uint32_t s, uint32
       continue;
     }
     c_.used_mass += m;
-    t_.last_access[b] = t_.clock;
-    ++t_.access_count[b];
-    t_.mass[b] += m;
-    t_.last_mass[b] = m;
-    s_.pol.evict->on_access(b, t_.tier[b]);
-    s_.pol.promote->on_access(b, t_.tier[b], t_);
+    kv_.touch(b, m);
     sel_.push_back(b);
   }
   if (!dense) s_.pol.prefetch->observe(SelectInput{step, layer, s, n, &idx_, rec ? &obs_mass_ : nullptr}, t_);
@@ -418,19 +398,8 @@ void LayerPipeline::fetch_selected(Slot& slot, uint32_t layer) {
     slot.kv_tokens += kv_.held_tokens(b);
     // A block still being written down is read where its data is: the tier
     // it is leaving, which keeps the memory until the write lands.
-    const bool draining = kv_.pending_src(b) != KvStore::kNoSource && !board_.done(kv_.pending(b));
-    const TierId at = draining ? kv_.pending_src(b) : t;
-    ++c_.hits[at];
-    if (kv_.prefetched(b)) {
-      kv_.prefetched(b) = 0;
-      ++c_.prefetch.used_blocks;
-      if (s_.gpu_tier && at == 0) {
-        ++c_.prefetch.covered_blocks;
-        ++c_.prefetch.needed_blocks;
-      }
-    } else if (!(s_.gpu_tier && at == 0)) {
-      ++c_.prefetch.needed_blocks;
-    }
+    const bool draining = kv_.draining(b);
+    kv_.hit(b);
     if (s_.gpu_tier && t == 0) {
       if (!board_.done(kv_.pending(b))) slot.waits.push_back(kv_.pending(b));
       continue;
@@ -464,24 +433,18 @@ void LayerPipeline::fetch_selected(Slot& slot, uint32_t layer) {
       if (dest < t && kv_.make_room(dest)) {
         if (dest == 0) {
           if (static_cast<int>(t) == pageable_tier) host_raw += bb;
-          JobId fj = tp_.add(t, 0, layer, bb, kv_.pending(b));
-          kv_.move(b, t, 0);
-          kv_.pending(b) = fj;
+          kv_.read_up(b, t, 0, layer);
         } else {
           // Up to an intermediate tier; then on into the GPU where it fits
           // (its copy stays in the intermediate tier), else attention reads
           // it from there.
-          JobId pj = tp_.add(t, dest, layer, bb, kv_.pending(b));
-          kv_.move(b, t, dest);
-          kv_.pending(b) = pj;
+          kv_.read_up(b, t, dest, layer);
           if (kv_.make_room(0)) {
-            kv_.pending(b) = tp_.add(dest, 0, layer, bb, kv_.pending(b));
-            kv_.move(b, dest, 0);
+            kv_.read_up(b, dest, 0, layer);
           } else {
             tp_.add(dest, gpu_ep, layer, bb, kv_.pending(b));
           }
         }
-        kv_.pending_src(b) = KvStore::kNoSource;
         ++c_.promoted_blocks;
         continue;
       }
@@ -493,21 +456,11 @@ void LayerPipeline::fetch_selected(Slot& slot, uint32_t layer) {
 }
 
 void LayerPipeline::predict_for(uint32_t step1, uint32_t layer, uint32_t s, uint32_t n1) {
-  const size_t nt = t_.tiers.size();
   pred_.clear();
   s_.pol.prefetch->predict(SelectInput{step1, layer, s, n1, nullptr, nullptr}, t_, pred_);
   for (uint32_t i : pred_) {
     if (i >= n1) continue;
-    const BlockId b = t_.id(s, layer, i);
-    const TierId t = t_.tier[b];
-    if (t >= nt || t == 0 || kv_.prefetched(b) || !kv_.make_room(0)) continue;
-    const JobId pj = tp_.add_prefetch(t, layer, kv_.data_bytes(b), kv_.pending(b));
-    kv_.move(b, t, 0);
-    kv_.pending(b) = pj;
-    kv_.pending_src(b) = KvStore::kNoSource;
-    kv_.prefetched(b) = 1;
-    kv_.prefetch_src(b) = t;
-    ++c_.prefetch.prefetched_blocks;
+    kv_.prefetch_up(t_.id(s, layer, i), layer);
   }
 }
 
@@ -518,16 +471,8 @@ void LayerPipeline::append(uint64_t k) {
   const uint32_t step = static_cast<uint32_t>(k / L), layer = static_cast<uint32_t>(k % L);
   const uint32_t token = s_.ctx + step;
   const double tok_bytes = static_cast<double>(s_.model.kv_bytes_per_token_layer());
-  const size_t nt = t_.tiers.size();
   for (uint32_t s = 0; s < s_.batch; ++s) {
-    BlockId b = t_.id(s, layer, token / s_.bt);
-    const TierId t = t_.tier[b];
-    if (t == kDropped || t >= nt) continue;
-    t_.dirty[b] = 1;
-    kv_.invalidate_copies(b);
-    if (s_.gpu_tier && t == 0) continue;
-    kv_.pending(b) = tp_.add(nt, t, layer, tok_bytes, kv_.pending(b));
-    kv_.pending_src(b) = KvStore::kNoSource;
+    kv_.write_kv(t_.id(s, layer, token / s_.bt), layer, tok_bytes);
   }
   flush(nullptr);
 }
@@ -622,7 +567,7 @@ void LayerPipeline::drive() {
       step_t0 = now;
       gpu_busy_t0 = c_.gpu_busy_s;
     }
-    t_.pin_stamp = k + 1;
+    kv_.pin_from(k + 1);
     // This layer's weights (and, with overlap, the next layer's) are issued
     // before the next layer's KV is selected: FlexGen loads layer l+1's
     // weights as layer l starts, ahead of the cache loads of its GPU batches.
@@ -783,10 +728,7 @@ void LayerPipeline::move_hidden(double bytes, int32_t step, uint32_t layer) {
 
 void LayerPipeline::select_iteration(uint64_t index, uint32_t layer, const std::vector<IterationSeq>& seqs) {
   const uint64_t k = clock_base_ + layer;
-  t_.clock = k + 1;
-  t_.step = static_cast<uint32_t>(index);
-  t_.layer = layer;
-  t_.now_s = sg4::Engine::get_clock();
+  kv_.begin_layer(k + 1, static_cast<uint32_t>(index), layer, sg4::Engine::get_clock());
   Slot& slot = open_slot(k);
   slot.seq_tokens.clear();
   sel_.clear();
@@ -833,16 +775,7 @@ void LayerPipeline::select_iteration(uint64_t index, uint32_t layer, const std::
 void LayerPipeline::append_iteration(uint32_t layer, const std::vector<IterationSeq>& seqs) {
   const double tok_bytes = static_cast<double>(s_.model.kv_bytes_per_token_layer());
   std::vector<StagedWrites> staged;
-  const size_t nt = t_.tiers.size();
-  auto write_into = [&](BlockId b, double bytes) {
-    const TierId t = t_.tier[b];
-    if (t >= nt) return;
-    t_.dirty[b] = 1;
-    kv_.invalidate_copies(b);
-    if (s_.gpu_tier && t == 0) return;
-    kv_.pending(b) = tp_.add(nt, t, layer, bytes, kv_.pending(b));
-    kv_.pending_src(b) = KvStore::kNoSource;
-  };
+  auto write_into = [&](BlockId b, double bytes) { kv_.write_kv(b, layer, bytes); };
   for (const IterationSeq& q : seqs) {
     if (!q.prefill) {
       write_into(t_.id(q.seq, layer, q.past / s_.bt), tok_bytes);
@@ -861,15 +794,11 @@ void LayerPipeline::append_iteration(uint32_t layer, const std::vector<Iteration
       // The prompt's own attention is what its blocks have been used for so
       // far (as in the single-batch engine's prefill).
       if (const std::vector<float>* pm = q.attention ? q.attention->prompt(0, layer) : nullptr)
-        if (i < pm->size()) {
-          t_.mass[b] = t_.last_mass[b] = (*pm)[i];
-          t_.access_count[b] = 1;
-        }
+        if (i < pm->size()) kv_.seed_prompt(b, (*pm)[i]);
       const TierId t = kv_.allocate(b, end);
       if (t == kDropped || (s_.gpu_tier && t == 0)) continue;
-      kv_.pending(b) = tp_.add(nt, t, layer, kv_.data_bytes(b), kNoJob);
-      kv_.pending_src(b) = KvStore::kNoSource;
-      if (out.jobs.empty() || out.jobs.back() != kv_.pending(b)) out.jobs.push_back(kv_.pending(b));
+      const JobId j = kv_.write_output(b, layer);
+      if (out.jobs.empty() || out.jobs.back() != j) out.jobs.push_back(j);
       out.bytes += kv_.data_bytes(b);
     }
     kv_.defer_budget(false);
@@ -890,7 +819,7 @@ void LayerPipeline::run_iteration(uint64_t index, const std::vector<IterationSeq
   uint32_t next = 0;
   for (uint32_t l = 0; l < L; ++l) {
     const uint64_t k = clock_base_ + l;
-    t_.pin_stamp = k + 1;
+    kv_.pin_from(k + 1);
     JobId weights = kNoJob;
     if (s_.weights) {
       // The next layer's load is issued now, across iterations too while requests remain.

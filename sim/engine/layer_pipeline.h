@@ -112,7 +112,7 @@ class LayerPipeline {
   EngineSetup& s_;
   EngineCounters& c_;
   KvStore& kv_;
-  BlockTable& t_;
+  const BlockTable& t_;
   TransferPlanner& tp_;
   Platform& platform_;
   JobBoard& board_;
