@@ -7,7 +7,7 @@
 
 namespace kvtier {
 
-AppScoring::AppScoring(EngineSetup& s, EngineCounters& c, KvStore& kv, TransferPlanner& planner, JobBoard& board)
+AppScoring::AppScoring(EngineSetup& s, EngineCounters& c, const KvStore& kv, TransferPlanner& planner, JobBoard& board)
     : s_(s), c_(c), kv_(kv), t_(kv.table()), tp_(planner), board_(board) {}
 
 // The devices that score and where each tier's keys are scored, the

@@ -32,7 +32,7 @@ class AppScoring {
   // device pairs scoring moves data between (streams to create).
   static void configure(EngineSetup& s, Platform& platform, std::vector<std::pair<size_t, size_t>>& pairs);
 
-  AppScoring(EngineSetup& s, EngineCounters& c, KvStore& kv, TransferPlanner& planner, JobBoard& board);
+  AppScoring(EngineSetup& s, EngineCounters& c, const KvStore& kv, TransferPlanner& planner, JobBoard& board);
   // Scores layer `layer` of step `step` (`n` blocks per sequence) and adds
   // its jobs to `slot`; near-storage attention also takes the SmartSSD's
   // blocks out of `sel` (the drive attends them).
@@ -49,8 +49,8 @@ class AppScoring {
 
   EngineSetup& s_;
   EngineCounters& c_;
-  KvStore& kv_;
-  BlockTable& t_;
+  const KvStore& kv_;
+  const BlockTable& t_;
   TransferPlanner& tp_;
   JobBoard& board_;
   double thermal_t_ = 0;  // when the FPGA's last kernel ends
