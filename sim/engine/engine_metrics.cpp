@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "sim/engine/kernel_cost.h"
 #include "sim/kv/kv_store.h"
 #include "sim/platform/platform.h"
 #include "sim/platform/weight_stream.h"
@@ -145,12 +146,7 @@ json engine_metrics(const EngineSetup& s, EngineCounters& c, const KvStore& kv, 
     const double decode_end = c.step_end.empty() ? c.prefill_end : c.step_end.back();
     const double q = s.query_tokens, T = s.ctx;
     double query_s = 0;
-    for (uint32_t l = 0; l < s.model.layers; ++l) {
-      const double gemm = s.model.weight_flops_per_token_layer() * q * s.batch;
-      const double attn = 4.0 * q * T * s.model.heads * s.model.head_dim * s.batch;
-      const double kv = T * s.batch * s.model.kv_bytes_per_token_layer();
-      query_s += s.kernel_s(EngineSetup::Phase::Prefill, gemm, attn, s.model.weight_bytes_per_layer(), kv);
-    }
+    for (uint32_t l = 0; l < s.model.layers; ++l) query_s += query_kernel_s(s, q, T, s.batch);
     // Every hop counts: where the load stops short of the GPU (in the tier
     // above the flash), the next batch's KV still crosses to the GPU, on an
     // idle link once this decode is done.

@@ -2,25 +2,21 @@
 
 #include <algorithm>
 #include <cmath>
-#include <sstream>
-#include <unordered_map>
 
 #include "policies/weights.h"
 #include "sim/core/config.h"
-#include "sim/engine/invariants.h"
-#include "sim/kv/kv_store.h"
-#include "sim/engine/layer_pipeline.h"
-#include "sim/platform/platform.h"
-#include "sim/replay/replay.h"
-#include "sim/serving/gpu_prefix_cache.h"
-#include "sim/serving/serving_metrics.h"
-#include "sim/platform/streams.h"
 #include "sim/core/timeline.h"
+#include "sim/engine/invariants.h"
+#include "sim/engine/layer_pipeline.h"
+#include "sim/engine/paged_pipeline.h"
+#include "sim/kv/kv_store.h"
+#include "sim/platform/platform.h"
 #include "sim/platform/transfer_planner.h"
-#include "traces/request_synthetic.h"
-#include "traces/synthetic.h"
-#include "traces/request_trace.h"
 #include "sim/platform/weight_stream.h"
+#include "sim/serving/prefix_cache.h"
+#include "sim/serving/requests.h"
+#include "sim/serving/serving_metrics.h"
+#include "traces/synthetic.h"
 
 namespace kvtier {
 
@@ -74,29 +70,6 @@ ParamList serving_params() {
 
 namespace {
 
-ParamList prefix_cache_params() {
-  return {
-      boolean("enabled", true, "keep prompt blocks in the tiers below the GPU for reuse"),
-      str("write", "write_through",
-          "when a prompt's new blocks are written down: write_through (as its prefill completes) or on_finish (when "
-          "the request leaves the GPU)",
-          {"write_through", "on_finish"}),
-      any("policy", "lru", "eviction policy of every cache tier (a name or {\"name\": ..., params})"),
-      boolean("inclusive", false, "a block in a tier is also in every tier below (default: exclusive)"),
-      str("match", "prefix",
-          "which cached blocks of a prompt are loaded: prefix (its leading run, as vLLM and LMCache serve prefixes) or "
-          "any (every cached block wherever it is in the prompt, as MatKV loads retrieved chunks)",
-          {"prefix", "any"}),
-      boolean("gpu", false,
-              "the GPU's free KV pool keeps the prompt blocks of finished requests until it hands them out again, "
-              "least recently freed first (vLLM's automatic prefix caching): a prompt starting with them computes "
-              "and loads none of them"),
-      boolean("warm", false,
-              "the cache starts holding every block of the request stream, written before time 0 (MatKV: the "
-              "corpus's KV is precomputed on flash), as far as the tiers hold them"),
-  };
-}
-
 ParamList slo_params() {
   return {
       num("ttft_s", 0.0, "time to first token limit, seconds (0: none)", 0),
@@ -104,28 +77,37 @@ ParamList slo_params() {
   };
 }
 
-ParamList identical_params() {
-  return {
-      str("kind", "identical", "identical requests"),
-      integer("count", 1, "requests", 1, 1e7),
-      integer("input_tokens", 4096, "prompt tokens of each", 1, 1 << 24),
-      integer("output_tokens", 64, "output tokens of each (the first comes out of prefill)", 1, 1 << 24),
-      num("interval_s", 0.0, "seconds between arrivals (0: all at time 0)", 0),
-  };
-}
-
 }  // namespace
 
 ServingSimulation::~ServingSimulation() = default;
 
-ServingSimulation::ServingSimulation(json& cfg) : cfg_(cfg) {
+ServingSimulation::ServingSimulation(json& cfg) : cfg_(cfg), cache_(std::make_unique<PrefixCache>()) {
   s_.hw = parse_hardware(cfg_["hardware"], "hardware");
   s_.topo = std::make_unique<Topology>(s_.hw);
   s_.model = parse_llm(cfg_["model"], "model");
   json& sv = cfg_["serving"];
   resolve_params(sv, serving_params(), "serving");
-  resolve_params(sv["prefix_cache"], prefix_cache_params(), "serving.prefix_cache");
+  resolve_params(sv["prefix_cache"], PrefixCache::params(), "serving.prefix_cache");
   resolve_params(sv["slo"], slo_params(), "serving.slo");
+  read_limits(sv);
+  configure_attention(sv);
+  if (tiered_ && limits_.preemption == PreemptionMode::Swap)
+    throw ConfigError("serving.preemption: with serving.kv \"tiered\" a sequence's KV already lives in the tiers below the "
+                      "GPU; preempted sequences are recomputed (set \"recompute\")");
+  slo_ttft_s_ = sv["slo"]["ttft_s"].get<double>();
+  slo_tpot_s_ = sv["slo"]["tpot_s"].get<double>();
+  configure_gpu();
+  const double swap_bytes = configure_swap(sv);
+  // The requests, all read now: their checks come before anything runs.
+  RequestStream rs = load_requests(sv);
+  reqs_ = std::move(rs.reqs);
+  source_name_ = rs.source_name;
+  if (tiered_) build_kv_store();
+  check_requests(reqs_, source_name_, limits_, s_.model, tiered_ ? "tiers hold " : "GPU holds ");
+  configure_prefix_cache(sv["prefix_cache"], swap_bytes, rs.prefix_block_tokens, rs.distinct_blocks);
+}
+
+void ServingSimulation::read_limits(const json& sv) {
   limits_.block_tokens = static_cast<uint32_t>(get_int(cfg_["workload"], "block_tokens"));
   limits_.max_running = static_cast<uint32_t>(get_int(sv, "max_running"));
   limits_.max_batched_tokens = static_cast<uint32_t>(get_int(sv, "max_batched_tokens"));
@@ -136,6 +118,9 @@ ServingSimulation::ServingSimulation(json& cfg) : cfg_(cfg) {
   coarsen_ = sv["coarsen"].get<bool>();
   tiered_ = sv["kv"] == "tiered";
   seed_ = cfg_["sim"]["seed"].get<uint64_t>();
+}
+
+void ServingSimulation::configure_attention(json& sv) {
   attention_cfg_ = sv["attention"];
   if (!attention_cfg_.is_object() || !attention_cfg_.empty()) {
     if (!tiered_)
@@ -149,16 +134,9 @@ ServingSimulation::ServingSimulation(json& cfg) : cfg_(cfg) {
     for (auto it = p.begin(); it != p.end(); ++it) attention_cfg_[it.key()] = *it;
     sv["attention"] = attention_cfg_;
   }
-  if (tiered_ && limits_.preemption == PreemptionMode::Swap)
-    throw ConfigError("serving.preemption: with serving.kv \"tiered\" a sequence's KV already lives in the tiers below the "
-                      "GPU; preempted sequences are recomputed (set \"recompute\")");
-  slo_ttft_s_ = sv["slo"]["ttft_s"].get<double>();
-  slo_tpot_s_ = sv["slo"]["tpot_s"].get<double>();
-  const json& pc = sv["prefix_cache"];
-  write_through_ = pc["write"] == "write_through";
-  match_any_ = pc["match"] == "any";
-  inclusive_ = pc["inclusive"].get<bool>();
+}
 
+void ServingSimulation::configure_gpu() {
   // The GPU: its memory less the weights is the paged KV pool; tier 0.
   s_.bind_gpu();
   const DeviceModel& gpu = *s_.gpu_model;
@@ -187,7 +165,10 @@ ServingSimulation::ServingSimulation(json& cfg) : cfg_(cfg) {
     c_.wear.emplace_back(*s_.hw.devices[d].model);
   }
   c_.wear.insert(c_.wear.begin(), FlashWear(gpu));
+}
 
+double ServingSimulation::configure_swap(const json& sv) {
+  const double kv_tok = static_cast<double>(s_.model.kv_bytes_per_token());
   // Swap space: in the named tier, or the first host-memory tier below the GPU.
   const double swap_bytes = sv["swap_space_GiB"].get<double>() * 1073741824.0;
   const std::string swap_tier = sv["swap_tier"].get<std::string>();
@@ -210,127 +191,21 @@ ServingSimulation::ServingSimulation(json& cfg) : cfg_(cfg) {
                         " do not fit hardware.devices." + d.name + "'s " +
                         plain_numbers(std::to_string(d.model->capacity_bytes() / 1e9)) + " GB");
   }
+  return swap_bytes;
+}
 
-  // The requests, all read now: their checks come before anything runs.
-  const json& rq = sv["requests"];
-  if (!rq.is_object() || !rq.contains("kind") || !rq["kind"].is_string())
-    throw ConfigError("serving.requests: expected an object with \"kind\": \"trace\", \"synthetic\" or \"identical\"");
-  const std::string kind = rq["kind"].get<std::string>();
-  const uint64_t limit = static_cast<uint64_t>(get_int(sv, "limit"));
-  const double scale = sv["time_scale"].get<double>();
-  std::unordered_map<uint64_t, uint32_t> dense;
-  auto add = [&](const Request& r) {
-    ServingRequest q;
-    q.id = static_cast<uint32_t>(reqs_.size());
-    q.arrival_s = r.arrival_s * scale;
-    if (!(q.arrival_s <= kMaxArrivalSeconds))
-      throw ConfigError("serving.requests: request " + std::to_string(q.id) + " arrives at " +
-                        plain_numbers(std::to_string(q.arrival_s)) +
-                        " s (serving.time_scale applied), past the 1e8 s (about 3 years) a run may span");
-    q.input_tokens = r.input_tokens;
-    q.output_tokens = std::max<uint32_t>(1, r.output_tokens);
-    q.prefix_blocks.reserve(r.blocks.size());
-    for (uint64_t b : r.blocks) {
-      auto it = dense.emplace(b, static_cast<uint32_t>(dense.size())).first;
-      q.prefix_blocks.push_back(it->second);
-    }
-    reqs_.push_back(std::move(q));
-  };
-  std::unique_ptr<RequestSource> src;
-  json& rqm = sv["requests"];
-  if (kind == "trace") {
-    if (!rqm.contains("path") || !rqm["path"].is_string())
-      throw ConfigError("serving.requests.path: expected the path of a Mooncake JSONL or Azure CSV trace");
-    for (auto it = rqm.begin(); it != rqm.end(); ++it)
-      if (it.key() != "kind" && it.key() != "path" && !is_annotation_key(it.key()))
-        throw ConfigError("serving.requests." + it.key() + ": unknown key (a trace takes kind and path)");
-    src = open_request_trace(find_data_file(rqm["path"].get<std::string>(), "", "serving.requests.path"));
-  } else if (kind == "synthetic") {
-    json p = rqm;
-    p.erase("kind");
-    src = std::make_unique<SyntheticRequests>(p, "serving.requests");
-    for (auto it = p.begin(); it != p.end(); ++it) rqm[it.key()] = *it;
-  } else if (kind == "identical") {
-    resolve_params(rqm, identical_params(), "serving.requests");
-    const uint64_t n = static_cast<uint64_t>(get_int(rqm, "count"));
-    Request r;
-    r.input_tokens = static_cast<uint32_t>(get_int(rqm, "input_tokens"));
-    r.output_tokens = static_cast<uint32_t>(get_int(rqm, "output_tokens"));
-    for (uint64_t i = 0; i < n && (limit == 0 || i < limit); ++i) {
-      r.arrival_s = double(i) * rqm["interval_s"].get<double>();
-      add(r);  // no block ids: identical prompts are distinct, nothing to reuse
-    }
-    source_name_ = "identical requests";
-  } else {
-    throw ConfigError("serving.requests.kind: expected \"trace\", \"synthetic\" or \"identical\", got \"" + kind + "\"");
-  }
-  if (src) {
-    source_name_ = src->name();
-    prefix_bt_ = src->block_tokens();
-    Request r;
-    while ((limit == 0 || reqs_.size() < limit) && src->next(r)) add(r);
-  }
-  if (reqs_.empty()) throw ConfigError("serving.requests: " + source_name_ + " has no requests");
-  distinct_blocks_ = dense.size();
-  if (tiered_) build_kv_store();
-  const uint64_t pool_tokens = limits_.gpu_blocks * limits_.block_tokens;
-  for (const ServingRequest& q : reqs_) {
-    const uint64_t need = uint64_t(q.input_tokens) + q.output_tokens;
-    if (s_.model.max_context > 0 && need > s_.model.max_context)
-      throw ConfigError("serving.requests (" + source_name_ + "): request " + std::to_string(q.id) + " has " + std::to_string(q.input_tokens) +
-                        " prompt + " + std::to_string(q.output_tokens) + " output tokens, past the model's context of " +
-                        std::to_string(s_.model.max_context) + " (model.max_context_tokens)");
-    const uint64_t admit = (uint64_t(q.input_tokens) + limits_.block_tokens - 1) / limits_.block_tokens +
-                           static_cast<uint64_t>(limits_.watermark * double(limits_.gpu_blocks));
-    if (need > pool_tokens || admit > limits_.gpu_blocks)
-      throw ConfigError(source_name_ + ": request " + std::to_string(q.id) + " needs the KV of " + std::to_string(need) +
-                        " tokens but the " + std::string(tiered_ ? "tiers hold " : "GPU holds ") + std::to_string(pool_tokens) +
-                        " (it can never run, even alone; add GPU memory or shorten it)");
-    if (!limits_.chunked_prefill && q.input_tokens > limits_.max_batched_tokens)
-      throw ConfigError("serving.max_batched_tokens: " + std::to_string(limits_.max_batched_tokens) +
-                        " can never admit request " + std::to_string(q.id) + " of " + source_name_ + " (" +
-                        std::to_string(q.input_tokens) + " prompt tokens); raise it or set serving.chunked_prefill");
-  }
-
-  // The prefix cache: every tier below the GPU, in blocks of the trace's hash size.
-  if (tiered_ && pc["enabled"].get<bool>() && distinct_blocks_ > 0)
+// The prefix cache: every tier below the GPU, in blocks of the trace's hash
+// size, beside the swap space and the weights there.
+void ServingSimulation::configure_prefix_cache(json& pc, double swap_bytes, uint32_t prefix_block_tokens,
+                                               uint64_t distinct_blocks) {
+  if (tiered_ && pc["enabled"].get<bool>() && distinct_blocks > 0)
     throw ConfigError("serving.prefix_cache.enabled: with serving.kv \"tiered\" the tiers hold running sequences' KV, "
                       "not a prefix cache; set false");
-  cache_on_ = pc["enabled"].get<bool>() && distinct_blocks_ > 0 && s_.tier_dev.size() > 1;
-  if (cache_on_) {
-    cache_cfg_ = std::make_unique<ReplayConfig>();
-    cache_cfg_->inclusive = inclusive_;
-    cache_cfg_->block_tokens = prefix_bt_;
-    cache_cfg_->block_bytes = static_cast<uint64_t>(kv_tok) * prefix_bt_;
-    for (size_t t = 1; t < s_.tier_dev.size(); ++t) {
-      double cap = s_.hw.devices[s_.tier_dev[t]].model->capacity_bytes() - weight_bytes_in(s_.tier_dev[t]);
-      if (static_cast<int>(s_.tier_dev[t]) == swap_dev_ && limits_.preemption == PreemptionMode::Swap) cap -= swap_bytes;
-      ReplayTierSpec ts;
-      ts.name = s_.hw.tiers[t];
-      ts.capacity_blocks = cap > 0 ? static_cast<uint64_t>(cap / double(cache_cfg_->block_bytes)) : 0;
-      if (ts.capacity_blocks == 0)
-        throw ConfigError("hardware.devices." + ts.name + ": holds no prefix-cache block of " +
-                          std::to_string(cache_cfg_->block_bytes) + " bytes (" + std::to_string(prefix_bt_) +
-                          " tokens)" + (static_cast<int>(s_.tier_dev[t]) == swap_dev_ ? " besides the swap space" : "") +
-                          (weight_bytes_in(s_.tier_dev[t]) > 0 ? " and the weights (policies.weights)" : ""));
-      ts.policy = pc["policy"].is_string() ? json{{"name", pc["policy"]}} : pc["policy"];
-      cache_cfg_->tiers.push_back(ts);
-      cache_dev_.push_back(s_.tier_dev[t]);
-    }
-    cache_ = std::make_unique<ReplaySession>(*cache_cfg_, distinct_blocks_);
-    json policy = cache_cfg_->tiers[0].policy;
-    cfg_["serving"]["prefix_cache"]["policy"] = policy;
-    if (pc["warm"].get<bool>()) {
-      // Precomputed before time 0, in stream order: what the tiers hold of it is what they keep.
-      for (const ServingRequest& q : reqs_)
-        for (uint32_t b : q.prefix_blocks) cache_->reference(b);
-    }
-    for (uint32_t u = 0; u < cache_->tiers(); ++u) inserted_seen_.push_back(cache_->inserted(u));
-  }
-  if (pc["enabled"].get<bool>() && pc["gpu"].get<bool>() && distinct_blocks_ > 0) {
-    gpu_cache_ = std::make_unique<GpuPrefixCache>();
-    gpu_cache_->setup(static_cast<uint32_t>(distinct_blocks_), (prefix_bt_ + limits_.block_tokens - 1) / limits_.block_tokens);
-  }
+  PrefixCache::Room room;
+  room.swap_dev = swap_dev_;
+  room.swap_bytes = limits_.preemption == PreemptionMode::Swap ? swap_bytes : 0.0;
+  for (size_t t = 0; t < s_.tier_dev.size(); ++t) room.weight_bytes.push_back(weight_bytes_in(s_.tier_dev[t]));
+  cache_->setup(pc, s_, reqs_, prefix_block_tokens, distinct_blocks, room, limits_.block_tokens);
 }
 
 // policies.weights: the serving engine takes weight placement (weights
@@ -455,116 +330,6 @@ void ServingSimulation::build_kv_store() {
   s_.pol.setup(t);
 }
 
-// The prompt tokens the cache holds: its longest run of leading blocks in
-// any tier (as vLLM and LMCache serve prefixes), split by the tier each
-// block is in. A peek: recency changes only once the request is admitted.
-uint32_t ServingSimulation::lookup(ServingRequest& r) {
-  if ((!cache_ && !gpu_cache_) || r.generated > 0) return 0;  // after a recompute the prompt grew beyond what is hashed
-  const size_t T = cache_ ? cache_->tiers() : 0;
-  r.hit_tokens.assign(T, 0);
-  r.gpu_hit_tokens = 0;
-  uint64_t tokens = 0;
-  uint64_t pos = 0;
-  for (uint32_t b : r.prefix_blocks) {
-    if (pos >= r.input_tokens) break;
-    const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(prefix_bt_, r.input_tokens - pos));
-    pos += n;
-    if (gpu_cache_ && gpu_cache_->holds(b)) {  // still in the GPU's pool: nothing to load
-      r.gpu_hit_tokens += n;
-      tokens += n;
-      continue;
-    }
-    const uint32_t h = cache_ ? cache_->holder(b) : static_cast<uint32_t>(T);
-    if (h >= T) {
-      if (match_any_) continue;
-      break;
-    }
-    r.hit_tokens[h] += n;
-    tokens += n;
-  }
-  return static_cast<uint32_t>(tokens);
-}
-
-// New prompt blocks go down to the cache: one reference each (a block
-// another request wrote meanwhile is just a hit).
-void ServingSimulation::write_down(ServingRequest& r) {
-  if (!cache_) return;
-  for (uint32_t b : r.prefix_blocks) cache_->reference(b);
-}
-
-// What the cache inserted since the last call becomes transfers: into its
-// top tier from the GPU; into lower tiers from the tier above (exclusive:
-// demotions) or from the GPU (inclusive: written to every tier). Off the
-// critical path, sharing links with everything else.
-void ServingSimulation::submit_cache_moves() {
-  if (!cache_) return;
-  const double bb = double(cache_cfg_->block_bytes);
-  for (uint32_t u = 0; u < cache_->tiers(); ++u) {
-    const uint64_t n = cache_->inserted(u) - inserted_seen_[u];
-    if (n == 0) continue;
-    inserted_seen_[u] = cache_->inserted(u);
-    const size_t to = cache_dev_[u];
-    const size_t from = (u == 0 || inclusive_) ? s_.gpu_dev : cache_dev_[u - 1];
-    const double bytes = double(n) * bb;
-    const JobId j = board_->create();
-    std::vector<JobId> deps;
-    add_dep(deps, last_write_);
-    planner_->stream(from, to).submit(TransferJob{j, from, to, bytes, std::move(deps), -1, 0, "cache write"});
-    last_write_ = j;
-    cache_write_bytes_ += bytes;
-    record_write(to, bytes);
-  }
-}
-
-// A finished request's whole prompt blocks stay in the GPU's pool, newest first.
-void ServingSimulation::free_to_gpu_cache(const ServingRequest& r) {
-  uint64_t pos = 0;
-  for (uint32_t b : r.prefix_blocks) {
-    if (pos + prefix_bt_ > r.input_tokens) break;  // a partial last block is not reusable
-    pos += prefix_bt_;
-    gpu_cache_->put(b);
-  }
-}
-
-// Bytes written into a storage device wear its flash.
-void ServingSimulation::record_write(size_t dev, double bytes) {
-  if (!s_.hw.devices[dev].model->is_storage()) return;
-  c_.ssd_bytes_written += bytes;
-  for (size_t t = 1; t < s_.tier_dev.size(); ++t)
-    if (s_.tier_dev[t] == dev) c_.wear[t].record_write(bytes);
-}
-
-// One layer's kernel for the whole iteration: every token through the
-// weights once; attention of each decode token over its sequence's pages
-// (whole blocks, as paged attention reads them) and of each prefill chunk
-// over what precedes it, causally.
-double ServingSimulation::layer_kernel_s(const IterationPlan& p, const std::vector<uint64_t>* read) const {
-  const LlmSpec& m = s_.model;
-  const double hd = double(m.heads) * m.head_dim, kvl = double(m.kv_bytes_per_token_layer());
-  const double bt = limits_.block_tokens;
-  double tokens = 0, attn = 0, kv = 0;
-  bool prefill = false;
-  for (size_t i = 0; i < p.items.size(); ++i) {
-    const IterationItem& it = p.items[i];
-    tokens += it.tokens;
-    prefill = prefill || it.prefill;
-    if (it.prefill) {
-      const double k = it.tokens, past = read ? std::min(double(it.past), double((*read)[i])) : double(it.past);
-      attn += 2.0 * k * (2.0 * past + k) * hd;
-      kv += (past + k) * kvl;
-    } else {
-      // With the KV in tiers, what attention read (fewer blocks where a budget dropped some).
-      const double pages = read ? double((*read)[i]) : std::ceil((double(it.past) + 1.0) / bt) * bt;
-      attn += 4.0 * pages * hd;
-      kv += pages * kvl;
-    }
-  }
-  // An iteration with prompt tokens in it runs its GEMMs at the prefill rate
-  // where the GPU gives rates per phase.
-  return s_.kernel_s(prefill ? EngineSetup::Phase::Prefill : EngineSetup::Phase::Decode,
-                     m.weight_flops_per_token_layer() * tokens, attn, m.weight_bytes_per_layer(), kv);
-}
-
 void ServingSimulation::sample_occupancy() {
   const double now = sg4::Engine::get_clock();
   for (size_t t = 0; t < occ_now_.size(); ++t) occ_area_[t] += occ_now_[t] * (now - occ_t_);
@@ -576,7 +341,7 @@ void ServingSimulation::sample_occupancy() {
       occ_now_[t] = double(kv_->table().tiers[t].occupied_blocks()) * double(kv_->table().block_bytes);
   else
     occ_now_[0] = double(sched_->used_blocks()) * kv_blk;
-  for (size_t u = 0; cache_ && u < cache_->tiers(); ++u) occ_now_[u + 1] = double(cache_->used(uint32_t(u))) * double(cache_cfg_->block_bytes);
+  for (uint32_t u = 0; u < cache_->tiers(); ++u) occ_now_[u + 1] = cache_->used_bytes(u);
   if (swap_dev_ >= 0)
     for (size_t t = 1; t < s_.tier_dev.size(); ++t)
       if (static_cast<int>(s_.tier_dev[t]) == swap_dev_) occ_now_[t] += double(sched_->swapped_blocks()) * kv_blk;
@@ -587,135 +352,49 @@ void ServingSimulation::sample_occupancy() {
 }
 
 void ServingSimulation::iteration(const IterationPlan& p, uint64_t index, bool more_after) {
-  if (tiered_) {
-    tiered_iteration(p, index, more_after);
-    return;
-  }
-  const LlmSpec& m = s_.model;
   const double now = sg4::Engine::get_clock();
-  const double kv_blk = double(m.kv_bytes_per_token()) * limits_.block_tokens;
-  const size_t L = m.layers;
-  std::vector<JobId> before;  // swaps: done before the forward pass, as vLLM's cache operations are
+  for (const IterationItem& it : p.items)
+    if (reqs_[it.req].first_scheduled_s < 0) reqs_[it.req].first_scheduled_s = now;
+  if (tiered_) tiered_iteration(p, index, more_after);
+  else paged_iteration(p, index, more_after);
+}
+
+// The paged pool: the swaps the scheduler decided (whole sequences, all
+// layers), the prefix hits to load, and the kernel's shape, run by the
+// paged pipeline.
+void ServingSimulation::paged_iteration(const IterationPlan& p, uint64_t index, bool more_after) {
+  const double kv_blk = double(s_.model.kv_bytes_per_token()) * limits_.block_tokens;
+  PagedIteration it;
+  it.index = index;
+  it.more_after = more_after;
+  it.computed_tokens = p.computed_tokens;
   for (uint32_t id : p.swapped_out) {
-    const ServingRequest& r = reqs_[id];
-    const double bytes = double(r.gpu_blocks) * kv_blk;
-    const JobId j = board_->create();
-    planner_->stream(s_.gpu_dev, size_t(swap_dev_)).submit(TransferJob{j, s_.gpu_dev, size_t(swap_dev_), bytes, {}, -1, 0, "swap out"});
-    before.push_back(j);
-    swap_bytes_ += bytes;
+    it.swap_out.push_back(double(reqs_[id].gpu_blocks) * kv_blk);
+    swap_bytes_ += it.swap_out.back();
     ++swapped_out_;
-    record_write(static_cast<size_t>(swap_dev_), bytes);
   }
   for (uint32_t id : p.swapped_in) {
-    const ServingRequest& r = reqs_[id];
-    const double bytes = double(sched_->blocks_for(r.ctx - 1)) * kv_blk;
-    const JobId j = board_->create();
-    std::vector<JobId> deps(before.begin(), before.end());  // the room it comes into is freed by the swaps out
-    planner_->stream(size_t(swap_dev_), s_.gpu_dev).submit(TransferJob{j, size_t(swap_dev_), s_.gpu_dev, bytes, std::move(deps), -1, 0, "swap in"});
-    before.push_back(j);
-    swap_bytes_ += bytes;
+    it.swap_in.push_back(double(sched_->blocks_for(reqs_[id].ctx - 1)) * kv_blk);
+    swap_bytes_ += it.swap_in.back();
     ++swapped_in_;
   }
   recomputed_ += p.recomputed.size();
-  // Prefix hits of newly admitted prompts: loaded layer by layer from the tier holding them.
-  const size_t T = cache_ ? cache_->tiers() : 0;
-  std::vector<double> load_tokens(T, 0.0);
-  for (const IterationItem& it : p.items) {
-    ServingRequest& r = reqs_[it.req];
-    if (r.first_scheduled_s < 0) r.first_scheduled_s = now;
-    if (!it.prefill || it.loaded == 0 || it.past != it.loaded) continue;
-    uint32_t left = it.loaded;  // the cached tokens, less the last one recomputed
-    r.gpu_hit_tokens = std::min(left, r.gpu_hit_tokens);  // in the GPU's pool already
-    left -= r.gpu_hit_tokens;
-    for (size_t u = 0; u < T; ++u) {
-      const uint32_t n = std::min(left, r.hit_tokens[u]);
-      r.hit_tokens[u] = n;
-      load_tokens[u] += n;
-      left -= n;
-    }
-    for (uint32_t b : r.prefix_blocks) {  // used now: recency, promotion; the GPU's blocks are this request's
-      if (gpu_cache_ && gpu_cache_->holds(b)) {
-        gpu_cache_->take(b);
-        continue;
-      }
-      if (!cache_) break;
-      if (cache_->holder(b) >= T) {
-        if (match_any_) continue;
-        break;
-      }
-      cache_->reference(b);
-    }
-  }
-  std::vector<std::vector<JobId>> loads(L);
-  bool any_load = false;
-  for (size_t u = 0; u < T; ++u) {
-    if (load_tokens[u] == 0) continue;
-    any_load = true;
-    const size_t from = cache_dev_[u];
-    const double bytes = load_tokens[u] * double(m.kv_bytes_per_token_layer());
-    for (size_t l = 0; l < L; ++l) {
-      const JobId j = board_->create();
-      std::vector<JobId> deps;
-      add_dep(deps, last_write_);  // a block written moments ago is read once it is there
-      TransferJob job{j, from, s_.gpu_dev, bytes, std::move(deps), -1, 0, "prefix load"};
-      job.layer = static_cast<int32_t>(l);
-      planner_->stream(from, s_.gpu_dev).submit(std::move(job));
-      loads[l].push_back(j);
-      cache_load_bytes_ += bytes;
-    }
-  }
-  for (JobId j : before) board_->wait(j);
-  // Compressed weights are restored on the GPU before every use.
-  const double restore_s = s_.weights && s_.weights->plan().compress_weights
-                               ? s_.weights->quant().decompress_s(m.weight_bytes_per_layer(), s_.gpu_mem_Bps)
-                               : 0.0;
-  const double layer_s = layer_kernel_s(p) + restore_s;
-  const bool stream_weights = s_.weights && s_.weights->streams();
-  auto exec = [&](double seconds, const std::string& name, int64_t layer) {
-    const double t0 = sg4::Engine::get_clock();
-    sg4::Host* h = platform_->host(s_.gpu_dev);
-    sg4::ExecPtr e = sg4::this_actor::exec_init(seconds * h->get_speed());
-    e->set_host(h);
-    e->start();
-    e->wait();
-    const double t1 = sg4::Engine::get_clock();
-    c_.gpu_busy_s += t1 - t0;
-    if (timeline_->enabled())
-      timeline_->slice(gpu_track_, name, t0, t1,
-                       json{{"iteration", index}, {"layer", layer}, {"sequences", p.items.size()}, {"computed_tokens", p.computed_tokens}});
-  };
-  if (coarsen_ && !any_load && !stream_weights) {
-    double total = 0;
-    for (size_t l = 0; l < L; ++l) total += layer_s;
-    exec(total, "iter " + std::to_string(index), -1);
-  } else {
-    ++layered_iterations_;
-    for (size_t l = 0; l < L; ++l) {
-      if (stream_weights) {
-        // The next layer's load is issued now, across iterations too while requests remain.
-        auto st = [this](size_t a, size_t b) -> Stream& { return planner_->stream(a, b); };
-        const JobId w = s_.weights->issue(static_cast<uint32_t>(l), static_cast<int32_t>(iterations_),
-                                          l + 1 < L || more_after, *board_, st);
-        s_.weights->await(w, *board_);
-      }
-      for (JobId j : loads[l]) board_->wait(j);
-      exec(layer_s, "iter " + std::to_string(index) + " L" + std::to_string(l), static_cast<int64_t>(l));
-    }
-  }
+  cache_->plan_loads(p, reqs_, it);
+  it.seqs.reserve(p.items.size());
+  for (const IterationItem& item : p.items) it.seqs.push_back(KernelSeq{item.past, item.tokens, item.prefill});
+  if (paged_->run(it)) ++layered_iterations_;
   ++iterations_;
 }
 
 // serving.kv "tiered": the iteration runs through the layer pipeline, which
 // selects, fetches, computes and appends layer by layer as in decode.
 void ServingSimulation::tiered_iteration(const IterationPlan& p, uint64_t index, bool more_after) {
-  const double now = sg4::Engine::get_clock();
   for (uint32_t id : p.recomputed) pipeline_->release(id);  // its KV is dropped; prefill computes it again
   recomputed_ += p.recomputed.size();
   std::vector<LayerPipeline::IterationSeq> seqs;
   seqs.reserve(p.items.size());
   for (const IterationItem& it : p.items) {
     ServingRequest& r = reqs_[it.req];
-    if (r.first_scheduled_s < 0) r.first_scheduled_s = now;
     LayerPipeline::IterationSeq q{it.req, it.past, it.tokens, it.prefill};
     q.attention = attention_of(r);
     if (!it.prefill) {
@@ -724,11 +403,7 @@ void ServingSimulation::tiered_iteration(const IterationPlan& p, uint64_t index,
     }
     seqs.push_back(q);
   }
-  const double restore_s = s_.weights && s_.weights->plan().compress_weights
-                               ? s_.weights->quant().decompress_s(s_.model.weight_bytes_per_layer(), s_.gpu_mem_Bps)
-                               : 0.0;
-  pipeline_->run_iteration(index, seqs, more_after,
-                           [&](const std::vector<uint64_t>& read) { return layer_kernel_s(p, &read) + restore_s; });
+  pipeline_->run_iteration(index, seqs, more_after);
   ++layered_iterations_;
   ++iterations_;
 }
@@ -754,15 +429,15 @@ void ServingSimulation::check_iteration(double now) {
     if (r.state == ServingRequest::State::Running) held += r.gpu_blocks;
     else if (r.state != ServingRequest::State::Swapped && r.gpu_blocks != 0)
       fail("request " + std::to_string(r.id) + " holds " + std::to_string(r.gpu_blocks) + " GPU blocks but is not running");
-  if (gpu_cache_ && gpu_cache_->pool_blocks() > limits_.gpu_blocks - sched_->used_blocks())
-    fail("the GPU's prefix cache keeps " + std::to_string(gpu_cache_->pool_blocks()) + " pool blocks, more than the " +
+  if (cache_->has_gpu() && cache_->gpu_pool_blocks() > limits_.gpu_blocks - sched_->used_blocks())
+    fail("the GPU's prefix cache keeps " + std::to_string(cache_->gpu_pool_blocks()) + " pool blocks, more than the " +
          std::to_string(limits_.gpu_blocks - sched_->used_blocks()) + " free");
   if (held != sched_->used_blocks())
     fail("running requests hold " + std::to_string(held) + " blocks, the pool counts " + std::to_string(sched_->used_blocks()));
 }
 
 void ServingSimulation::drive() {
-  sched_ = std::make_unique<Scheduler>(limits_, reqs_, [this](ServingRequest& r) { return lookup(r); });
+  sched_ = std::make_unique<Scheduler>(limits_, reqs_, [this](ServingRequest& r) { return cache_->lookup(r); });
   size_t next = 0;
   uint64_t done = 0;
   const bool check = invariants_requested();
@@ -774,7 +449,7 @@ void ServingSimulation::drive() {
       continue;
     }
     // What the running sequences took from the pool since is no longer cached there.
-    if (gpu_cache_) gpu_cache_->trim(limits_.gpu_blocks - sched_->used_blocks());
+    cache_->trim_gpu(limits_.gpu_blocks - sched_->used_blocks());
     const IterationPlan& p = sched_->plan();
     if (p.items.empty()) {
       // Nothing fits now (the pool is held by sequences that cannot grow):
@@ -787,26 +462,34 @@ void ServingSimulation::drive() {
     }
     // Whether requests remain after this iteration (weights for the next one may load during its last layer).
     iteration(p, iterations_, done + sched_->finishing() < reqs_.size());
-    const double end = sg4::Engine::get_clock();
-    for (const IterationItem& it : p.items)
-      if (write_through_ && it.completes_prefill && reqs_[it.req].generated == 0) write_down(reqs_[it.req]);
-    for (uint32_t id : sched_->complete(end)) {
-      ++done;
-      if (pipeline_) pipeline_->release(id);
-      if (!attention_.empty()) attention_[id].reset();
-      if (!write_through_) write_down(reqs_[id]);
-      if (gpu_cache_) free_to_gpu_cache(reqs_[id]);
-    }
-    if (gpu_cache_) gpu_cache_->trim(limits_.gpu_blocks - sched_->used_blocks());
-    submit_cache_moves();
-    sample_occupancy();
-    if (check) check_iteration(end);
+    after_iteration(p, done);
+    if (check) check_iteration(sg4::Engine::get_clock());
   }
   planner_->stop();
 }
 
-json ServingSimulation::run(const std::string& timeline_path) {
-  start_simgrid();
+// Prompts whose prefill completed are written down (write-through); requests
+// that finished leave the GPU, their prompt blocks kept in its pool; what
+// the cache inserted moves.
+void ServingSimulation::after_iteration(const IterationPlan& p, uint64_t& done) {
+  const double end = sg4::Engine::get_clock();
+  const bool write_through = cache_->write_through();
+  for (const IterationItem& it : p.items)
+    if (write_through && it.completes_prefill && reqs_[it.req].generated == 0) cache_->write_down(reqs_[it.req]);
+  for (uint32_t id : sched_->complete(end)) {
+    ++done;
+    if (pipeline_) pipeline_->release(id);
+    if (!attention_.empty()) attention_[id].reset();
+    if (!write_through) cache_->write_down(reqs_[id]);
+    cache_->free_to_gpu(reqs_[id]);
+  }
+  cache_->trim_gpu(limits_.gpu_blocks - sched_->used_blocks());
+  cache_->submit_moves(*planner_, s_.gpu_dev);
+  sample_occupancy();
+}
+
+// The platform, the timeline's tracks and the transfer planner's streams.
+void ServingSimulation::start_engines(const std::string& timeline_path) {
   platform_ = std::make_unique<Platform>(s_.hw, *s_.topo);
   // Paged KV moves whole sequences' blocks (all layers); tiered KV a layer's block at a time.
   platform_->set_request_bytes(tiered_ ? double(kv_->table().block_bytes)
@@ -824,28 +507,42 @@ json ServingSimulation::run(const std::string& timeline_path) {
   planner_ = std::make_unique<TransferPlanner>(s_, c_, *platform_, *board_, *timeline_);
   planner_->make_streams({});
   planner_->start();
-  std::unique_ptr<InvariantChecker> checker;
+}
+
+json ServingSimulation::run(const std::string& timeline_path) {
+  start_simgrid();
+  start_engines(timeline_path);
   if (tiered_) {
     // Before any transfer is submitted: the checker counts them.
-    if (invariants_requested()) checker = std::make_unique<InvariantChecker>(s_, *kv_, *board_, *platform_);
+    if (invariants_requested()) checker_ = std::make_unique<InvariantChecker>(s_, *kv_, *board_, *platform_);
     kv_->start(*planner_);
     c_.hits.assign(s_.tiers() + 1, 0);
     pipeline_ = std::make_unique<LayerPipeline>(s_, c_, *kv_, *planner_, *platform_, *board_, *timeline_, gpu_track_);
-    pipeline_->check_with(checker.get());
+    pipeline_->check_with(checker_.get());
+  } else {
+    paged_ = std::make_unique<PagedPipeline>(s_, c_, *planner_, *platform_, *board_, *timeline_, gpu_track_, swap_dev_,
+                                             limits_.block_tokens, coarsen_);
   }
   run_simulation(platform_->controller(), s_.hw.gpu + " compute", [this] { drive(); });
   const double end = sg4::Engine::get_clock();
-  if (checker) {
-    checker->at_end();
-    // Every request has left: its blocks and their copies with it.
-    for (const TierInfo& ti : kv_->table().tiers)
-      if (ti.used_blocks != 0)
-        throw InvariantError("invariant violated at the end of the run: tier " + ti.name + " still holds " +
-                             std::to_string(ti.used_blocks) + " blocks after every request finished");
-  }
+  check_end();
+  checker_.reset();
   sample_occupancy();
   timeline_->close();
+  return metrics(end);
+}
 
+void ServingSimulation::check_end() const {
+  if (!checker_) return;
+  checker_->at_end();
+  // Every request has left: its blocks and their copies with it.
+  for (const TierInfo& ti : kv_->table().tiers)
+    if (ti.used_blocks != 0)
+      throw InvariantError("invariant violated at the end of the run: tier " + ti.name + " still holds " +
+                           std::to_string(ti.used_blocks) + " blocks after every request finished");
+}
+
+json ServingSimulation::metrics(double end) const {
   ServingTotals tot;
   tot.end_s = end;
   tot.iterations = iterations_;
@@ -859,32 +556,11 @@ json ServingSimulation::run(const std::string& timeline_path) {
   tot.slo_tpot_s = slo_tpot_s_;
   json m = serving_metrics(reqs_, tot);
   m["swap_bytes"] = swap_bytes_;
-  m["prefix_cache"] = {{"enabled", cache_ != nullptr}, {"load_bytes", cache_load_bytes_}, {"write_bytes", cache_write_bytes_},
-                       {"distinct_blocks", distinct_blocks_}, {"block_tokens", prefix_bt_}};
-  if (gpu_cache_) {
-    uint64_t g = 0;
-    for (const auto& r : reqs_) g += r.gpu_hit_tokens;
-    m["prefix_cache"]["gpu_hit_tokens"] = g;
-  }
+  m["prefix_cache"] = cache_->metrics(reqs_);
   m["kv_pool_blocks"] = limits_.gpu_blocks;
   if (s_.weights) m["weights"] = s_.weights->metrics();
   m["ssd_bytes_written"] = c_.ssd_bytes_written;
-  m["tiers"] = json::object();
-  for (size_t t = 0; t < s_.hw.tiers.size(); ++t) {
-    json& tj = m["tiers"][s_.hw.tiers[t]];
-    uint64_t hits = 0;
-    for (const auto& r : reqs_)
-      if (t > 0 && t - 1 < r.hit_tokens.size()) hits += r.hit_tokens[t - 1];
-    if (t > 0) tj["hit_tokens"] = hits;
-    else if (gpu_cache_) tj["hit_tokens"] = m["prefix_cache"]["gpu_hit_tokens"];
-    tj["peak_bytes"] = occ_peak_[t];
-    tj["mean_bytes"] = end > 0 ? occ_area_[t] / end : 0.0;
-    if (t > 0 && s_.hw.devices[s_.tier_dev[t]].model->is_storage()) {
-      tj["nand_bytes_written"] = c_.wear[t].nand_bytes_written();
-      const double y = end > 0 ? c_.wear[t].years_to_wear_out(c_.wear[t].host_bytes_written() / end) : 0.0;
-      if (std::isfinite(y) && y > 0) tj["years_to_wear_out"] = y;
-    }
-  }
+  m["tiers"] = tier_metrics(end, m["prefix_cache"]);
   if (kv_) {
     // The KV in tiers: what attention read where, and the moves between tiers.
     for (size_t t = 0; t < s_.hw.tiers.size(); ++t)
@@ -901,9 +577,30 @@ json ServingSimulation::run(const std::string& timeline_path) {
   return m;
 }
 
+// Per tier: prefix-cache hits (the GPU's: its own pool's), occupancy, and a drive's wear.
+json ServingSimulation::tier_metrics(double end, const json& prefix_cache) const {
+  json tiers = json::object();
+  for (size_t t = 0; t < s_.hw.tiers.size(); ++t) {
+    json& tj = tiers[s_.hw.tiers[t]];
+    uint64_t hits = 0;
+    for (const auto& r : reqs_)
+      if (t > 0 && t - 1 < r.hit_tokens.size()) hits += r.hit_tokens[t - 1];
+    if (t > 0) tj["hit_tokens"] = hits;
+    else if (cache_->has_gpu()) tj["hit_tokens"] = prefix_cache["gpu_hit_tokens"];
+    tj["peak_bytes"] = occ_peak_[t];
+    tj["mean_bytes"] = end > 0 ? occ_area_[t] / end : 0.0;
+    if (t > 0 && s_.hw.devices[s_.tier_dev[t]].model->is_storage()) {
+      tj["nand_bytes_written"] = c_.wear[t].nand_bytes_written();
+      const double y = end > 0 ? c_.wear[t].years_to_wear_out(c_.wear[t].host_bytes_written() / end) : 0.0;
+      if (std::isfinite(y) && y > 0) tj["years_to_wear_out"] = y;
+    }
+  }
+  return tiers;
+}
+
 std::string ServingSimulation::requests_csv() const {
   std::vector<std::string> tiers(s_.hw.tiers.begin() + 1, s_.hw.tiers.end());
-  return serving_requests_csv(reqs_, tiers, gpu_cache_ ? s_.hw.tiers[0] : std::string());
+  return serving_requests_csv(reqs_, tiers, cache_->has_gpu() ? s_.hw.tiers[0] : std::string());
 }
 
 }  // namespace kvtier
