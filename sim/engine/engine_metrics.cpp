@@ -36,6 +36,18 @@ std::vector<double> link_busy_now(Platform& platform, double now) {
   return out;
 }
 
+json kv_counter_metrics(const EngineCounters& c, uint64_t block_bytes) {
+  return {{"block_accesses", c.accesses},
+          {"fetched_bytes", c.fetched_bytes},
+          {"blocks_promoted", c.promoted_blocks},
+          {"blocks_demoted", c.demoted_blocks},
+          {"blocks_dropped", c.dropped_blocks},
+          {"blocks_written_back", c.written_back_blocks},
+          {"gpu_staging_peak_bytes", c.staging_peak_bytes},
+          {"prefill_staging_peak_bytes", c.prefill_staging_peak_bytes},
+          {"kv_block_bytes", block_bytes}};
+}
+
 json engine_metrics(const EngineSetup& s, EngineCounters& c, const KvStore& kv, Platform& platform, double end) {
   const BlockTable& table = kv.table();
   const size_t nt = table.tiers.size();
@@ -73,22 +85,14 @@ json engine_metrics(const EngineSetup& s, EngineCounters& c, const KvStore& kv, 
   m["gpu_busy_fraction"] = decode_s > 0 ? std::min(1.0, (c.gpu_busy_s - c.gpu_busy_at_decode) / decode_s) : 0.0;
   m["prefill_gpu_busy_fraction"] = c.prefill_end > 0 ? std::min(1.0, c.gpu_busy_at_decode / c.prefill_end) : 0.0;
   m["cpu_codec_s"] = c.cpu_codec_s;
-  m["gpu_staging_peak_bytes"] = c.staging_peak_bytes;
-  m["prefill_staging_peak_bytes"] = c.prefill_staging_peak_bytes;
   m["prefill_write_wait_s"] = c.prefill_write_wait_s;
   // Attention recall is a mass, and needs a trace; block counts have their own name.
   if (s.trace) m["attention_recall"] = c.total_mass > 0 ? c.used_mass / c.total_mass : 1.0;
   m["block_recall"] = c.accesses ? 1.0 - double(c.dropped_accesses) / double(c.accesses) : 1.0;
-  m["block_accesses"] = c.accesses;
   m["dropped_rate"] = c.accesses ? double(c.dropped_accesses) / double(c.accesses) : 0.0;
-  m["blocks_promoted"] = c.promoted_blocks;
-  m["blocks_demoted"] = c.demoted_blocks;
-  m["blocks_written_back"] = c.written_back_blocks;
   m["copies_dropped"] = c.copies_dropped;
-  m["blocks_dropped"] = c.dropped_blocks;
-  m["fetched_bytes"] = c.fetched_bytes;
+  m.update(kv_counter_metrics(c, table.block_bytes));
   m["ssd_bytes_written"] = c.ssd_bytes_written;
-  m["kv_block_bytes"] = table.block_bytes;
   // Predictions still on the GPU, never used, are wasted too.
   c.prefetch.wasted_bytes += kv.unused_prefetch_bytes();
   m["prefetch"] = {{"prefetched_blocks", c.prefetch.prefetched_blocks}, {"used_blocks", c.prefetch.used_blocks},

@@ -6,11 +6,13 @@
 #include "policies/weights.h"
 #include "sim/core/config.h"
 #include "sim/core/timeline.h"
+#include "sim/engine/engine_metrics.h"
 #include "sim/engine/invariants.h"
 #include "sim/engine/layer_pipeline.h"
 #include "sim/engine/paged_pipeline.h"
 #include "sim/kv/kv_store.h"
 #include "sim/platform/platform.h"
+#include "sim/platform/streams.h"
 #include "sim/platform/transfer_planner.h"
 #include "sim/platform/weight_stream.h"
 #include "sim/serving/prefix_cache.h"
@@ -566,12 +568,7 @@ json ServingSimulation::metrics(double end) const {
     for (size_t t = 0; t < s_.hw.tiers.size(); ++t)
       m["tiers"][s_.hw.tiers[t]]["hit_rate"] = c_.accesses ? double(c_.hits[t]) / double(c_.accesses) : 0.0;
     if (!attention_cfg_.empty()) m["attention_recall"] = c_.total_mass > 0 ? c_.used_mass / c_.total_mass : 1.0;
-    m["kv"] = {{"block_accesses", c_.accesses},        {"fetched_bytes", c_.fetched_bytes},
-               {"blocks_promoted", c_.promoted_blocks}, {"blocks_demoted", c_.demoted_blocks},
-               {"blocks_dropped", c_.dropped_blocks},   {"blocks_written_back", c_.written_back_blocks},
-               {"gpu_staging_peak_bytes", c_.staging_peak_bytes},
-               {"prefill_staging_peak_bytes", c_.prefill_staging_peak_bytes},
-               {"block_bytes", kv_->table().block_bytes}};
+    m["kv"] = kv_counter_metrics(c_, kv_->table().block_bytes);
   }
   m["links"] = link_metrics(*platform_, end);
   return m;

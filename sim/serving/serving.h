@@ -23,10 +23,9 @@
 #include <string>
 #include <vector>
 
-#include "sim/engine/engine_metrics.h"
+#include "sim/core/counters.h"
 #include "sim/core/engine_setup.h"
 #include "sim/serving/scheduler.h"
-#include "sim/platform/streams.h"
 
 namespace kvtier {
 
