@@ -37,12 +37,9 @@ std::vector<double> link_busy_now(Platform& platform, double now) {
 }
 
 json kv_counter_metrics(const EngineCounters& c, uint64_t block_bytes) {
-  return {{"block_accesses", c.accesses},
-          {"fetched_bytes", c.fetched_bytes},
-          {"blocks_promoted", c.promoted_blocks},
-          {"blocks_demoted", c.demoted_blocks},
-          {"blocks_dropped", c.dropped_blocks},
-          {"blocks_written_back", c.written_back_blocks},
+  return {{"block_accesses", c.accesses},        {"fetched_bytes", c.fetched_bytes},
+          {"blocks_promoted", c.promoted_blocks}, {"blocks_demoted", c.demoted_blocks},
+          {"blocks_dropped", c.dropped_blocks},   {"blocks_written_back", c.written_back_blocks},
           {"gpu_staging_peak_bytes", c.staging_peak_bytes},
           {"prefill_staging_peak_bytes", c.prefill_staging_peak_bytes},
           {"kv_block_bytes", block_bytes}};

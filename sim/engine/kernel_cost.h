@@ -48,7 +48,8 @@ double iteration_kernel_s(const EngineSetup& s, uint32_t block_tokens, const std
                           const std::vector<uint64_t>* read = nullptr);
 
 // Compressed weights (policies.weights compress_weights) are restored on
-// the GPU before each layer's use in a serving iteration: that pass's time (0 otherwise).
+// the GPU before every use of a layer's weights: that pass's time for one
+// layer (0 without compressed weights).
 double weight_restore_s(const EngineSetup& s);
 
 }  // namespace kvtier

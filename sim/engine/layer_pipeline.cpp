@@ -180,7 +180,7 @@ void LayerPipeline::prefill() {
             if (s_.weights->plan().overlap) s_.weights->await(s_.weights->ahead_staging(), board_);
             const WeightPlan& p = s_.weights->plan();
             if (p.compress_weights)
-              extra = p.gpu_batches * s_.weights->quant().decompress_s(s_.model.weight_bytes_per_layer(), s_.gpu_mem_Bps);
+              extra = p.gpu_batches * weight_restore_s(s_);
           }
           // Hidden states in host memory: out and back before the kernels, at both sub-layers (as in decode).
           if (s_.weights->plan().activations_on_cpu) move_hidden(2.0 * 2.0 * s_.model.model_dim() * T * k, -1, l);
@@ -869,7 +869,7 @@ void LayerPipeline::offload_compute(Slot& slot, uint64_t k, JobId weights) {
   const double d = s_.model.model_dim();
   const double gpu_tokens = static_cast<double>(slot.kv_tokens) / G, cpu_tokens = static_cast<double>(slot.cpu_tokens) / G;
   const double wb = s_.model.weight_bytes_per_layer();
-  const double restore_w = p.compress_weights ? q.decompress_s(wb, s_.gpu_mem_Bps) : 0.0;
+  const double restore_w = weight_restore_s(s_);
   const double restore_kv = p.compress_cache ? q.decompress_s(gpu_tokens * tok, s_.gpu_mem_Bps) : 0.0;
   const double seqs = static_cast<double>(s_.batch) / G;
   for (uint32_t g = 0; g < p.gpu_batches; ++g) {
