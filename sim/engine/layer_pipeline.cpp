@@ -21,8 +21,7 @@ LayerPipeline::LayerPipeline(EngineSetup& s, EngineCounters& c, KvStore& kv, Tra
       platform_(platform),
       board_(board),
       timeline_(timeline),
-      gpu_(platform, s.gpu_dev, c, timeline, gpu_track),
-      gpu_track_(gpu_track) {
+      gpu_(platform, s.gpu_dev, c, timeline, gpu_track) {
   mass_of_.assign(t_.blocks_per_seq_layer, 0.f);
   recs_.assign(s_.trace ? s_.trace->header().sequences : 0, AttentionRecord{});
   if (s_.gpu_tier)

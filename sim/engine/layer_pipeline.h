@@ -135,7 +135,6 @@ class LayerPipeline {
   JobBoard& board_;
   Timeline& timeline_;
   GpuStream gpu_;
-  uint32_t gpu_track_ = 0;
   uint32_t depth_ = 0;
   InvariantChecker* check_ = nullptr;
   std::vector<Slot> ring_;

@@ -16,7 +16,8 @@ PagedPipeline::PagedPipeline(const EngineSetup& s, EngineCounters& c, TransferPl
       gpu_(platform, s.gpu_dev, c, timeline, gpu_track),
       swap_dev_(swap_dev < 0 ? 0 : static_cast<size_t>(swap_dev)),
       block_tokens_(block_tokens),
-      coarsen_(coarsen) {}
+      coarsen_(coarsen),
+      stream_weights_(s.weights && s.weights->streams()) {}
 
 // Swaps out first; a swap in waits for them (the room it comes into is freed by them).
 std::vector<JobId> PagedPipeline::submit_swaps(const PagedIteration& it) {
@@ -41,8 +42,7 @@ bool PagedPipeline::run(const PagedIteration& it) {
     }
   for (JobId j : before) board_.wait(j);
   const double layer_s = iteration_kernel_s(s_, block_tokens_, it.seqs) + weight_restore_s(s_);
-  const bool stream_weights = s_.weights && s_.weights->streams();
-  if (coarsen_ && it.loads.empty() && !stream_weights) {
+  if (coarsen_ && it.loads.empty() && !stream_weights_) {
     double total = 0;
     for (size_t l = 0; l < L; ++l) total += layer_s;
     kernel(it, total, -1);
@@ -54,9 +54,8 @@ bool PagedPipeline::run(const PagedIteration& it) {
 
 void PagedPipeline::run_layers(const PagedIteration& it, double layer_s, const std::vector<std::vector<JobId>>& loads) {
   const size_t L = s_.model.layers;
-  const bool stream_weights = s_.weights && s_.weights->streams();
   for (size_t l = 0; l < L; ++l) {
-    if (stream_weights) {
+    if (stream_weights_) {
       // The next layer's load is issued now, across iterations too while requests remain.
       auto st = [this](size_t a, size_t b) -> Stream& { return tp_.stream(a, b); };
       const JobId w = s_.weights->issue(static_cast<uint32_t>(l), static_cast<int32_t>(it.index),

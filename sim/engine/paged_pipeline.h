@@ -53,9 +53,10 @@ class PagedPipeline {
   TransferPlanner& tp_;
   JobBoard& board_;
   GpuStream gpu_;
-  size_t swap_dev_ = 0;
+  size_t swap_dev_ = 0;  // where swapped-out sequences go (unused without swapping)
   uint32_t block_tokens_ = 0;
   bool coarsen_ = true;
+  bool stream_weights_ = false;  // policies.weights streams layers in: every iteration runs layer by layer
 };
 
 }  // namespace kvtier
