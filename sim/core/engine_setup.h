@@ -122,26 +122,6 @@ struct EngineSetup {
   uint32_t blocks_at(uint32_t step) const { return (ctx + step + bt) / bt; }
   // Stored bytes / raw bytes of a block of `layer` in `tier`.
   double fraction(size_t tier, uint32_t layer) const { return codec[tier * model.layers + layer].stored_fraction(); }
-  // A layer's GPU work: its GEMMs (`gemm_flops` through `weight_bytes` of
-  // weights) and its attention (`attn_flops` over `kv_bytes` of KV). One
-  // roofline over the whole layer, compute-bound on FLOPs or memory-bound on
-  // the bytes it reads, through the GPU model so that a calibrated
-  // attention_us curve (cuda_validate's kv_read probe) replaces
-  // bytes/bandwidth: launch + max(flops/F, bytes/B) without a curve. Where
-  // the GPU gives rates per kernel shape and phase (models/device.h
-  // KernelRates), GEMMs and attention are two rooflines one after the other.
-  enum class Phase { Prefill, Decode };
-  double kernel_s(Phase phase, double gemm_flops, double attn_flops, double weight_bytes, double kv_bytes) const {
-    const DeviceModel::KernelRates& r = gpu_rates;
-    if (!r.split())
-      return std::max(gpu_launch_s + (gemm_flops + attn_flops) / gpu_flops, gpu_model->attention_s(weight_bytes + kv_bytes));
-    const bool pre = phase == Phase::Prefill;
-    const double fg = (pre ? r.prefill_gemm : r.decode_gemm) > 0 ? (pre ? r.prefill_gemm : r.decode_gemm) : gpu_flops;
-    const double fa =
-        (pre ? r.prefill_attention : r.decode_attention) > 0 ? (pre ? r.prefill_attention : r.decode_attention) : gpu_flops;
-    const double kv_read_s = std::max(0.0, gpu_model->attention_s(kv_bytes) - gpu_launch_s);
-    return gpu_launch_s + std::max(gemm_flops / fg, weight_bytes / gpu_mem_Bps) + std::max(attn_flops / fa, kv_read_s);
-  }
 };
 
 }  // namespace kvtier

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "sim/engine/kernel_cost.h"
 #include "sim/kv/kv_store.h"
 #include "sim/platform/platform.h"
 #include "sim/platform/weight_stream.h"
@@ -33,6 +34,15 @@ std::vector<double> link_busy_now(Platform& platform, double now) {
   std::vector<double> out;
   for (const auto& st : platform.stats()) out.push_back(st.busy_s + (st.active > 0 ? now - st.busy_since : 0.0));
   return out;
+}
+
+json kv_counter_metrics(const EngineCounters& c, uint64_t block_bytes) {
+  return {{"block_accesses", c.accesses},        {"fetched_bytes", c.fetched_bytes},
+          {"blocks_promoted", c.promoted_blocks}, {"blocks_demoted", c.demoted_blocks},
+          {"blocks_dropped", c.dropped_blocks},   {"blocks_written_back", c.written_back_blocks},
+          {"gpu_staging_peak_bytes", c.staging_peak_bytes},
+          {"prefill_staging_peak_bytes", c.prefill_staging_peak_bytes},
+          {"kv_block_bytes", block_bytes}};
 }
 
 namespace {
@@ -75,22 +85,14 @@ void time_metrics(json& m, const EngineSetup& s, const EngineCounters& c, double
 void block_metrics(json& m, const EngineSetup& s, EngineCounters& c, const KvStore& kv) {
   const BlockTable& table = kv.table();
   m["cpu_codec_s"] = c.cpu_codec_s;
-  m["gpu_staging_peak_bytes"] = c.staging_peak_bytes;
-  m["prefill_staging_peak_bytes"] = c.prefill_staging_peak_bytes;
   m["prefill_write_wait_s"] = c.prefill_write_wait_s;
   // Attention recall is a mass, and needs a trace; block counts have their own name.
   if (s.trace) m["attention_recall"] = c.total_mass > 0 ? c.used_mass / c.total_mass : 1.0;
   m["block_recall"] = c.accesses ? 1.0 - double(c.dropped_accesses) / double(c.accesses) : 1.0;
-  m["block_accesses"] = c.accesses;
   m["dropped_rate"] = c.accesses ? double(c.dropped_accesses) / double(c.accesses) : 0.0;
-  m["blocks_promoted"] = c.promoted_blocks;
-  m["blocks_demoted"] = c.demoted_blocks;
-  m["blocks_written_back"] = c.written_back_blocks;
   m["copies_dropped"] = c.copies_dropped;
-  m["blocks_dropped"] = c.dropped_blocks;
-  m["fetched_bytes"] = c.fetched_bytes;
+  m.update(kv_counter_metrics(c, table.block_bytes));
   m["ssd_bytes_written"] = c.ssd_bytes_written;
-  m["kv_block_bytes"] = table.block_bytes;
   // Predictions still on the GPU, never used, are wasted too.
   c.prefetch.wasted_bytes += kv.unused_prefetch_bytes();
   m["prefetch"] = {{"prefetched_blocks", c.prefetch.prefetched_blocks}, {"used_blocks", c.prefetch.used_blocks},
@@ -155,12 +157,7 @@ json next_request_metrics(const EngineSetup& s, const EngineCounters& c, Platfor
   const double decode_end = c.step_end.empty() ? c.prefill_end : c.step_end.back();
   const double q = s.query_tokens, T = s.ctx;
   double query_s = 0;
-  for (uint32_t l = 0; l < s.model.layers; ++l) {
-    const double gemm = s.model.weight_flops_per_token_layer() * q * s.batch;
-    const double attn = 4.0 * q * T * s.model.heads * s.model.head_dim * s.batch;
-    const double kv = T * s.batch * s.model.kv_bytes_per_token_layer();
-    query_s += s.kernel_s(EngineSetup::Phase::Prefill, gemm, attn, s.model.weight_bytes_per_layer(), kv);
-  }
+  for (uint32_t l = 0; l < s.model.layers; ++l) query_s += query_kernel_s(s, q, T, s.batch);
   // Every hop counts: where the load stops short of the GPU (in the tier
   // above the flash), the next batch's KV still crosses to the GPU, on an
   // idle link once this decode is done.

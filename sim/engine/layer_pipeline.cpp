@@ -7,6 +7,7 @@
 
 #include "models/cpu_attention.h"
 #include "sim/core/progress.h"
+#include "sim/engine/kernel_cost.h"
 #include "sim/platform/weight_stream.h"
 
 namespace kvtier {
@@ -21,8 +22,7 @@ LayerPipeline::LayerPipeline(EngineSetup& s, EngineCounters& c, KvStore& kv, Tra
       platform_(platform),
       board_(board),
       timeline_(timeline),
-      gpu_host_(platform.host(s.gpu_dev)),
-      gpu_track_(gpu_track) {
+      gpu_(platform, s.gpu_dev, c, timeline, gpu_track) {
   if (s_.pol.eval->scoring()) scoring_ = std::make_unique<AppScoring>(s_, c_, kv_, tp_, board_);
   mass_of_.assign(t_.blocks_per_seq_layer, 0.f);
   recs_.assign(s_.trace ? s_.trace->header().sequences : 0, AttentionRecord{});
@@ -117,18 +117,12 @@ void LayerPipeline::compute(double seconds, const char* phase, int64_t step, uin
     seconds += weights_codec_s_;
     weights_codec_s_ = 0;
   }
-  const double t0 = sg4::Engine::get_clock();
-  sg4::ExecPtr e = sg4::this_actor::exec_init(seconds * gpu_host_->get_speed());
-  e->set_host(gpu_host_);
-  e->start();
-  e->wait();
-  const double t1 = sg4::Engine::get_clock();
-  c_.gpu_busy_s += t1 - t0;
-  if (timeline_.enabled()) {
+  const GpuStream::Span span = gpu_.run(seconds);
+  if (gpu_.traced()) {
     const std::string name = step < 0 ? std::string(phase) + " L" + std::to_string(layer)
                              : std::string(std::strcmp(phase, "iteration") == 0 ? "iter " : "step ") + std::to_string(step) +
                                    " L" + std::to_string(layer);
-    timeline_.slice(gpu_track_, name, t0, t1, json{{"phase", phase}, {"layer", layer}, {"kv_blocks", kv_blocks}});
+    gpu_.slice(name, span, json{{"phase", phase}, {"layer", layer}, {"kv_blocks", kv_blocks}});
   }
 }
 
@@ -166,11 +160,7 @@ void LayerPipeline::prefill() {
       // out of that room: this kernel waits until they have left.
       wait_rooms();
       if (s_.prefill_compute) {
-        // Weights once, every prompt token through them, causal attention over T^2/2 pairs.
-        const double gemm = s_.model.weight_flops_per_token_layer() * T * k;
-        const double attn = 2.0 * T * T * s_.model.heads * s_.model.head_dim * k;
-        const double kv = T * k * s_.model.kv_bytes_per_token_layer();
-        auto kernel = [&] { return s_.kernel_s(EngineSetup::Phase::Prefill, gemm, attn, s_.model.weight_bytes_per_layer(), kv); };
+        auto kernel = [&] { return prefill_kernel_s(s_, T, k); };
         if (s_.weights) {
           // The layer's weights first; compressed weights are restored for every GPU batch.
           double extra = 0;
@@ -180,7 +170,7 @@ void LayerPipeline::prefill() {
             if (s_.weights->plan().overlap) s_.weights->await(s_.weights->ahead_staging(), board_);
             const WeightPlan& p = s_.weights->plan();
             if (p.compress_weights)
-              extra = p.gpu_batches * s_.weights->quant().decompress_s(s_.model.weight_bytes_per_layer(), s_.gpu_mem_Bps);
+              extra = p.gpu_batches * weight_restore_s(s_);
           }
           // Hidden states in host memory: out and back before the kernels, at both sub-layers (as in decode).
           if (s_.weights->plan().activations_on_cpu) move_hidden(2.0 * 2.0 * s_.model.model_dim() * T * k, -1, l);
@@ -237,10 +227,7 @@ void LayerPipeline::prefill() {
   const double q = s_.query_tokens;
   for (uint32_t l = 0; l < s_.model.layers; ++l) {
     for (JobId j : loads[l]) board_.wait(j);
-    const double gemm = s_.model.weight_flops_per_token_layer() * q * s_.batch;
-    const double attn = 4.0 * q * T * s_.model.heads * s_.model.head_dim * s_.batch;
-    const double kv = T * s_.batch * s_.model.kv_bytes_per_token_layer();
-    compute(s_.kernel_s(EngineSetup::Phase::Prefill, gemm, attn, s_.model.weight_bytes_per_layer(), kv), "query", -1, l, 0);
+    compute(query_kernel_s(s_, q, T, s_.batch), "query", -1, l, 0);
   }
 }
 
@@ -605,11 +592,8 @@ void LayerPipeline::drive() {
     if (s_.weights) {
       offload_compute(slot, k, weights_job);
     } else {
-      const double tokens = static_cast<double>(slot.kv_tokens);
-      const double kv_bytes = tokens * static_cast<double>(s_.model.kv_bytes_per_token_layer());
-      const double gemm = s_.model.weight_flops_per_token_layer() * s_.batch;
-      const double attn = 4.0 * tokens * s_.model.heads * s_.model.head_dim;
-      compute(s_.kernel_s(EngineSetup::Phase::Decode, gemm, attn, s_.model.weight_bytes_per_layer(), kv_bytes) + slot.extra_gpu_s, "decode", static_cast<int64_t>(k / s_.model.layers),
+      compute(decode_kernel_s(s_, s_.batch, static_cast<double>(slot.kv_tokens)) + slot.extra_gpu_s, "decode",
+              static_cast<int64_t>(k / s_.model.layers),
               static_cast<uint32_t>(k % s_.model.layers), slot.kv_blocks);
     }
     append(k);
@@ -648,7 +632,7 @@ void LayerPipeline::offload_compute(Slot& slot, uint64_t k, JobId weights) {
   const double d = s_.model.model_dim();
   const double gpu_tokens = static_cast<double>(slot.kv_tokens) / G, cpu_tokens = static_cast<double>(slot.cpu_tokens) / G;
   const double wb = s_.model.weight_bytes_per_layer();
-  const double restore_w = p.compress_weights ? q.decompress_s(wb, s_.gpu_mem_Bps) : 0.0;
+  const double restore_w = weight_restore_s(s_);
   const double restore_kv = p.compress_cache ? q.decompress_s(gpu_tokens * tok, s_.gpu_mem_Bps) : 0.0;
   const double seqs = static_cast<double>(s_.batch) / G;
   for (uint32_t g = 0; g < p.gpu_batches; ++g) {
@@ -673,7 +657,7 @@ void LayerPipeline::offload_compute(Slot& slot, uint64_t k, JobId weights) {
     // sub-layers (attention, MLP): d FP16 values per sequence each way.
     if (p.activations_on_cpu) move_hidden(2.0 * 2.0 * d * seqs, step, layer);
     const double gemm = s_.model.weight_flops_per_token_layer() * seqs, attn = 4.0 * gpu_tokens * d;
-    compute(s_.kernel_s(EngineSetup::Phase::Decode, gemm, attn, wb, gpu_tokens * tok) + restore_w + restore_kv + (g == 0 ? slot.extra_gpu_s : 0.0), "decode", step, layer,
+    compute(kernel_s(s_, KernelPhase::Decode, gemm, attn, wb, gpu_tokens * tok) + restore_w + restore_kv + (g == 0 ? slot.extra_gpu_s : 0.0), "decode", step, layer,
             slot.kv_blocks);
     if (p.cpu_attention && cpu_tokens > 0) {
       // Between the QKV projection and the output projection: the query
@@ -811,9 +795,12 @@ void LayerPipeline::append_iteration(uint32_t layer, const std::vector<Iteration
   staged.clear();
 }
 
-void LayerPipeline::run_iteration(uint64_t index, const std::vector<IterationSeq>& seqs, bool more_after,
-                                  const LayerKernel& kernel) {
+void LayerPipeline::run_iteration(uint64_t index, const std::vector<IterationSeq>& seqs, bool more_after) {
   const uint32_t L = s_.model.layers;
+  std::vector<KernelSeq> shape;
+  shape.reserve(seqs.size());
+  for (const IterationSeq& q : seqs) shape.push_back(KernelSeq{q.past, q.tokens, q.prefill});
+  const double restore_s = weight_restore_s(s_);
   if (ring_.empty()) ring_.assign(65, Slot{});
   depth_ = std::min<uint32_t>(s_.pol.prefetch->depth(), 64);
   uint32_t next = 0;
@@ -836,7 +823,7 @@ void LayerPipeline::run_iteration(uint64_t index, const std::vector<IterationSeq
     if (check_) check_->before_attention(static_cast<uint32_t>(index), l, slot.on_gpu);
     // As in the single-batch prefill: the rooms the last layer's new blocks took must be free first.
     wait_rooms();
-    compute(kernel(slot.seq_tokens) + slot.extra_gpu_s, "iteration", static_cast<int64_t>(index), l, slot.kv_blocks);
+    compute(iteration_kernel_s(s_, s_.bt, shape, &slot.seq_tokens) + restore_s + slot.extra_gpu_s, "iteration", static_cast<int64_t>(index), l, slot.kv_blocks);
     append_iteration(l, seqs);
     kv_.take_room_waits(room_waits_);
   }

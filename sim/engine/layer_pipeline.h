@@ -18,6 +18,7 @@
 #include "sim/engine/layer_slot.h"
 #include "sim/engine/scoring.h"
 #include "sim/kv/kv_store.h"
+#include "sim/platform/gpu_stream.h"
 #include "sim/platform/transfer_planner.h"
 
 namespace kvtier {
@@ -47,10 +48,10 @@ class LayerPipeline {
     uint32_t step = 0;
     bool predict = false;  // another decode step follows (predictions for it may be fetched)
   };
-  // One layer's kernel, given the tokens of KV each sequence's attention reads.
-  using LayerKernel = std::function<double(const std::vector<uint64_t>& read_tokens)>;
-  // `more_after`: another iteration follows (the next layer's weights may load across).
-  void run_iteration(uint64_t index, const std::vector<IterationSeq>& seqs, bool more_after, const LayerKernel& kernel);
+  // `more_after`: another iteration follows (the next layer's weights may
+  // load across). Each layer's kernel is timed from the sequences' shapes and
+  // the KV their attention reads (sim/engine/kernel_cost.h).
+  void run_iteration(uint64_t index, const std::vector<IterationSeq>& seqs, bool more_after);
   // Every block of `seq` leaves its tier (the request finished, or its KV is dropped to be recomputed).
   void release(uint32_t seq);
 
@@ -117,8 +118,7 @@ class LayerPipeline {
   Platform& platform_;
   JobBoard& board_;
   Timeline& timeline_;
-  sg4::Host* gpu_host_ = nullptr;
-  uint32_t gpu_track_ = 0;
+  GpuStream gpu_;
   uint32_t depth_ = 0;
   InvariantChecker* check_ = nullptr;
   std::unique_ptr<AppScoring> scoring_;  // APP (the evaluation policy splits scoring), else null

@@ -172,10 +172,7 @@ void TransferPlanner::submit(Batch& bt, size_t a, size_t b, bool critical, std::
     submit_through_host(bt, a, b);
     if (critical && waits) waits->push_back(bt.id);
   } else {
-    if (s_.hw.devices[to].model->is_storage()) {
-      c_.ssd_bytes_written += bt.bytes;
-      c_.wear[b].record_write(bt.bytes);
-    }
+    if (s_.hw.devices[to].model->is_storage()) record_write(b, bt.bytes);
     if (b == n || (s_.gpu_tier && b == 0)) c_.fetched_bytes += bt.bytes;
     if (b == n) staged_bytes_ += bt.bytes;
     // Codec work: on the GPU it joins the next attention kernel; on the
@@ -266,8 +263,7 @@ void TransferPlanner::submit_through_host(Batch& bt, size_t a, size_t b) {
     copy(cpu, packed, bt.stored);
     if (drive) {
       copy(staging, tier_dev, bt.stored);
-      c_.ssd_bytes_written += bt.stored;
-      c_.wear[b].record_write(bt.stored);
+      record_write(b, bt.stored);
     }
   }
   const double k = std::max<uint32_t>(1, bt.pieces);
@@ -292,6 +288,25 @@ double TransferPlanner::cpu_pool_s(const Batch& bt) const {
   const double cores = std::max(1, s_.hw.devices[static_cast<size_t>(s_.cpu_dev)].model->cores());
   const double threads = bt.threads > 0 ? double(bt.threads) : cores;
   return bt.codec_s * threads / std::min(threads, cores);
+}
+
+void TransferPlanner::record_write(size_t tier, double bytes) {
+  c_.ssd_bytes_written += bytes;
+  c_.wear[tier].record_write(bytes);
+}
+
+JobId TransferPlanner::move(size_t from, size_t to, double bytes, std::vector<JobId> deps, const char* what,
+                            int32_t layer) {
+  const JobId j = board_.create();
+  TransferJob job{j, from, to, bytes, std::move(deps), -1, 0, what};
+  job.layer = layer;
+  stream(from, to).submit(std::move(job));
+  if (s_.hw.devices[to].model->is_storage()) {
+    c_.ssd_bytes_written += bytes;
+    for (size_t t = 0; t < s_.tiers(); ++t)
+      if (s_.tier_dev[t] == to) c_.wear[t].record_write(bytes);
+  }
+  return j;
 }
 
 void TransferPlanner::flush(std::vector<JobId>* waits, double* gpu_codec_s) {

@@ -32,6 +32,11 @@ class TransferPlanner final : public MoveSink {
   void start();
   void stop();  // streams end once their queues are drained
   Stream& stream(size_t from_dev, size_t to_dev);
+  // A whole move from device `from` to device `to` outside the block
+  // table's batches (serving's swaps, prefix loads and cache writes): one
+  // transfer on that pair's stream after `deps`, named `what` on the
+  // timeline, of layer `layer` (-1: all). Bytes written into a drive wear it.
+  JobId move(size_t from, size_t to, double bytes, std::vector<JobId> deps, const char* what, int32_t layer = -1);
   // Hidden states, and CPU attention's query and output (policies.weights):
   // copies of activations, which FlexGen issues on the kernels' own CUDA
   // stream, so they queue apart from the KV's and the weights' transfers
@@ -88,6 +93,8 @@ class TransferPlanner final : public MoveSink {
   void submit(Batch& bt, size_t a, size_t b, bool critical, std::vector<JobId>* waits, double* gpu_codec_s);
   void submit_through_host(Batch& bt, size_t a, size_t b);
   double cpu_pool_s(const Batch& bt) const;
+  // `bytes` written into tier `tier` (whose device is a drive): its flash wears.
+  void record_write(size_t tier, double bytes);
   size_t ep_dev(size_t ep) const { return ep == s_.tiers() ? s_.gpu_dev : s_.tier_dev[ep]; }
 
   const EngineSetup& s_;

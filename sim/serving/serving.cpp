@@ -2,402 +2,25 @@
 
 #include <algorithm>
 #include <cmath>
-#include <sstream>
-#include <unordered_map>
 
-#include "policies/weights.h"
 #include "sim/core/config.h"
-#include "sim/engine/invariants.h"
-#include "sim/kv/kv_store.h"
-#include "sim/engine/layer_pipeline.h"
-#include "sim/platform/platform.h"
-#include "sim/replay/replay.h"
-#include "sim/serving/gpu_prefix_cache.h"
-#include "sim/serving/serving_metrics.h"
-#include "sim/platform/streams.h"
 #include "sim/core/timeline.h"
+#include "sim/engine/engine_metrics.h"
+#include "sim/engine/invariants.h"
+#include "sim/engine/layer_pipeline.h"
+#include "sim/engine/paged_pipeline.h"
+#include "sim/kv/kv_store.h"
+#include "sim/platform/platform.h"
+#include "sim/platform/streams.h"
 #include "sim/platform/transfer_planner.h"
-#include "traces/request_synthetic.h"
-#include "traces/synthetic.h"
-#include "traces/request_trace.h"
 #include "sim/platform/weight_stream.h"
+#include "sim/serving/prefix_cache.h"
+#include "sim/serving/serving_metrics.h"
+#include "traces/synthetic.h"
 
 namespace kvtier {
 
-ParamList serving_params() {
-  return {
-      any("requests", json(),
-          "the request stream: {\"kind\": \"trace\", \"path\": Mooncake JSONL or Azure CSV} | {\"kind\": \"synthetic\", "
-          "generator params (docs/replay.md)} | {\"kind\": \"identical\", \"count\", \"input_tokens\", "
-          "\"output_tokens\", \"interval_s\"}",
-          ParamType::Object),
-      integer("limit", 0, "serve only the first N requests of the stream (0: all)", 0, 1e8),
-      positive("time_scale", 1.0, "arrival times are multiplied by this (0.5: twice the request rate)"),
-      integer("max_running", 256, "sequences in one iteration (vLLM max_num_seqs)", 1, 1 << 20),
-      integer("max_batched_tokens", 8192, "tokens computed in one iteration (vLLM max_num_batched_tokens)", 1, 1 << 24),
-      num("watermark", 0.01,
-          "fraction of the GPU's KV pool kept free when admitting a prompt, so running sequences can grow (vLLM's "
-          "default 0.01)",
-          0, 0.5),
-      boolean("chunked_prefill", false, "split prompts longer than the iteration's token budget over iterations"),
-      str("order", "fcfs", "waiting queue order: fcfs (arrival) or shortest_prompt", {"fcfs", "shortest_prompt"}),
-      str("preemption", "swap",
-          "when the GPU's KV pool runs out: swap (whole sequences to host memory and back, vLLM swap) or recompute "
-          "(drop their KV, prefill again)",
-          {"swap", "recompute"}),
-      num("swap_space_GiB", 4.0, "memory reserved for swapped-out KV (vLLM's swap_space, 4 GiB by default)", 0),
-      str("swap_tier", "",
-          "the tier that holds swapped-out sequences (default: the first host-memory tier below the GPU; an SSD "
-          "tier swaps to flash, as HiFC does)"),
-      any("prefix_cache", json::object(),
-          "{\"enabled\": true, \"write\": \"write_through\" | \"on_finish\", \"policy\": eviction policy of every "
-          "cache tier (lru), \"inclusive\": false}: the tiers below the GPU keep prompt blocks for reuse",
-          ParamType::Object),
-      any("slo", json::object(), "{\"ttft_s\": limit, \"tpot_s\": limit}: goodput counts requests within both",
-          ParamType::Object),
-      any("attention", json::object(),
-          "with serving.kv \"tiered\": each request's attention, {\"kind\": \"synthetic\", generator parameters} "
-          "(docs/traces.md; a generator per request, its prompt and output lengths, seeded sim.seed + its id), so that "
-          "policies that select or evict by attention run (H2O, top-k, HKM's ranking); {} (default): none, dense attention",
-          ParamType::Object),
-      str("kv", "paged",
-          "where running sequences' KV lives: paged (the GPU's paged pool; the tiers below are the prefix cache and the "
-          "swap space) or tiered (every tier of hardware.tiers, block by block, placed, evicted, promoted and prefetched "
-          "by policies.*, each iteration through the layer pipeline of the single-batch engine)",
-          {"paged", "tiered"}),
-      boolean("coarsen", true,
-              "iterations with nothing to load run as one kernel for all layers (same times; false: layer by layer); "
-              "serving.kv \"tiered\" runs every iteration layer by layer"),
-      boolean("request_csv", true, "write requests.csv (one line per request) beside result.json"),
-  };
-}
-
-namespace {
-
-ParamList prefix_cache_params() {
-  return {
-      boolean("enabled", true, "keep prompt blocks in the tiers below the GPU for reuse"),
-      str("write", "write_through",
-          "when a prompt's new blocks are written down: write_through (as its prefill completes) or on_finish (when "
-          "the request leaves the GPU)",
-          {"write_through", "on_finish"}),
-      any("policy", "lru", "eviction policy of every cache tier (a name or {\"name\": ..., params})"),
-      boolean("inclusive", false, "a block in a tier is also in every tier below (default: exclusive)"),
-      str("match", "prefix",
-          "which cached blocks of a prompt are loaded: prefix (its leading run, as vLLM and LMCache serve prefixes) or "
-          "any (every cached block wherever it is in the prompt, as MatKV loads retrieved chunks)",
-          {"prefix", "any"}),
-      boolean("gpu", false,
-              "the GPU's free KV pool keeps the prompt blocks of finished requests until it hands them out again, "
-              "least recently freed first (vLLM's automatic prefix caching): a prompt starting with them computes "
-              "and loads none of them"),
-      boolean("warm", false,
-              "the cache starts holding every block of the request stream, written before time 0 (MatKV: the "
-              "corpus's KV is precomputed on flash), as far as the tiers hold them"),
-  };
-}
-
-ParamList slo_params() {
-  return {
-      num("ttft_s", 0.0, "time to first token limit, seconds (0: none)", 0),
-      num("tpot_s", 0.0, "time per output token limit, seconds (0: none)", 0),
-  };
-}
-
-ParamList identical_params() {
-  return {
-      str("kind", "identical", "identical requests"),
-      integer("count", 1, "requests", 1, 1e7),
-      integer("input_tokens", 4096, "prompt tokens of each", 1, 1 << 24),
-      integer("output_tokens", 64, "output tokens of each (the first comes out of prefill)", 1, 1 << 24),
-      num("interval_s", 0.0, "seconds between arrivals (0: all at time 0)", 0),
-  };
-}
-
-}  // namespace
-
 ServingSimulation::~ServingSimulation() = default;
-
-ServingSimulation::ServingSimulation(json& cfg) : cfg_(cfg) {
-  s_.hw = parse_hardware(cfg_["hardware"], "hardware");
-  s_.topo = std::make_unique<Topology>(s_.hw);
-  s_.model = parse_llm(cfg_["model"], "model");
-  json& sv = cfg_["serving"];
-  resolve_params(sv, serving_params(), "serving");
-  resolve_params(sv["prefix_cache"], prefix_cache_params(), "serving.prefix_cache");
-  resolve_params(sv["slo"], slo_params(), "serving.slo");
-  limits_.block_tokens = static_cast<uint32_t>(get_int(cfg_["workload"], "block_tokens"));
-  limits_.max_running = static_cast<uint32_t>(get_int(sv, "max_running"));
-  limits_.max_batched_tokens = static_cast<uint32_t>(get_int(sv, "max_batched_tokens"));
-  limits_.chunked_prefill = sv["chunked_prefill"].get<bool>();
-  limits_.watermark = sv["watermark"].get<double>();
-  limits_.order = sv["order"] == "fcfs" ? QueueOrder::Fcfs : QueueOrder::ShortestPrompt;
-  limits_.preemption = sv["preemption"] == "swap" ? PreemptionMode::Swap : PreemptionMode::Recompute;
-  coarsen_ = sv["coarsen"].get<bool>();
-  tiered_ = sv["kv"] == "tiered";
-  seed_ = cfg_["sim"]["seed"].get<uint64_t>();
-  attention_cfg_ = sv["attention"];
-  if (!attention_cfg_.is_object() || !attention_cfg_.empty()) {
-    if (!tiered_)
-      throw ConfigError("serving.attention: read by the KV policies with serving.kv \"tiered\" only (the paged pool reads every block)");
-    if (!attention_cfg_.is_object() || attention_cfg_.value("kind", "") != "synthetic")
-      throw ConfigError("serving.attention: expected {\"kind\": \"synthetic\", generator parameters} (docs/traces.md)");
-    // Its parameters, checked (and resolved) now, on a shape of one block.
-    json p = attention_cfg_;
-    p.erase("kind");
-    SyntheticAttention probe(p, "serving.attention", s_.model.layers, 1, 1, 1, seed_);
-    for (auto it = p.begin(); it != p.end(); ++it) attention_cfg_[it.key()] = *it;
-    sv["attention"] = attention_cfg_;
-  }
-  if (tiered_ && limits_.preemption == PreemptionMode::Swap)
-    throw ConfigError("serving.preemption: with serving.kv \"tiered\" a sequence's KV already lives in the tiers below the "
-                      "GPU; preempted sequences are recomputed (set \"recompute\")");
-  slo_ttft_s_ = sv["slo"]["ttft_s"].get<double>();
-  slo_tpot_s_ = sv["slo"]["tpot_s"].get<double>();
-  const json& pc = sv["prefix_cache"];
-  write_through_ = pc["write"] == "write_through";
-  match_any_ = pc["match"] == "any";
-  inclusive_ = pc["inclusive"].get<bool>();
-
-  // The GPU: its memory less the weights is the paged KV pool; tier 0.
-  s_.bind_gpu();
-  const DeviceModel& gpu = *s_.gpu_model;
-  if (!tiered_ && (s_.hw.tiers.empty() || s_.hw.device_index(s_.hw.tiers[0]) != static_cast<int>(s_.gpu_dev)))
-    throw ConfigError("hardware.tiers: serving keeps running sequences' KV on the GPU: the first tier must be the GPU (" +
-                      s_.hw.gpu + ")");
-  for (size_t i = 0; i < s_.hw.tiers.size(); ++i) s_.tier_dev.push_back(static_cast<size_t>(s_.hw.device_index(s_.hw.tiers[i])));
-  bind_policies();
-  const double kv_tok = static_cast<double>(s_.model.kv_bytes_per_token());
-  // The GPU's share of the weights (all of them unless policies.weights
-  // streams some) and the buffers streamed weights land in.
-  const double gpu_weights = s_.weights ? s_.weights->gpu_bytes() + s_.weights->gpu_staging_bytes() : s_.model.weight_bytes();
-  const double gpu_kv = gpu.capacity_bytes() - gpu_weights;
-  limits_.gpu_blocks = gpu_kv > 0 ? static_cast<uint64_t>(gpu_kv / (kv_tok * limits_.block_tokens)) : 0;
-  if (limits_.gpu_blocks == 0)
-    throw ConfigError("hardware.devices." + s_.hw.gpu + ": no room for one KV block of " +
-                      std::to_string(limits_.block_tokens) + " tokens after " +
-                      plain_numbers(std::to_string(gpu_weights / 1e9)) + " GB of weights");
-  s_.gpu_tier = true;
-  s_.codec.assign(s_.tier_dev.size() * s_.model.layers, CompressionSpec{});
-  for (size_t t = 1; t < s_.tier_dev.size(); ++t) {
-    const size_t d = s_.tier_dev[t];
-    s_.topo->route(d, s_.gpu_dev);
-    s_.topo->route(s_.gpu_dev, d);
-    if (t + 1 < s_.tier_dev.size()) s_.topo->route(d, s_.tier_dev[t + 1]);
-    c_.wear.emplace_back(*s_.hw.devices[d].model);
-  }
-  c_.wear.insert(c_.wear.begin(), FlashWear(gpu));
-
-  // Swap space: in the named tier, or the first host-memory tier below the GPU.
-  const double swap_bytes = sv["swap_space_GiB"].get<double>() * 1073741824.0;
-  const std::string swap_tier = sv["swap_tier"].get<std::string>();
-  for (size_t t = 1; t < s_.tier_dev.size(); ++t)
-    if (swap_tier.empty() ? s_.hw.devices[s_.tier_dev[t]].model->role() == DeviceRole::Memory : s_.hw.tiers[t] == swap_tier) {
-      swap_dev_ = static_cast<int>(s_.tier_dev[t]);
-      break;
-    }
-  if (!swap_tier.empty() && swap_dev_ < 0)
-    throw ConfigError("serving.swap_tier: '" + swap_tier + "' is not a tier below the GPU in hardware.tiers");
-  if (limits_.preemption == PreemptionMode::Swap) {
-    if (swap_dev_ < 0)
-      throw ConfigError("serving.preemption: swap needs a host-memory tier below the GPU in hardware.tiers (or serving.swap_tier); use recompute");
-    limits_.swap_blocks = static_cast<uint64_t>(swap_bytes / (kv_tok * limits_.block_tokens));
-    const auto& d = s_.hw.devices[static_cast<size_t>(swap_dev_)];
-    const double w = weight_bytes_in(static_cast<size_t>(swap_dev_));
-    if (swap_bytes + w > d.model->capacity_bytes())
-      throw ConfigError("serving.swap_space_GiB: " + plain_numbers(std::to_string(swap_bytes / 1e9)) + " GB of swap space" +
-                        (w > 0 ? " beside " + plain_numbers(std::to_string(w / 1e9)) + " GB of weights (policies.weights)" : "") +
-                        " do not fit hardware.devices." + d.name + "'s " +
-                        plain_numbers(std::to_string(d.model->capacity_bytes() / 1e9)) + " GB");
-  }
-
-  // The requests, all read now: their checks come before anything runs.
-  const json& rq = sv["requests"];
-  if (!rq.is_object() || !rq.contains("kind") || !rq["kind"].is_string())
-    throw ConfigError("serving.requests: expected an object with \"kind\": \"trace\", \"synthetic\" or \"identical\"");
-  const std::string kind = rq["kind"].get<std::string>();
-  const uint64_t limit = static_cast<uint64_t>(get_int(sv, "limit"));
-  const double scale = sv["time_scale"].get<double>();
-  std::unordered_map<uint64_t, uint32_t> dense;
-  auto add = [&](const Request& r) {
-    ServingRequest q;
-    q.id = static_cast<uint32_t>(reqs_.size());
-    q.arrival_s = r.arrival_s * scale;
-    if (!(q.arrival_s <= kMaxArrivalSeconds))
-      throw ConfigError("serving.requests: request " + std::to_string(q.id) + " arrives at " +
-                        plain_numbers(std::to_string(q.arrival_s)) +
-                        " s (serving.time_scale applied), past the 1e8 s (about 3 years) a run may span");
-    q.input_tokens = r.input_tokens;
-    q.output_tokens = std::max<uint32_t>(1, r.output_tokens);
-    q.prefix_blocks.reserve(r.blocks.size());
-    for (uint64_t b : r.blocks) {
-      auto it = dense.emplace(b, static_cast<uint32_t>(dense.size())).first;
-      q.prefix_blocks.push_back(it->second);
-    }
-    reqs_.push_back(std::move(q));
-  };
-  std::unique_ptr<RequestSource> src;
-  json& rqm = sv["requests"];
-  if (kind == "trace") {
-    if (!rqm.contains("path") || !rqm["path"].is_string())
-      throw ConfigError("serving.requests.path: expected the path of a Mooncake JSONL or Azure CSV trace");
-    for (auto it = rqm.begin(); it != rqm.end(); ++it)
-      if (it.key() != "kind" && it.key() != "path" && !is_annotation_key(it.key()))
-        throw ConfigError("serving.requests." + it.key() + ": unknown key (a trace takes kind and path)");
-    src = open_request_trace(find_data_file(rqm["path"].get<std::string>(), "", "serving.requests.path"));
-  } else if (kind == "synthetic") {
-    json p = rqm;
-    p.erase("kind");
-    src = std::make_unique<SyntheticRequests>(p, "serving.requests");
-    for (auto it = p.begin(); it != p.end(); ++it) rqm[it.key()] = *it;
-  } else if (kind == "identical") {
-    resolve_params(rqm, identical_params(), "serving.requests");
-    const uint64_t n = static_cast<uint64_t>(get_int(rqm, "count"));
-    Request r;
-    r.input_tokens = static_cast<uint32_t>(get_int(rqm, "input_tokens"));
-    r.output_tokens = static_cast<uint32_t>(get_int(rqm, "output_tokens"));
-    for (uint64_t i = 0; i < n && (limit == 0 || i < limit); ++i) {
-      r.arrival_s = double(i) * rqm["interval_s"].get<double>();
-      add(r);  // no block ids: identical prompts are distinct, nothing to reuse
-    }
-    source_name_ = "identical requests";
-  } else {
-    throw ConfigError("serving.requests.kind: expected \"trace\", \"synthetic\" or \"identical\", got \"" + kind + "\"");
-  }
-  if (src) {
-    source_name_ = src->name();
-    prefix_bt_ = src->block_tokens();
-    Request r;
-    while ((limit == 0 || reqs_.size() < limit) && src->next(r)) add(r);
-  }
-  if (reqs_.empty()) throw ConfigError("serving.requests: " + source_name_ + " has no requests");
-  distinct_blocks_ = dense.size();
-  if (tiered_) build_kv_store();
-  const uint64_t pool_tokens = limits_.gpu_blocks * limits_.block_tokens;
-  for (const ServingRequest& q : reqs_) {
-    const uint64_t need = uint64_t(q.input_tokens) + q.output_tokens;
-    if (s_.model.max_context > 0 && need > s_.model.max_context)
-      throw ConfigError("serving.requests (" + source_name_ + "): request " + std::to_string(q.id) + " has " + std::to_string(q.input_tokens) +
-                        " prompt + " + std::to_string(q.output_tokens) + " output tokens, past the model's context of " +
-                        std::to_string(s_.model.max_context) + " (model.max_context_tokens)");
-    const uint64_t admit = (uint64_t(q.input_tokens) + limits_.block_tokens - 1) / limits_.block_tokens +
-                           static_cast<uint64_t>(limits_.watermark * double(limits_.gpu_blocks));
-    if (need > pool_tokens || admit > limits_.gpu_blocks)
-      throw ConfigError(source_name_ + ": request " + std::to_string(q.id) + " needs the KV of " + std::to_string(need) +
-                        " tokens but the " + std::string(tiered_ ? "tiers hold " : "GPU holds ") + std::to_string(pool_tokens) +
-                        " (it can never run, even alone; add GPU memory or shorten it)");
-    if (!limits_.chunked_prefill && q.input_tokens > limits_.max_batched_tokens)
-      throw ConfigError("serving.max_batched_tokens: " + std::to_string(limits_.max_batched_tokens) +
-                        " can never admit request " + std::to_string(q.id) + " of " + source_name_ + " (" +
-                        std::to_string(q.input_tokens) + " prompt tokens); raise it or set serving.chunked_prefill");
-  }
-
-  // The prefix cache: every tier below the GPU, in blocks of the trace's hash size.
-  if (tiered_ && pc["enabled"].get<bool>() && distinct_blocks_ > 0)
-    throw ConfigError("serving.prefix_cache.enabled: with serving.kv \"tiered\" the tiers hold running sequences' KV, "
-                      "not a prefix cache; set false");
-  cache_on_ = pc["enabled"].get<bool>() && distinct_blocks_ > 0 && s_.tier_dev.size() > 1;
-  if (cache_on_) {
-    cache_cfg_ = std::make_unique<ReplayConfig>();
-    cache_cfg_->inclusive = inclusive_;
-    cache_cfg_->block_tokens = prefix_bt_;
-    cache_cfg_->block_bytes = static_cast<uint64_t>(kv_tok) * prefix_bt_;
-    for (size_t t = 1; t < s_.tier_dev.size(); ++t) {
-      double cap = s_.hw.devices[s_.tier_dev[t]].model->capacity_bytes() - weight_bytes_in(s_.tier_dev[t]);
-      if (static_cast<int>(s_.tier_dev[t]) == swap_dev_ && limits_.preemption == PreemptionMode::Swap) cap -= swap_bytes;
-      ReplayTierSpec ts;
-      ts.name = s_.hw.tiers[t];
-      ts.capacity_blocks = cap > 0 ? static_cast<uint64_t>(cap / double(cache_cfg_->block_bytes)) : 0;
-      if (ts.capacity_blocks == 0)
-        throw ConfigError("hardware.devices." + ts.name + ": holds no prefix-cache block of " +
-                          std::to_string(cache_cfg_->block_bytes) + " bytes (" + std::to_string(prefix_bt_) +
-                          " tokens)" + (static_cast<int>(s_.tier_dev[t]) == swap_dev_ ? " besides the swap space" : "") +
-                          (weight_bytes_in(s_.tier_dev[t]) > 0 ? " and the weights (policies.weights)" : ""));
-      ts.policy = pc["policy"].is_string() ? json{{"name", pc["policy"]}} : pc["policy"];
-      cache_cfg_->tiers.push_back(ts);
-      cache_dev_.push_back(s_.tier_dev[t]);
-    }
-    cache_ = std::make_unique<ReplaySession>(*cache_cfg_, distinct_blocks_);
-    json policy = cache_cfg_->tiers[0].policy;
-    cfg_["serving"]["prefix_cache"]["policy"] = policy;
-    if (pc["warm"].get<bool>()) {
-      // Precomputed before time 0, in stream order: what the tiers hold of it is what they keep.
-      for (const ServingRequest& q : reqs_)
-        for (uint32_t b : q.prefix_blocks) cache_->reference(b);
-    }
-    for (uint32_t u = 0; u < cache_->tiers(); ++u) inserted_seen_.push_back(cache_->inserted(u));
-  }
-  if (pc["enabled"].get<bool>() && pc["gpu"].get<bool>() && distinct_blocks_ > 0) {
-    gpu_cache_ = std::make_unique<GpuPrefixCache>();
-    gpu_cache_->setup(static_cast<uint32_t>(distinct_blocks_), (prefix_bt_ + limits_.block_tokens - 1) / limits_.block_tokens);
-  }
-}
-
-// policies.weights: the serving engine takes weight placement (weights
-// split over the GPU, host memory and disk, streamed to the GPU layer by
-// layer, on the same streams as the KV's moves) and nothing else of the
-// policies: the tiers below the GPU are the prefix cache, with its own
-// eviction policy, and a running sequence's KV stays on the GPU.
-void ServingSimulation::bind_policies() {
-  json& pol = cfg_["policies"];
-  if (tiered_) {
-    bind_kv_policies();
-  } else {
-    for (auto it = pol.begin(); it != pol.end(); ++it)
-      if (it.key() != "weights" && !is_annotation_key(it.key()))
-        throw ConfigError("policies." + it.key() +
-                          ": not run by the serving engine with serving.kv \"paged\" (running sequences' KV stays on the "
-                          "GPU; the tiers below are the prefix cache, evicted by serving.prefix_cache.policy); it takes "
-                          "policies.weights only (serving.kv \"tiered\" runs the KV policies)");
-  }
-  if (!pol.contains("weights")) pol["weights"] = "gpu";
-  const auto wp = Registry<WeightPolicy>::instance().create(pol["weights"], "policies.weights");
-  if (pol["weights"]["name"] == "gpu") return;
-  const WeightPlan plan = wp->plan();
-  const std::string P = "policies.weights.";
-  if (plan.gpu_batches != 1)
-    throw ConfigError(P + "gpu_batches: serving runs each iteration as one batch (continuous batching); FlexGen's GPU "
-                      "batches are a single-batch schedule (set 1)");
-  if (plan.cpu_attention)
-    throw ConfigError(P + "cpu_attention: running sequences' KV stays on the GPU in serving; there is no host-resident KV "
-                      "for the CPU to attend to");
-  if (plan.activations_on_cpu)
-    throw ConfigError(P + "activations: hidden states between layers stay on the GPU in serving (set \"gpu\")");
-  if (plan.compress_cache)
-    throw ConfigError(P + "compress_cache: compressed KV in the GPU's paged pool is not modelled by the serving engine");
-  if (!plan.pin_weights || !plan.pin_cache)
-    throw ConfigError(P + (plan.pin_weights ? "pin_cache" : "pin_weights") +
-                      ": the serving engine keeps host memory pinned (set true)");
-  s_.weights = WeightStream::from_config(plan, s_.hw, s_.model, s_.tier_dev, s_.gpu_dev, -1, 1, "none");
-  const WeightStream::Homes& h = s_.weights->homes();
-  if (h.disk >= 0 && plan.disk > 0) s_.topo->route(static_cast<size_t>(h.disk), static_cast<size_t>(h.dram));
-}
-
-// serving.kv "tiered": the KV policies of the single-batch engine, the same
-// defaults but dense attention (request traces carry no attention), and
-// none that needs what only an attention trace or a decode step gives.
-void ServingSimulation::bind_kv_policies() {
-  json& pol = cfg_["policies"];
-  const json defaults = {{"eviction", "lru"}, {"promotion", "on_access"}, {"placement", "top"}, {"prefetch", "none"},
-                         {"evaluation", "exact"}, {"compression", "none"}, {"weights", "gpu"}};
-  s_.pol.create(pol, defaults);
-  auto name = [&](const char* fam) { return pol[fam]["name"].get<std::string>(); };
-  const bool attention = !cfg_["serving"]["attention"].empty();
-  const std::string why = ": requests carry no attention; give them some (serving.attention) or use dense attention "
-                          "(evaluation \"exact\")";
-  if (!attention && s_.pol.eval->reads_attention())
-    throw ConfigError("policies.evaluation: '" + name("evaluation") + "' selects by attention" + why);
-  if (!attention && s_.pol.evict->reads_attention())
-    throw ConfigError("policies.eviction: '" + name("eviction") + "' evicts by attention mass" + why);
-  if (!attention && s_.pol.prefetch->reads_attention())
-    throw ConfigError("policies.prefetch: '" + name("prefetch") + "' learns from attention" + why);
-  if (s_.pol.prefetch->adapts_depth())
-    throw ConfigError("policies.prefetch: '" + name("prefetch") + "' adapts its depth to the single-batch engine's decode "
-                      "steps, which serving iterations are not; use layer_ahead");
-  if (s_.pol.eval->scoring())
-    throw ConfigError("policies.evaluation: '" + name("evaluation") + "' splits scoring between a CPU and an FPGA, which "
-                      "the single-batch engine runs; serving does not");
-}
 
 // serving.attention: a request's attention when it is admitted, from its own
 // synthetic generator (its prompt and output lengths; seeded sim.seed + its
@@ -414,157 +37,8 @@ AttentionSource* ServingSimulation::attention_of(const ServingRequest& r) {
   return a.get();
 }
 
-double ServingSimulation::weight_bytes_in(size_t dev) const {
-  if (!s_.weights) return 0;
-  for (size_t t = 1; t < s_.tier_dev.size(); ++t)
-    if (s_.tier_dev[t] == dev) return s_.weights->tier_bytes(static_cast<int>(t));
-  return 0;
-}
-
-// serving.kv "tiered": one block-table sequence per request (each keeps its
-// own block range; the scheduler admits requests against what the tiers
-// hold), the tiers' capacity as the scheduler's pool.
-void ServingSimulation::build_kv_store() {
-  uint64_t longest = 1;
-  for (const ServingRequest& q : reqs_) longest = std::max<uint64_t>(longest, uint64_t(q.input_tokens) + q.output_tokens);
-  const uint64_t bt = limits_.block_tokens;
-  const uint64_t blocks = uint64_t(reqs_.size()) * s_.model.layers * ((longest + bt - 1) / bt);
-  if (blocks > (uint64_t(1) << 26))
-    throw ConfigError("serving.kv: \"tiered\" keeps a block range per request: " + std::to_string(reqs_.size()) +
-                      " requests x " + std::to_string(s_.model.layers) + " layers x " + std::to_string((longest + bt - 1) / bt) +
-                      " blocks of the longest is " + std::to_string(blocks) +
-                      " blocks, above 2^26 (67,108,864); serve fewer requests (serving.limit) or use larger blocks "
-                      "(workload.block_tokens)");
-  s_.batch = static_cast<uint32_t>(reqs_.size());
-  s_.ctx = 0;
-  s_.steps = static_cast<uint32_t>(longest);
-  s_.bt = static_cast<uint32_t>(bt);
-  s_.admitted_by_scheduler = true;
-  if (!attention_cfg_.empty()) attention_.resize(reqs_.size());
-  s_.bind_host_devices();  // the devices a CPU codec works with
-  // The KV store names the tiers' devices, codecs and wear itself.
-  s_.tier_dev.clear();
-  s_.codec.clear();
-  c_.wear.clear();
-  s_.gpu_tier = false;  // the KV store says whether the GPU is a tier
-  kv_ = std::make_unique<KvStore>(s_, c_);
-  const BlockTable& t = kv_->table();
-  uint64_t capacity = 0;
-  for (const TierInfo& ti : t.tiers) capacity += ti.capacity_blocks;
-  limits_.gpu_blocks = capacity / s_.model.layers;
-  s_.pol.setup(t);
-}
-
-// The prompt tokens the cache holds: its longest run of leading blocks in
-// any tier (as vLLM and LMCache serve prefixes), split by the tier each
-// block is in. A peek: recency changes only once the request is admitted.
-uint32_t ServingSimulation::lookup(ServingRequest& r) {
-  if ((!cache_ && !gpu_cache_) || r.generated > 0) return 0;  // after a recompute the prompt grew beyond what is hashed
-  const size_t T = cache_ ? cache_->tiers() : 0;
-  r.hit_tokens.assign(T, 0);
-  r.gpu_hit_tokens = 0;
-  uint64_t tokens = 0;
-  uint64_t pos = 0;
-  for (uint32_t b : r.prefix_blocks) {
-    if (pos >= r.input_tokens) break;
-    const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(prefix_bt_, r.input_tokens - pos));
-    pos += n;
-    if (gpu_cache_ && gpu_cache_->holds(b)) {  // still in the GPU's pool: nothing to load
-      r.gpu_hit_tokens += n;
-      tokens += n;
-      continue;
-    }
-    const uint32_t h = cache_ ? cache_->holder(b) : static_cast<uint32_t>(T);
-    if (h >= T) {
-      if (match_any_) continue;
-      break;
-    }
-    r.hit_tokens[h] += n;
-    tokens += n;
-  }
-  return static_cast<uint32_t>(tokens);
-}
-
-// New prompt blocks go down to the cache: one reference each (a block
-// another request wrote meanwhile is just a hit).
-void ServingSimulation::write_down(ServingRequest& r) {
-  if (!cache_) return;
-  for (uint32_t b : r.prefix_blocks) cache_->reference(b);
-}
-
-// What the cache inserted since the last call becomes transfers: into its
-// top tier from the GPU; into lower tiers from the tier above (exclusive:
-// demotions) or from the GPU (inclusive: written to every tier). Off the
-// critical path, sharing links with everything else.
-void ServingSimulation::submit_cache_moves() {
-  if (!cache_) return;
-  const double bb = double(cache_cfg_->block_bytes);
-  for (uint32_t u = 0; u < cache_->tiers(); ++u) {
-    const uint64_t n = cache_->inserted(u) - inserted_seen_[u];
-    if (n == 0) continue;
-    inserted_seen_[u] = cache_->inserted(u);
-    const size_t to = cache_dev_[u];
-    const size_t from = (u == 0 || inclusive_) ? s_.gpu_dev : cache_dev_[u - 1];
-    const double bytes = double(n) * bb;
-    const JobId j = board_->create();
-    std::vector<JobId> deps;
-    add_dep(deps, last_write_);
-    planner_->stream(from, to).submit(TransferJob{j, from, to, bytes, std::move(deps), -1, 0, "cache write"});
-    last_write_ = j;
-    cache_write_bytes_ += bytes;
-    record_write(to, bytes);
-  }
-}
-
-// A finished request's whole prompt blocks stay in the GPU's pool, newest first.
-void ServingSimulation::free_to_gpu_cache(const ServingRequest& r) {
-  uint64_t pos = 0;
-  for (uint32_t b : r.prefix_blocks) {
-    if (pos + prefix_bt_ > r.input_tokens) break;  // a partial last block is not reusable
-    pos += prefix_bt_;
-    gpu_cache_->put(b);
-  }
-}
-
-// Bytes written into a storage device wear its flash.
-void ServingSimulation::record_write(size_t dev, double bytes) {
-  if (!s_.hw.devices[dev].model->is_storage()) return;
-  c_.ssd_bytes_written += bytes;
-  for (size_t t = 1; t < s_.tier_dev.size(); ++t)
-    if (s_.tier_dev[t] == dev) c_.wear[t].record_write(bytes);
-}
-
-// One layer's kernel for the whole iteration: every token through the
-// weights once; attention of each decode token over its sequence's pages
-// (whole blocks, as paged attention reads them) and of each prefill chunk
-// over what precedes it, causally.
-double ServingSimulation::layer_kernel_s(const IterationPlan& p, const std::vector<uint64_t>* read) const {
-  const LlmSpec& m = s_.model;
-  const double hd = double(m.heads) * m.head_dim, kvl = double(m.kv_bytes_per_token_layer());
-  const double bt = limits_.block_tokens;
-  double tokens = 0, attn = 0, kv = 0;
-  bool prefill = false;
-  for (size_t i = 0; i < p.items.size(); ++i) {
-    const IterationItem& it = p.items[i];
-    tokens += it.tokens;
-    prefill = prefill || it.prefill;
-    if (it.prefill) {
-      const double k = it.tokens, past = read ? std::min(double(it.past), double((*read)[i])) : double(it.past);
-      attn += 2.0 * k * (2.0 * past + k) * hd;
-      kv += (past + k) * kvl;
-    } else {
-      // With the KV in tiers, what attention read (fewer blocks where a budget dropped some).
-      const double pages = read ? double((*read)[i]) : std::ceil((double(it.past) + 1.0) / bt) * bt;
-      attn += 4.0 * pages * hd;
-      kv += pages * kvl;
-    }
-  }
-  // An iteration with prompt tokens in it runs its GEMMs at the prefill rate
-  // where the GPU gives rates per phase.
-  return s_.kernel_s(prefill ? EngineSetup::Phase::Prefill : EngineSetup::Phase::Decode,
-                     m.weight_flops_per_token_layer() * tokens, attn, m.weight_bytes_per_layer(), kv);
-}
-
+// Each tier's KV now (the GPU's pool, the prefix cache, the swap space, or
+// the block table's tiers): its time-weighted area and peak.
 void ServingSimulation::sample_occupancy() {
   const double now = sg4::Engine::get_clock();
   for (size_t t = 0; t < occ_now_.size(); ++t) occ_area_[t] += occ_now_[t] * (now - occ_t_);
@@ -576,7 +50,7 @@ void ServingSimulation::sample_occupancy() {
       occ_now_[t] = double(kv_->table().tiers[t].occupied_blocks()) * double(kv_->table().block_bytes);
   else
     occ_now_[0] = double(sched_->used_blocks()) * kv_blk;
-  for (size_t u = 0; cache_ && u < cache_->tiers(); ++u) occ_now_[u + 1] = double(cache_->used(uint32_t(u))) * double(cache_cfg_->block_bytes);
+  for (uint32_t u = 0; u < cache_->tiers(); ++u) occ_now_[u + 1] = cache_->used_bytes(u);
   if (swap_dev_ >= 0)
     for (size_t t = 1; t < s_.tier_dev.size(); ++t)
       if (static_cast<int>(s_.tier_dev[t]) == swap_dev_) occ_now_[t] += double(sched_->swapped_blocks()) * kv_blk;
@@ -587,135 +61,49 @@ void ServingSimulation::sample_occupancy() {
 }
 
 void ServingSimulation::iteration(const IterationPlan& p, uint64_t index, bool more_after) {
-  if (tiered_) {
-    tiered_iteration(p, index, more_after);
-    return;
-  }
-  const LlmSpec& m = s_.model;
   const double now = sg4::Engine::get_clock();
-  const double kv_blk = double(m.kv_bytes_per_token()) * limits_.block_tokens;
-  const size_t L = m.layers;
-  std::vector<JobId> before;  // swaps: done before the forward pass, as vLLM's cache operations are
+  for (const IterationItem& it : p.items)
+    if (reqs_[it.req].first_scheduled_s < 0) reqs_[it.req].first_scheduled_s = now;
+  if (tiered_) tiered_iteration(p, index, more_after);
+  else paged_iteration(p, index, more_after);
+}
+
+// The paged pool: the swaps the scheduler decided (whole sequences, all
+// layers), the prefix hits to load, and the kernel's shape, run by the
+// paged pipeline.
+void ServingSimulation::paged_iteration(const IterationPlan& p, uint64_t index, bool more_after) {
+  const double kv_blk = double(s_.model.kv_bytes_per_token()) * limits_.block_tokens;
+  PagedIteration it;
+  it.index = index;
+  it.more_after = more_after;
+  it.computed_tokens = p.computed_tokens;
   for (uint32_t id : p.swapped_out) {
-    const ServingRequest& r = reqs_[id];
-    const double bytes = double(r.gpu_blocks) * kv_blk;
-    const JobId j = board_->create();
-    planner_->stream(s_.gpu_dev, size_t(swap_dev_)).submit(TransferJob{j, s_.gpu_dev, size_t(swap_dev_), bytes, {}, -1, 0, "swap out"});
-    before.push_back(j);
-    swap_bytes_ += bytes;
+    it.swap_out.push_back(double(reqs_[id].gpu_blocks) * kv_blk);
+    swap_bytes_ += it.swap_out.back();
     ++swapped_out_;
-    record_write(static_cast<size_t>(swap_dev_), bytes);
   }
   for (uint32_t id : p.swapped_in) {
-    const ServingRequest& r = reqs_[id];
-    const double bytes = double(sched_->blocks_for(r.ctx - 1)) * kv_blk;
-    const JobId j = board_->create();
-    std::vector<JobId> deps(before.begin(), before.end());  // the room it comes into is freed by the swaps out
-    planner_->stream(size_t(swap_dev_), s_.gpu_dev).submit(TransferJob{j, size_t(swap_dev_), s_.gpu_dev, bytes, std::move(deps), -1, 0, "swap in"});
-    before.push_back(j);
-    swap_bytes_ += bytes;
+    it.swap_in.push_back(double(sched_->blocks_for(reqs_[id].ctx - 1)) * kv_blk);
+    swap_bytes_ += it.swap_in.back();
     ++swapped_in_;
   }
   recomputed_ += p.recomputed.size();
-  // Prefix hits of newly admitted prompts: loaded layer by layer from the tier holding them.
-  const size_t T = cache_ ? cache_->tiers() : 0;
-  std::vector<double> load_tokens(T, 0.0);
-  for (const IterationItem& it : p.items) {
-    ServingRequest& r = reqs_[it.req];
-    if (r.first_scheduled_s < 0) r.first_scheduled_s = now;
-    if (!it.prefill || it.loaded == 0 || it.past != it.loaded) continue;
-    uint32_t left = it.loaded;  // the cached tokens, less the last one recomputed
-    r.gpu_hit_tokens = std::min(left, r.gpu_hit_tokens);  // in the GPU's pool already
-    left -= r.gpu_hit_tokens;
-    for (size_t u = 0; u < T; ++u) {
-      const uint32_t n = std::min(left, r.hit_tokens[u]);
-      r.hit_tokens[u] = n;
-      load_tokens[u] += n;
-      left -= n;
-    }
-    for (uint32_t b : r.prefix_blocks) {  // used now: recency, promotion; the GPU's blocks are this request's
-      if (gpu_cache_ && gpu_cache_->holds(b)) {
-        gpu_cache_->take(b);
-        continue;
-      }
-      if (!cache_) break;
-      if (cache_->holder(b) >= T) {
-        if (match_any_) continue;
-        break;
-      }
-      cache_->reference(b);
-    }
-  }
-  std::vector<std::vector<JobId>> loads(L);
-  bool any_load = false;
-  for (size_t u = 0; u < T; ++u) {
-    if (load_tokens[u] == 0) continue;
-    any_load = true;
-    const size_t from = cache_dev_[u];
-    const double bytes = load_tokens[u] * double(m.kv_bytes_per_token_layer());
-    for (size_t l = 0; l < L; ++l) {
-      const JobId j = board_->create();
-      std::vector<JobId> deps;
-      add_dep(deps, last_write_);  // a block written moments ago is read once it is there
-      TransferJob job{j, from, s_.gpu_dev, bytes, std::move(deps), -1, 0, "prefix load"};
-      job.layer = static_cast<int32_t>(l);
-      planner_->stream(from, s_.gpu_dev).submit(std::move(job));
-      loads[l].push_back(j);
-      cache_load_bytes_ += bytes;
-    }
-  }
-  for (JobId j : before) board_->wait(j);
-  // Compressed weights are restored on the GPU before every use.
-  const double restore_s = s_.weights && s_.weights->plan().compress_weights
-                               ? s_.weights->quant().decompress_s(m.weight_bytes_per_layer(), s_.gpu_mem_Bps)
-                               : 0.0;
-  const double layer_s = layer_kernel_s(p) + restore_s;
-  const bool stream_weights = s_.weights && s_.weights->streams();
-  auto exec = [&](double seconds, const std::string& name, int64_t layer) {
-    const double t0 = sg4::Engine::get_clock();
-    sg4::Host* h = platform_->host(s_.gpu_dev);
-    sg4::ExecPtr e = sg4::this_actor::exec_init(seconds * h->get_speed());
-    e->set_host(h);
-    e->start();
-    e->wait();
-    const double t1 = sg4::Engine::get_clock();
-    c_.gpu_busy_s += t1 - t0;
-    if (timeline_->enabled())
-      timeline_->slice(gpu_track_, name, t0, t1,
-                       json{{"iteration", index}, {"layer", layer}, {"sequences", p.items.size()}, {"computed_tokens", p.computed_tokens}});
-  };
-  if (coarsen_ && !any_load && !stream_weights) {
-    double total = 0;
-    for (size_t l = 0; l < L; ++l) total += layer_s;
-    exec(total, "iter " + std::to_string(index), -1);
-  } else {
-    ++layered_iterations_;
-    for (size_t l = 0; l < L; ++l) {
-      if (stream_weights) {
-        // The next layer's load is issued now, across iterations too while requests remain.
-        auto st = [this](size_t a, size_t b) -> Stream& { return planner_->stream(a, b); };
-        const JobId w = s_.weights->issue(static_cast<uint32_t>(l), static_cast<int32_t>(iterations_),
-                                          l + 1 < L || more_after, *board_, st);
-        s_.weights->await(w, *board_);
-      }
-      for (JobId j : loads[l]) board_->wait(j);
-      exec(layer_s, "iter " + std::to_string(index) + " L" + std::to_string(l), static_cast<int64_t>(l));
-    }
-  }
+  cache_->plan_loads(p, reqs_, it);
+  it.seqs.reserve(p.items.size());
+  for (const IterationItem& item : p.items) it.seqs.push_back(KernelSeq{item.past, item.tokens, item.prefill});
+  if (paged_->run(it)) ++layered_iterations_;
   ++iterations_;
 }
 
 // serving.kv "tiered": the iteration runs through the layer pipeline, which
 // selects, fetches, computes and appends layer by layer as in decode.
 void ServingSimulation::tiered_iteration(const IterationPlan& p, uint64_t index, bool more_after) {
-  const double now = sg4::Engine::get_clock();
   for (uint32_t id : p.recomputed) pipeline_->release(id);  // its KV is dropped; prefill computes it again
   recomputed_ += p.recomputed.size();
   std::vector<LayerPipeline::IterationSeq> seqs;
   seqs.reserve(p.items.size());
   for (const IterationItem& it : p.items) {
     ServingRequest& r = reqs_[it.req];
-    if (r.first_scheduled_s < 0) r.first_scheduled_s = now;
     LayerPipeline::IterationSeq q{it.req, it.past, it.tokens, it.prefill};
     q.attention = attention_of(r);
     if (!it.prefill) {
@@ -724,11 +112,7 @@ void ServingSimulation::tiered_iteration(const IterationPlan& p, uint64_t index,
     }
     seqs.push_back(q);
   }
-  const double restore_s = s_.weights && s_.weights->plan().compress_weights
-                               ? s_.weights->quant().decompress_s(s_.model.weight_bytes_per_layer(), s_.gpu_mem_Bps)
-                               : 0.0;
-  pipeline_->run_iteration(index, seqs, more_after,
-                           [&](const std::vector<uint64_t>& read) { return layer_kernel_s(p, &read) + restore_s; });
+  pipeline_->run_iteration(index, seqs, more_after);
   ++layered_iterations_;
   ++iterations_;
 }
@@ -754,15 +138,15 @@ void ServingSimulation::check_iteration(double now) {
     if (r.state == ServingRequest::State::Running) held += r.gpu_blocks;
     else if (r.state != ServingRequest::State::Swapped && r.gpu_blocks != 0)
       fail("request " + std::to_string(r.id) + " holds " + std::to_string(r.gpu_blocks) + " GPU blocks but is not running");
-  if (gpu_cache_ && gpu_cache_->pool_blocks() > limits_.gpu_blocks - sched_->used_blocks())
-    fail("the GPU's prefix cache keeps " + std::to_string(gpu_cache_->pool_blocks()) + " pool blocks, more than the " +
+  if (cache_->has_gpu() && cache_->gpu_pool_blocks() > limits_.gpu_blocks - sched_->used_blocks())
+    fail("the GPU's prefix cache keeps " + std::to_string(cache_->gpu_pool_blocks()) + " pool blocks, more than the " +
          std::to_string(limits_.gpu_blocks - sched_->used_blocks()) + " free");
   if (held != sched_->used_blocks())
     fail("running requests hold " + std::to_string(held) + " blocks, the pool counts " + std::to_string(sched_->used_blocks()));
 }
 
 void ServingSimulation::drive() {
-  sched_ = std::make_unique<Scheduler>(limits_, reqs_, [this](ServingRequest& r) { return lookup(r); });
+  sched_ = std::make_unique<Scheduler>(limits_, reqs_, [this](ServingRequest& r) { return cache_->lookup(r); });
   size_t next = 0;
   uint64_t done = 0;
   const bool check = invariants_requested();
@@ -774,7 +158,7 @@ void ServingSimulation::drive() {
       continue;
     }
     // What the running sequences took from the pool since is no longer cached there.
-    if (gpu_cache_) gpu_cache_->trim(limits_.gpu_blocks - sched_->used_blocks());
+    cache_->trim_gpu(limits_.gpu_blocks - sched_->used_blocks());
     const IterationPlan& p = sched_->plan();
     if (p.items.empty()) {
       // Nothing fits now (the pool is held by sequences that cannot grow):
@@ -787,26 +171,34 @@ void ServingSimulation::drive() {
     }
     // Whether requests remain after this iteration (weights for the next one may load during its last layer).
     iteration(p, iterations_, done + sched_->finishing() < reqs_.size());
-    const double end = sg4::Engine::get_clock();
-    for (const IterationItem& it : p.items)
-      if (write_through_ && it.completes_prefill && reqs_[it.req].generated == 0) write_down(reqs_[it.req]);
-    for (uint32_t id : sched_->complete(end)) {
-      ++done;
-      if (pipeline_) pipeline_->release(id);
-      if (!attention_.empty()) attention_[id].reset();
-      if (!write_through_) write_down(reqs_[id]);
-      if (gpu_cache_) free_to_gpu_cache(reqs_[id]);
-    }
-    if (gpu_cache_) gpu_cache_->trim(limits_.gpu_blocks - sched_->used_blocks());
-    submit_cache_moves();
-    sample_occupancy();
-    if (check) check_iteration(end);
+    after_iteration(p, done);
+    if (check) check_iteration(sg4::Engine::get_clock());
   }
   planner_->stop();
 }
 
-json ServingSimulation::run(const std::string& timeline_path) {
-  start_simgrid();
+// Prompts whose prefill completed are written down (write-through); requests
+// that finished leave the GPU, their prompt blocks kept in its pool; what
+// the cache inserted moves.
+void ServingSimulation::after_iteration(const IterationPlan& p, uint64_t& done) {
+  const double end = sg4::Engine::get_clock();
+  const bool write_through = cache_->write_through();
+  for (const IterationItem& it : p.items)
+    if (write_through && it.completes_prefill && reqs_[it.req].generated == 0) cache_->write_down(reqs_[it.req]);
+  for (uint32_t id : sched_->complete(end)) {
+    ++done;
+    if (pipeline_) pipeline_->release(id);
+    if (!attention_.empty()) attention_[id].reset();
+    if (!write_through) cache_->write_down(reqs_[id]);
+    cache_->free_to_gpu(reqs_[id]);
+  }
+  cache_->trim_gpu(limits_.gpu_blocks - sched_->used_blocks());
+  cache_->submit_moves(*planner_, s_.gpu_dev);
+  sample_occupancy();
+}
+
+// The platform, the timeline's tracks and the transfer planner's streams.
+void ServingSimulation::start_engines(const std::string& timeline_path) {
   platform_ = std::make_unique<Platform>(s_.hw, *s_.topo);
   // Paged KV moves whole sequences' blocks (all layers); tiered KV a layer's block at a time.
   platform_->set_request_bytes(tiered_ ? double(kv_->table().block_bytes)
@@ -824,28 +216,42 @@ json ServingSimulation::run(const std::string& timeline_path) {
   planner_ = std::make_unique<TransferPlanner>(s_, c_, *platform_, *board_, *timeline_);
   planner_->make_streams({});
   planner_->start();
-  std::unique_ptr<InvariantChecker> checker;
+}
+
+json ServingSimulation::run(const std::string& timeline_path) {
+  start_simgrid();
+  start_engines(timeline_path);
   if (tiered_) {
     // Before any transfer is submitted: the checker counts them.
-    if (invariants_requested()) checker = std::make_unique<InvariantChecker>(s_, *kv_, *board_, *platform_);
+    if (invariants_requested()) checker_ = std::make_unique<InvariantChecker>(s_, *kv_, *board_, *platform_);
     kv_->start(*planner_);
     c_.hits.assign(s_.tiers() + 1, 0);
     pipeline_ = std::make_unique<LayerPipeline>(s_, c_, *kv_, *planner_, *platform_, *board_, *timeline_, gpu_track_);
-    pipeline_->check_with(checker.get());
+    pipeline_->check_with(checker_.get());
+  } else {
+    paged_ = std::make_unique<PagedPipeline>(s_, c_, *planner_, *platform_, *board_, *timeline_, gpu_track_, swap_dev_,
+                                             limits_.block_tokens, coarsen_);
   }
   run_simulation(platform_->controller(), s_.hw.gpu + " compute", [this] { drive(); });
   const double end = sg4::Engine::get_clock();
-  if (checker) {
-    checker->at_end();
-    // Every request has left: its blocks and their copies with it.
-    for (const TierInfo& ti : kv_->table().tiers)
-      if (ti.used_blocks != 0)
-        throw InvariantError("invariant violated at the end of the run: tier " + ti.name + " still holds " +
-                             std::to_string(ti.used_blocks) + " blocks after every request finished");
-  }
+  check_end();
+  checker_.reset();
   sample_occupancy();
   timeline_->close();
+  return metrics(end);
+}
 
+void ServingSimulation::check_end() const {
+  if (!checker_) return;
+  checker_->at_end();
+  // Every request has left: its blocks and their copies with it.
+  for (const TierInfo& ti : kv_->table().tiers)
+    if (ti.used_blocks != 0)
+      throw InvariantError("invariant violated at the end of the run: tier " + ti.name + " still holds " +
+                           std::to_string(ti.used_blocks) + " blocks after every request finished");
+}
+
+json ServingSimulation::metrics(double end) const {
   ServingTotals tot;
   tot.end_s = end;
   tot.iterations = iterations_;
@@ -859,24 +265,32 @@ json ServingSimulation::run(const std::string& timeline_path) {
   tot.slo_tpot_s = slo_tpot_s_;
   json m = serving_metrics(reqs_, tot);
   m["swap_bytes"] = swap_bytes_;
-  m["prefix_cache"] = {{"enabled", cache_ != nullptr}, {"load_bytes", cache_load_bytes_}, {"write_bytes", cache_write_bytes_},
-                       {"distinct_blocks", distinct_blocks_}, {"block_tokens", prefix_bt_}};
-  if (gpu_cache_) {
-    uint64_t g = 0;
-    for (const auto& r : reqs_) g += r.gpu_hit_tokens;
-    m["prefix_cache"]["gpu_hit_tokens"] = g;
-  }
+  m["prefix_cache"] = cache_->metrics(reqs_);
   m["kv_pool_blocks"] = limits_.gpu_blocks;
   if (s_.weights) m["weights"] = s_.weights->metrics();
   m["ssd_bytes_written"] = c_.ssd_bytes_written;
-  m["tiers"] = json::object();
+  m["tiers"] = tier_metrics(end, m["prefix_cache"]);
+  if (kv_) {
+    // The KV in tiers: what attention read where, and the moves between tiers.
+    for (size_t t = 0; t < s_.hw.tiers.size(); ++t)
+      m["tiers"][s_.hw.tiers[t]]["hit_rate"] = c_.accesses ? double(c_.hits[t]) / double(c_.accesses) : 0.0;
+    if (!attention_cfg_.empty()) m["attention_recall"] = c_.total_mass > 0 ? c_.used_mass / c_.total_mass : 1.0;
+    m["kv"] = kv_counter_metrics(c_, kv_->table().block_bytes);
+  }
+  m["links"] = link_metrics(*platform_, end);
+  return m;
+}
+
+// Per tier: prefix-cache hits (the GPU's: its own pool's), occupancy, and a drive's wear.
+json ServingSimulation::tier_metrics(double end, const json& prefix_cache) const {
+  json tiers = json::object();
   for (size_t t = 0; t < s_.hw.tiers.size(); ++t) {
-    json& tj = m["tiers"][s_.hw.tiers[t]];
+    json& tj = tiers[s_.hw.tiers[t]];
     uint64_t hits = 0;
     for (const auto& r : reqs_)
       if (t > 0 && t - 1 < r.hit_tokens.size()) hits += r.hit_tokens[t - 1];
     if (t > 0) tj["hit_tokens"] = hits;
-    else if (gpu_cache_) tj["hit_tokens"] = m["prefix_cache"]["gpu_hit_tokens"];
+    else if (cache_->has_gpu()) tj["hit_tokens"] = prefix_cache["gpu_hit_tokens"];
     tj["peak_bytes"] = occ_peak_[t];
     tj["mean_bytes"] = end > 0 ? occ_area_[t] / end : 0.0;
     if (t > 0 && s_.hw.devices[s_.tier_dev[t]].model->is_storage()) {
@@ -885,25 +299,12 @@ json ServingSimulation::run(const std::string& timeline_path) {
       if (std::isfinite(y) && y > 0) tj["years_to_wear_out"] = y;
     }
   }
-  if (kv_) {
-    // The KV in tiers: what attention read where, and the moves between tiers.
-    for (size_t t = 0; t < s_.hw.tiers.size(); ++t)
-      m["tiers"][s_.hw.tiers[t]]["hit_rate"] = c_.accesses ? double(c_.hits[t]) / double(c_.accesses) : 0.0;
-    if (!attention_cfg_.empty()) m["attention_recall"] = c_.total_mass > 0 ? c_.used_mass / c_.total_mass : 1.0;
-    m["kv"] = {{"block_accesses", c_.accesses},        {"fetched_bytes", c_.fetched_bytes},
-               {"blocks_promoted", c_.promoted_blocks}, {"blocks_demoted", c_.demoted_blocks},
-               {"blocks_dropped", c_.dropped_blocks},   {"blocks_written_back", c_.written_back_blocks},
-               {"gpu_staging_peak_bytes", c_.staging_peak_bytes},
-               {"prefill_staging_peak_bytes", c_.prefill_staging_peak_bytes},
-               {"block_bytes", kv_->table().block_bytes}};
-  }
-  m["links"] = link_metrics(*platform_, end);
-  return m;
+  return tiers;
 }
 
 std::string ServingSimulation::requests_csv() const {
   std::vector<std::string> tiers(s_.hw.tiers.begin() + 1, s_.hw.tiers.end());
-  return serving_requests_csv(reqs_, tiers, gpu_cache_ ? s_.hw.tiers[0] : std::string());
+  return serving_requests_csv(reqs_, tiers, cache_->has_gpu() ? s_.hw.tiers[0] : std::string());
 }
 
 }  // namespace kvtier

@@ -248,6 +248,9 @@ TEST_CASE("serving, KV in tiers: N identical requests at time 0 give the single-
   CHECK(served["kv"]["fetched_bytes"].get<double>() == single["fetched_bytes"].get<double>());
   CHECK(served["kv"]["blocks_promoted"].get<uint64_t>() == single["blocks_promoted"].get<uint64_t>());
   CHECK(served["tiers"]["dram"]["hit_rate"].get<double>() == single["tiers"]["dram"]["hit_rate"].get<double>());
+  // The KV counters have one name each, flat here and under "kv" there.
+  for (auto it = served["kv"].begin(); it != served["kv"].end(); ++it) CHECK(single.contains(it.key()));
+  CHECK(served["kv"]["kv_block_bytes"].get<uint64_t>() == single["kv_block_bytes"].get<uint64_t>());
 }
 
 TEST_CASE("serving, KV in tiers: layer-ahead selection runs within an iteration, not across") {

@@ -1,0 +1,79 @@
+#include "sim/engine/paged_pipeline.h"
+
+#include <string>
+
+#include "sim/platform/transfer_planner.h"
+#include "sim/platform/weight_stream.h"
+
+namespace kvtier {
+
+PagedPipeline::PagedPipeline(const EngineSetup& s, EngineCounters& c, TransferPlanner& planner, Platform& platform,
+                             JobBoard& board, Timeline& timeline, uint32_t gpu_track, int swap_dev,
+                             uint32_t block_tokens, bool coarsen)
+    : s_(s),
+      tp_(planner),
+      board_(board),
+      gpu_(platform, s.gpu_dev, c, timeline, gpu_track),
+      swap_dev_(swap_dev < 0 ? 0 : static_cast<size_t>(swap_dev)),
+      block_tokens_(block_tokens),
+      coarsen_(coarsen),
+      stream_weights_(s.weights && s.weights->streams()) {}
+
+// Swaps out first; a swap in waits for them (the room it comes into is freed by them).
+std::vector<JobId> PagedPipeline::submit_swaps(const PagedIteration& it) {
+  std::vector<JobId> before;
+  for (double bytes : it.swap_out) before.push_back(tp_.move(s_.gpu_dev, swap_dev_, bytes, {}, "swap out"));
+  for (double bytes : it.swap_in) {
+    std::vector<JobId> deps(before.begin(), before.end());
+    before.push_back(tp_.move(swap_dev_, s_.gpu_dev, bytes, std::move(deps), "swap in"));
+  }
+  return before;
+}
+
+bool PagedPipeline::run(const PagedIteration& it) {
+  const size_t L = s_.model.layers;
+  const std::vector<JobId> before = submit_swaps(it);
+  std::vector<std::vector<JobId>> loads(L);
+  for (const PagedIteration::Load& ld : it.loads)
+    for (size_t l = 0; l < L; ++l) {
+      std::vector<JobId> deps;
+      add_dep(deps, it.after);  // a block written moments ago is read once it is there
+      loads[l].push_back(tp_.move(ld.from, s_.gpu_dev, ld.bytes, std::move(deps), "prefix load", static_cast<int32_t>(l)));
+    }
+  for (JobId j : before) board_.wait(j);
+  const double layer_s = iteration_kernel_s(s_, block_tokens_, it.seqs) + weight_restore_s(s_);
+  if (coarsen_ && it.loads.empty() && !stream_weights_) {
+    double total = 0;
+    for (size_t l = 0; l < L; ++l) total += layer_s;
+    kernel(it, total, -1);
+    return false;
+  }
+  run_layers(it, layer_s, loads);
+  return true;
+}
+
+void PagedPipeline::run_layers(const PagedIteration& it, double layer_s, const std::vector<std::vector<JobId>>& loads) {
+  const size_t L = s_.model.layers;
+  for (size_t l = 0; l < L; ++l) {
+    if (stream_weights_) {
+      // The next layer's load is issued now, across iterations too while requests remain.
+      auto st = [this](size_t a, size_t b) -> Stream& { return tp_.stream(a, b); };
+      const JobId w = s_.weights->issue(static_cast<uint32_t>(l), static_cast<int32_t>(it.index),
+                                        l + 1 < L || it.more_after, board_, st);
+      s_.weights->await(w, board_);
+    }
+    for (JobId j : loads[l]) board_.wait(j);
+    kernel(it, layer_s, static_cast<int64_t>(l));
+  }
+}
+
+// On the timeline: "iter <i>" (all layers) or "iter <i> L<l>".
+void PagedPipeline::kernel(const PagedIteration& it, double seconds, int64_t layer) {
+  const GpuStream::Span span = gpu_.run(seconds);
+  if (!gpu_.traced()) return;
+  const std::string name = "iter " + std::to_string(it.index) + (layer < 0 ? "" : " L" + std::to_string(layer));
+  gpu_.slice(name, span,
+             json{{"iteration", it.index}, {"layer", layer}, {"sequences", it.seqs.size()}, {"computed_tokens", it.computed_tokens}});
+}
+
+}  // namespace kvtier

@@ -1,0 +1,62 @@
+// The paged pipeline: one serving iteration with running sequences' KV in
+// the GPU's paged pool. The swaps the scheduler decided run first (as
+// vLLM's cache operations run before the forward pass); then every layer's
+// kernel, each layer waiting for the prefix-cache loads into it, so that
+// loads overlap the layers before (CachedAttention's layer-wise preload).
+// An iteration with nothing to load and no streamed weights runs as one
+// kernel for all layers (its layers cannot overlap anything; `coarsen`
+// false runs it layer by layer, to check both give the same times). The
+// serving driver plans what an iteration holds; this runs it.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "sim/core/engine_setup.h"
+#include "sim/core/job.h"
+#include "sim/engine/kernel_cost.h"
+#include "sim/platform/gpu_stream.h"
+
+namespace kvtier {
+
+class TransferPlanner;
+
+struct PagedIteration {
+  uint64_t index = 0;
+  bool more_after = false;  // another iteration follows (weights for it may load during the last layer)
+  // Bytes of each sequence swapped out to, and back in from, the swap device.
+  std::vector<double> swap_out, swap_in;
+  // Prefix-cache hits: from device `from`, `bytes` into every layer, once `after` is done.
+  struct Load {
+    size_t from = 0;
+    double bytes = 0;
+  };
+  std::vector<Load> loads;
+  JobId after = kNoJob;
+  std::vector<KernelSeq> seqs;  // what the kernel computes
+  uint64_t computed_tokens = 0;
+};
+
+class PagedPipeline {
+ public:
+  PagedPipeline(const EngineSetup& s, EngineCounters& c, TransferPlanner& planner, Platform& platform, JobBoard& board,
+                Timeline& timeline, uint32_t gpu_track, int swap_dev, uint32_t block_tokens, bool coarsen);
+  // Runs iteration `it` from the GPU's actor; whether it ran layer by layer.
+  bool run(const PagedIteration& it);
+
+ private:
+  std::vector<JobId> submit_swaps(const PagedIteration& it);
+  void run_layers(const PagedIteration& it, double layer_s, const std::vector<std::vector<JobId>>& loads);
+  void kernel(const PagedIteration& it, double seconds, int64_t layer);
+
+  const EngineSetup& s_;
+  TransferPlanner& tp_;
+  JobBoard& board_;
+  GpuStream gpu_;
+  size_t swap_dev_ = 0;  // where swapped-out sequences go (unused without swapping)
+  uint32_t block_tokens_ = 0;
+  bool coarsen_ = true;
+  bool stream_weights_ = false;  // policies.weights streams layers in: every iteration runs layer by layer
+};
+
+}  // namespace kvtier

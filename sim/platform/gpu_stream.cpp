@@ -1,0 +1,22 @@
+#include "sim/platform/gpu_stream.h"
+
+#include "sim/platform/platform.h"
+
+namespace kvtier {
+
+GpuStream::GpuStream(Platform& platform, size_t gpu_dev, EngineCounters& c, Timeline& timeline, uint32_t track)
+    : host_(platform.host(gpu_dev)), c_(c), timeline_(timeline), track_(track) {}
+
+GpuStream::Span GpuStream::run(double seconds) {
+  Span k;
+  k.t0 = sg4::Engine::get_clock();
+  sg4::ExecPtr e = sg4::this_actor::exec_init(seconds * host_->get_speed());
+  e->set_host(host_);
+  e->start();
+  e->wait();
+  k.t1 = sg4::Engine::get_clock();
+  c_.gpu_busy_s += k.t1 - k.t0;
+  return k;
+}
+
+}  // namespace kvtier

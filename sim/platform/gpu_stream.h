@@ -1,0 +1,43 @@
+// The GPU's compute stream: a kernel is a SimGrid exec on the GPU's host,
+// run from the actor that launches it (the kernels of one stream never
+// overlap), its time added to the GPU's busy time and, with a timeline, a
+// slice on the GPU's track. The single-batch pipeline and serving's paged
+// pipeline launch their kernels here.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "sim/core/counters.h"
+#include "sim/core/timeline.h"
+
+namespace simgrid::s4u {
+class Host;
+}
+
+namespace kvtier {
+
+class Platform;
+
+class GpuStream {
+ public:
+  // When a kernel ran, in simulated seconds.
+  struct Span {
+    double t0 = 0, t1 = 0;
+  };
+  GpuStream(Platform& platform, size_t gpu_dev, EngineCounters& c, Timeline& timeline, uint32_t track);
+  // A kernel of `seconds` on the GPU; returns once it is done.
+  Span run(double seconds);
+  // Whether slices are recorded: their names and arguments are built only then.
+  bool traced() const { return timeline_.enabled(); }
+  void slice(const std::string& name, const Span& k, const nlohmann::json& args) { timeline_.slice(track_, name, k.t0, k.t1, args); }
+
+ private:
+  simgrid::s4u::Host* host_;
+  EngineCounters& c_;
+  Timeline& timeline_;
+  uint32_t track_;
+};
+
+}  // namespace kvtier

@@ -1,0 +1,224 @@
+#include "sim/serving/prefix_cache.h"
+
+#include <algorithm>
+#include <string>
+
+#include "sim/core/config.h"
+#include "sim/platform/transfer_planner.h"
+#include "sim/replay/replay.h"
+#include "sim/serving/gpu_prefix_cache.h"
+
+namespace kvtier {
+
+ParamList PrefixCache::params() {
+  return {
+      boolean("enabled", true, "keep prompt blocks in the tiers below the GPU for reuse"),
+      str("write", "write_through",
+          "when a prompt's new blocks are written down: write_through (as its prefill completes) or on_finish (when "
+          "the request leaves the GPU)",
+          {"write_through", "on_finish"}),
+      any("policy", "lru", "eviction policy of every cache tier (a name or {\"name\": ..., params})"),
+      boolean("inclusive", false, "a block in a tier is also in every tier below (default: exclusive)"),
+      str("match", "prefix",
+          "which cached blocks of a prompt are loaded: prefix (its leading run, as vLLM and LMCache serve prefixes) or "
+          "any (every cached block wherever it is in the prompt, as MatKV loads retrieved chunks)",
+          {"prefix", "any"}),
+      boolean("gpu", false,
+              "the GPU's free KV pool keeps the prompt blocks of finished requests until it hands them out again, "
+              "least recently freed first (vLLM's automatic prefix caching): a prompt starting with them computes "
+              "and loads none of them"),
+      boolean("warm", false,
+              "the cache starts holding every block of the request stream, written before time 0 (MatKV: the "
+              "corpus's KV is precomputed on flash), as far as the tiers hold them"),
+  };
+}
+
+PrefixCache::PrefixCache() = default;
+PrefixCache::~PrefixCache() = default;
+
+void PrefixCache::setup(json& pc, const EngineSetup& s, const std::vector<ServingRequest>& reqs, uint32_t block_tokens,
+                        uint64_t distinct_blocks, const Room& room, uint32_t pool_block_tokens) {
+  write_through_ = pc["write"] == "write_through";
+  match_any_ = pc["match"] == "any";
+  inclusive_ = pc["inclusive"].get<bool>();
+  block_tokens_ = block_tokens;
+  distinct_blocks_ = distinct_blocks;
+  kv_bytes_per_token_layer_ = double(s.model.kv_bytes_per_token_layer());
+  layers_ = s.model.layers;
+  const bool enabled = pc["enabled"].get<bool>() && distinct_blocks_ > 0;
+  if (enabled && s.tier_dev.size() > 1) {
+    setup_tiers(pc, s, room);
+    if (pc["warm"].get<bool>()) {
+      // Precomputed before time 0, in stream order: what the tiers hold of it is what they keep.
+      for (const ServingRequest& q : reqs)
+        for (uint32_t b : q.prefix_blocks) cache_->reference(b);
+    }
+    for (uint32_t u = 0; u < cache_->tiers(); ++u) inserted_seen_.push_back(cache_->inserted(u));
+  }
+  if (enabled && pc["gpu"].get<bool>()) {
+    gpu_ = std::make_unique<GpuPrefixCache>();
+    gpu_->setup(static_cast<uint32_t>(distinct_blocks_), (block_tokens_ + pool_block_tokens - 1) / pool_block_tokens);
+  }
+}
+
+// Every tier below the GPU, in blocks of the trace's hash size, less what
+// the swap space and the weights take of it.
+void PrefixCache::setup_tiers(json& pc, const EngineSetup& s, const Room& room) {
+  cfg_ = std::make_unique<ReplayConfig>();
+  cfg_->inclusive = inclusive_;
+  cfg_->block_tokens = block_tokens_;
+  cfg_->block_bytes = static_cast<uint64_t>(static_cast<double>(s.model.kv_bytes_per_token())) * block_tokens_;
+  for (size_t t = 1; t < s.tier_dev.size(); ++t) {
+    const bool swap_here = static_cast<int>(s.tier_dev[t]) == room.swap_dev;
+    double cap = s.hw.devices[s.tier_dev[t]].model->capacity_bytes() - room.weight_bytes[t];
+    if (swap_here) cap -= room.swap_bytes;
+    ReplayTierSpec ts;
+    ts.name = s.hw.tiers[t];
+    ts.capacity_blocks = cap > 0 ? static_cast<uint64_t>(cap / double(cfg_->block_bytes)) : 0;
+    if (ts.capacity_blocks == 0)
+      throw ConfigError("hardware.devices." + ts.name + ": holds no prefix-cache block of " +
+                        std::to_string(cfg_->block_bytes) + " bytes (" + std::to_string(block_tokens_) + " tokens)" +
+                        (swap_here ? " besides the swap space" : "") +
+                        (room.weight_bytes[t] > 0 ? " and the weights (policies.weights)" : ""));
+    ts.policy = pc["policy"].is_string() ? json{{"name", pc["policy"]}} : pc["policy"];
+    cfg_->tiers.push_back(ts);
+    dev_.push_back(s.tier_dev[t]);
+  }
+  cache_ = std::make_unique<ReplaySession>(*cfg_, distinct_blocks_);
+  json policy = cfg_->tiers[0].policy;
+  pc["policy"] = policy;
+}
+
+// The prompt tokens the cache holds: its longest run of leading blocks in
+// any tier (as vLLM and LMCache serve prefixes), split by the tier each
+// block is in. A peek: recency changes only once the request is admitted.
+uint32_t PrefixCache::lookup(ServingRequest& r) const {
+  if ((!cache_ && !gpu_) || r.generated > 0) return 0;  // after a recompute the prompt grew beyond what is hashed
+  const size_t T = cache_ ? cache_->tiers() : 0;
+  r.hit_tokens.assign(T, 0);
+  r.gpu_hit_tokens = 0;
+  uint64_t tokens = 0;
+  uint64_t pos = 0;
+  for (uint32_t b : r.prefix_blocks) {
+    if (pos >= r.input_tokens) break;
+    const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(block_tokens_, r.input_tokens - pos));
+    pos += n;
+    if (gpu_ && gpu_->holds(b)) {  // still in the GPU's pool: nothing to load
+      r.gpu_hit_tokens += n;
+      tokens += n;
+      continue;
+    }
+    const uint32_t h = cache_ ? cache_->holder(b) : static_cast<uint32_t>(T);
+    if (h >= T) {
+      if (match_any_) continue;
+      break;
+    }
+    r.hit_tokens[h] += n;
+    tokens += n;
+  }
+  return static_cast<uint32_t>(tokens);
+}
+
+// Used now: recency and promotion in the tiers; the GPU's blocks are this request's.
+void PrefixCache::mark_used(const ServingRequest& r) {
+  const size_t T = cache_ ? cache_->tiers() : 0;
+  for (uint32_t b : r.prefix_blocks) {
+    if (gpu_ && gpu_->holds(b)) {
+      gpu_->take(b);
+      continue;
+    }
+    if (!cache_) break;
+    if (cache_->holder(b) >= T) {
+      if (match_any_) continue;
+      break;
+    }
+    cache_->reference(b);
+  }
+}
+
+// Loaded layer by layer from the tier holding them: the cached tokens, less
+// the last one (recomputed), less what the GPU's pool holds.
+void PrefixCache::plan_loads(const IterationPlan& p, std::vector<ServingRequest>& reqs, PagedIteration& it) {
+  const size_t T = cache_ ? cache_->tiers() : 0;
+  std::vector<double> load_tokens(T, 0.0);
+  for (const IterationItem& item : p.items) {
+    ServingRequest& r = reqs[item.req];
+    if (!item.prefill || item.loaded == 0 || item.past != item.loaded) continue;
+    uint32_t left = item.loaded;
+    r.gpu_hit_tokens = std::min(left, r.gpu_hit_tokens);
+    left -= r.gpu_hit_tokens;
+    for (size_t u = 0; u < T; ++u) {
+      const uint32_t n = std::min(left, r.hit_tokens[u]);
+      r.hit_tokens[u] = n;
+      load_tokens[u] += n;
+      left -= n;
+    }
+    mark_used(r);
+  }
+  it.after = last_write_;  // a block written moments ago is read once it is there
+  for (size_t u = 0; u < T; ++u) {
+    if (load_tokens[u] == 0) continue;
+    const double bytes = load_tokens[u] * kv_bytes_per_token_layer_;
+    it.loads.push_back(PagedIteration::Load{dev_[u], bytes});
+    for (uint32_t l = 0; l < layers_; ++l) load_bytes_ += bytes;
+  }
+}
+
+// One reference each (a block another request wrote meanwhile is just a hit).
+void PrefixCache::write_down(const ServingRequest& r) {
+  if (!cache_) return;
+  for (uint32_t b : r.prefix_blocks) cache_->reference(b);
+}
+
+// Into the cache's top tier from the GPU; into lower tiers from the tier
+// above (exclusive: demotions) or from the GPU (inclusive: written to every
+// tier). Off the critical path, sharing links with everything else.
+void PrefixCache::submit_moves(TransferPlanner& planner, size_t gpu_dev) {
+  if (!cache_) return;
+  const double bb = double(cfg_->block_bytes);
+  for (uint32_t u = 0; u < cache_->tiers(); ++u) {
+    const uint64_t n = cache_->inserted(u) - inserted_seen_[u];
+    if (n == 0) continue;
+    inserted_seen_[u] = cache_->inserted(u);
+    const size_t to = dev_[u];
+    const size_t from = (u == 0 || inclusive_) ? gpu_dev : dev_[u - 1];
+    const double bytes = double(n) * bb;
+    std::vector<JobId> deps;
+    add_dep(deps, last_write_);
+    last_write_ = planner.move(from, to, bytes, std::move(deps), "cache write");
+    write_bytes_ += bytes;
+  }
+}
+
+void PrefixCache::free_to_gpu(const ServingRequest& r) {
+  if (!gpu_) return;
+  uint64_t pos = 0;
+  for (uint32_t b : r.prefix_blocks) {
+    if (pos + block_tokens_ > r.input_tokens) break;  // a partial last block is not reusable
+    pos += block_tokens_;
+    gpu_->put(b);
+  }
+}
+
+void PrefixCache::trim_gpu(uint64_t free_blocks) {
+  if (gpu_) gpu_->trim(free_blocks);
+}
+
+uint64_t PrefixCache::gpu_pool_blocks() const { return gpu_ ? gpu_->pool_blocks() : 0; }
+
+uint32_t PrefixCache::tiers() const { return cache_ ? cache_->tiers() : 0; }
+
+double PrefixCache::used_bytes(uint32_t tier) const { return double(cache_->used(tier)) * double(cfg_->block_bytes); }
+
+json PrefixCache::metrics(const std::vector<ServingRequest>& reqs) const {
+  json m = {{"enabled", cache_ != nullptr}, {"load_bytes", load_bytes_},     {"write_bytes", write_bytes_},
+            {"distinct_blocks", distinct_blocks_}, {"block_tokens", block_tokens_}};
+  if (gpu_) {
+    uint64_t g = 0;
+    for (const auto& r : reqs) g += r.gpu_hit_tokens;
+    m["gpu_hit_tokens"] = g;
+  }
+  return m;
+}
+
+}  // namespace kvtier

@@ -1,0 +1,87 @@
+// The serving prefix cache: the tiers below the GPU keep prompt blocks for
+// reuse (each tier with its eviction policy, as `kvtier replay` runs them,
+// in blocks of the request trace's hash size), and optionally the GPU's own
+// pool keeps the blocks of finished requests (gpu_prefix_cache.h). It says
+// what of a prompt is cached where, marks an admitted prompt's blocks used,
+// plans their loads into the GPU, and turns what the tiers insert into
+// transfers (written down from the GPU, demoted between tiers).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "policies/common.h"
+#include "sim/core/engine_setup.h"
+#include "sim/core/job.h"
+#include "sim/engine/paged_pipeline.h"
+#include "sim/serving/scheduler.h"
+
+namespace kvtier {
+
+class GpuPrefixCache;
+class ReplaySession;
+class TransferPlanner;
+struct ReplayConfig;
+
+class PrefixCache {
+ public:
+  static ParamList params();  // serving.prefix_cache
+  // What else the tiers below the GPU hold: the swap space (`swap_bytes` on
+  // device `swap_dev`; 0 where preemption recomputes) and, per tier, weights.
+  struct Room {
+    int swap_dev = -1;
+    double swap_bytes = 0;
+    std::vector<double> weight_bytes;  // per tier (GPU first)
+  };
+  PrefixCache();
+  ~PrefixCache();
+  PrefixCache(const PrefixCache&) = delete;
+  PrefixCache& operator=(const PrefixCache&) = delete;
+
+  // `pc`: serving.prefix_cache, resolved (its policy in place); `block_tokens`
+  // and `distinct_blocks`: the request stream's prefix blocks (0: none to cache).
+  void setup(json& pc, const EngineSetup& s, const std::vector<ServingRequest>& reqs, uint32_t block_tokens,
+             uint64_t distinct_blocks, const Room& room, uint32_t pool_block_tokens);
+  bool write_through() const { return write_through_; }
+  bool has_gpu() const { return gpu_ != nullptr; }
+
+  // The prompt tokens the cache holds (the scheduler's lookup).
+  uint32_t lookup(ServingRequest& r) const;
+  // The prefix hits of the iteration's newly admitted prompts: marked used,
+  // and their loads planned into `it` (what the GPU's pool holds loads nothing).
+  void plan_loads(const IterationPlan& p, std::vector<ServingRequest>& reqs, PagedIteration& it);
+  // A prompt's new blocks go down to the cache.
+  void write_down(const ServingRequest& r);
+  // What the tiers inserted since the last call becomes transfers.
+  void submit_moves(TransferPlanner& planner, size_t gpu_dev);
+  // A finished request's whole prompt blocks stay in the GPU's pool; the
+  // pool has `free_blocks` free: what it handed out since is no longer cached.
+  void free_to_gpu(const ServingRequest& r);
+  void trim_gpu(uint64_t free_blocks);
+  uint64_t gpu_pool_blocks() const;
+
+  uint32_t tiers() const;  // cache tiers below the GPU (0: off)
+  double used_bytes(uint32_t tier) const;
+  // result.json's prefix_cache.
+  json metrics(const std::vector<ServingRequest>& reqs) const;
+
+ private:
+  void setup_tiers(json& pc, const EngineSetup& s, const Room& room);
+  void mark_used(const ServingRequest& r);
+
+  std::unique_ptr<ReplayConfig> cfg_;
+  std::unique_ptr<ReplaySession> cache_;
+  std::unique_ptr<GpuPrefixCache> gpu_;  // prefix_cache.gpu: freed prompt blocks kept in the pool
+  std::vector<size_t> dev_;              // per cache tier: its device
+  std::vector<uint64_t> inserted_seen_;  // per cache tier: inserts already turned into transfers
+  uint32_t block_tokens_ = 0;            // tokens per prefix-cache block (the trace's hash blocks)
+  uint64_t distinct_blocks_ = 0;
+  double kv_bytes_per_token_layer_ = 0;
+  uint32_t layers_ = 0;
+  bool write_through_ = true, inclusive_ = false, match_any_ = false;
+  JobId last_write_ = kNoJob;  // loads of blocks still being written wait for the write
+  double write_bytes_ = 0, load_bytes_ = 0;
+};
+
+}  // namespace kvtier

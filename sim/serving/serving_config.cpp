@@ -1,0 +1,318 @@
+// The serving run's configuration: serving.* resolved and checked, the GPU's
+// paged pool, the swap space, the request stream, the prefix cache, the
+// policies serving runs, and with serving.kv "tiered" the KV store; all of
+// it before SimGrid starts, so that every error comes before anything runs.
+#include "sim/serving/serving.h"
+
+#include <algorithm>
+
+#include "policies/weights.h"
+#include "sim/core/config.h"
+#include "sim/core/timeline.h"
+#include "sim/engine/invariants.h"
+#include "sim/engine/layer_pipeline.h"
+#include "sim/engine/paged_pipeline.h"
+#include "sim/kv/kv_store.h"
+#include "sim/platform/platform.h"
+#include "sim/platform/transfer_planner.h"
+#include "sim/platform/weight_stream.h"
+#include "sim/serving/prefix_cache.h"
+#include "sim/serving/requests.h"
+#include "traces/synthetic.h"
+
+namespace kvtier {
+
+ParamList serving_params() {
+  return {
+      any("requests", json(),
+          "the request stream: {\"kind\": \"trace\", \"path\": Mooncake JSONL or Azure CSV} | {\"kind\": \"synthetic\", "
+          "generator params (docs/replay.md)} | {\"kind\": \"identical\", \"count\", \"input_tokens\", "
+          "\"output_tokens\", \"interval_s\"}",
+          ParamType::Object),
+      integer("limit", 0, "serve only the first N requests of the stream (0: all)", 0, 1e8),
+      positive("time_scale", 1.0, "arrival times are multiplied by this (0.5: twice the request rate)"),
+      integer("max_running", 256, "sequences in one iteration (vLLM max_num_seqs)", 1, 1 << 20),
+      integer("max_batched_tokens", 8192, "tokens computed in one iteration (vLLM max_num_batched_tokens)", 1, 1 << 24),
+      num("watermark", 0.01,
+          "fraction of the GPU's KV pool kept free when admitting a prompt, so running sequences can grow (vLLM's "
+          "default 0.01)",
+          0, 0.5),
+      boolean("chunked_prefill", false, "split prompts longer than the iteration's token budget over iterations"),
+      str("order", "fcfs", "waiting queue order: fcfs (arrival) or shortest_prompt", {"fcfs", "shortest_prompt"}),
+      str("preemption", "swap",
+          "when the GPU's KV pool runs out: swap (whole sequences to host memory and back, vLLM swap) or recompute "
+          "(drop their KV, prefill again)",
+          {"swap", "recompute"}),
+      num("swap_space_GiB", 4.0, "memory reserved for swapped-out KV (vLLM's swap_space, 4 GiB by default)", 0),
+      str("swap_tier", "",
+          "the tier that holds swapped-out sequences (default: the first host-memory tier below the GPU; an SSD "
+          "tier swaps to flash, as HiFC does)"),
+      any("prefix_cache", json::object(),
+          "{\"enabled\": true, \"write\": \"write_through\" | \"on_finish\", \"policy\": eviction policy of every "
+          "cache tier (lru), \"inclusive\": false}: the tiers below the GPU keep prompt blocks for reuse",
+          ParamType::Object),
+      any("slo", json::object(), "{\"ttft_s\": limit, \"tpot_s\": limit}: goodput counts requests within both",
+          ParamType::Object),
+      any("attention", json::object(),
+          "with serving.kv \"tiered\": each request's attention, {\"kind\": \"synthetic\", generator parameters} "
+          "(docs/traces.md; a generator per request, its prompt and output lengths, seeded sim.seed + its id), so that "
+          "policies that select or evict by attention run (H2O, top-k, HKM's ranking); {} (default): none, dense attention",
+          ParamType::Object),
+      str("kv", "paged",
+          "where running sequences' KV lives: paged (the GPU's paged pool; the tiers below are the prefix cache and the "
+          "swap space) or tiered (every tier of hardware.tiers, block by block, placed, evicted, promoted and prefetched "
+          "by policies.*, each iteration through the layer pipeline of the single-batch engine)",
+          {"paged", "tiered"}),
+      boolean("coarsen", true,
+              "iterations with nothing to load run as one kernel for all layers (same times; false: layer by layer); "
+              "serving.kv \"tiered\" runs every iteration layer by layer"),
+      boolean("request_csv", true, "write requests.csv (one line per request) beside result.json"),
+  };
+}
+
+namespace {
+
+ParamList slo_params() {
+  return {
+      num("ttft_s", 0.0, "time to first token limit, seconds (0: none)", 0),
+      num("tpot_s", 0.0, "time per output token limit, seconds (0: none)", 0),
+  };
+}
+
+}  // namespace
+
+ServingSimulation::ServingSimulation(json& cfg) : cfg_(cfg), cache_(std::make_unique<PrefixCache>()) {
+  s_.hw = parse_hardware(cfg_["hardware"], "hardware");
+  s_.topo = std::make_unique<Topology>(s_.hw);
+  s_.model = parse_llm(cfg_["model"], "model");
+  json& sv = cfg_["serving"];
+  resolve_params(sv, serving_params(), "serving");
+  resolve_params(sv["prefix_cache"], PrefixCache::params(), "serving.prefix_cache");
+  resolve_params(sv["slo"], slo_params(), "serving.slo");
+  read_limits(sv);
+  configure_attention(sv);
+  if (tiered_ && limits_.preemption == PreemptionMode::Swap)
+    throw ConfigError("serving.preemption: with serving.kv \"tiered\" a sequence's KV already lives in the tiers below the "
+                      "GPU; preempted sequences are recomputed (set \"recompute\")");
+  slo_ttft_s_ = sv["slo"]["ttft_s"].get<double>();
+  slo_tpot_s_ = sv["slo"]["tpot_s"].get<double>();
+  configure_gpu();
+  const double swap_bytes = configure_swap(sv);
+  // The requests, all read now: their checks come before anything runs.
+  RequestStream rs = load_requests(sv);
+  reqs_ = std::move(rs.reqs);
+  source_name_ = rs.source_name;
+  if (tiered_) build_kv_store();
+  check_requests(reqs_, source_name_, limits_, s_.model, tiered_ ? "tiers hold " : "GPU holds ");
+  configure_prefix_cache(sv["prefix_cache"], swap_bytes, rs.prefix_block_tokens, rs.distinct_blocks);
+}
+
+void ServingSimulation::read_limits(const json& sv) {
+  limits_.block_tokens = static_cast<uint32_t>(get_int(cfg_["workload"], "block_tokens"));
+  limits_.max_running = static_cast<uint32_t>(get_int(sv, "max_running"));
+  limits_.max_batched_tokens = static_cast<uint32_t>(get_int(sv, "max_batched_tokens"));
+  limits_.chunked_prefill = sv["chunked_prefill"].get<bool>();
+  limits_.watermark = sv["watermark"].get<double>();
+  limits_.order = sv["order"] == "fcfs" ? QueueOrder::Fcfs : QueueOrder::ShortestPrompt;
+  limits_.preemption = sv["preemption"] == "swap" ? PreemptionMode::Swap : PreemptionMode::Recompute;
+  coarsen_ = sv["coarsen"].get<bool>();
+  tiered_ = sv["kv"] == "tiered";
+  seed_ = cfg_["sim"]["seed"].get<uint64_t>();
+}
+
+void ServingSimulation::configure_attention(json& sv) {
+  attention_cfg_ = sv["attention"];
+  if (!attention_cfg_.is_object() || !attention_cfg_.empty()) {
+    if (!tiered_)
+      throw ConfigError("serving.attention: read by the KV policies with serving.kv \"tiered\" only (the paged pool reads every block)");
+    if (!attention_cfg_.is_object() || attention_cfg_.value("kind", "") != "synthetic")
+      throw ConfigError("serving.attention: expected {\"kind\": \"synthetic\", generator parameters} (docs/traces.md)");
+    // Its parameters, checked (and resolved) now, on a shape of one block.
+    json p = attention_cfg_;
+    p.erase("kind");
+    SyntheticAttention probe(p, "serving.attention", s_.model.layers, 1, 1, 1, seed_);
+    for (auto it = p.begin(); it != p.end(); ++it) attention_cfg_[it.key()] = *it;
+    sv["attention"] = attention_cfg_;
+  }
+}
+
+void ServingSimulation::configure_gpu() {
+  // The GPU: its memory less the weights is the paged KV pool; tier 0.
+  s_.bind_gpu();
+  const DeviceModel& gpu = *s_.gpu_model;
+  if (!tiered_ && (s_.hw.tiers.empty() || s_.hw.device_index(s_.hw.tiers[0]) != static_cast<int>(s_.gpu_dev)))
+    throw ConfigError("hardware.tiers: serving keeps running sequences' KV on the GPU: the first tier must be the GPU (" +
+                      s_.hw.gpu + ")");
+  for (size_t i = 0; i < s_.hw.tiers.size(); ++i) s_.tier_dev.push_back(static_cast<size_t>(s_.hw.device_index(s_.hw.tiers[i])));
+  bind_policies();
+  const double kv_tok = static_cast<double>(s_.model.kv_bytes_per_token());
+  // The GPU's share of the weights (all of them unless policies.weights
+  // streams some) and the buffers streamed weights land in.
+  const double gpu_weights = s_.weights ? s_.weights->gpu_bytes() + s_.weights->gpu_staging_bytes() : s_.model.weight_bytes();
+  const double gpu_kv = gpu.capacity_bytes() - gpu_weights;
+  limits_.gpu_blocks = gpu_kv > 0 ? static_cast<uint64_t>(gpu_kv / (kv_tok * limits_.block_tokens)) : 0;
+  if (limits_.gpu_blocks == 0)
+    throw ConfigError("hardware.devices." + s_.hw.gpu + ": no room for one KV block of " +
+                      std::to_string(limits_.block_tokens) + " tokens after " +
+                      plain_numbers(std::to_string(gpu_weights / 1e9)) + " GB of weights");
+  s_.gpu_tier = true;
+  s_.codec.assign(s_.tier_dev.size() * s_.model.layers, CompressionSpec{});
+  for (size_t t = 1; t < s_.tier_dev.size(); ++t) {
+    const size_t d = s_.tier_dev[t];
+    s_.topo->route(d, s_.gpu_dev);
+    s_.topo->route(s_.gpu_dev, d);
+    if (t + 1 < s_.tier_dev.size()) s_.topo->route(d, s_.tier_dev[t + 1]);
+    c_.wear.emplace_back(*s_.hw.devices[d].model);
+  }
+  c_.wear.insert(c_.wear.begin(), FlashWear(gpu));
+}
+
+double ServingSimulation::configure_swap(const json& sv) {
+  const double kv_tok = static_cast<double>(s_.model.kv_bytes_per_token());
+  // Swap space: in the named tier, or the first host-memory tier below the GPU.
+  const double swap_bytes = sv["swap_space_GiB"].get<double>() * 1073741824.0;
+  const std::string swap_tier = sv["swap_tier"].get<std::string>();
+  for (size_t t = 1; t < s_.tier_dev.size(); ++t)
+    if (swap_tier.empty() ? s_.hw.devices[s_.tier_dev[t]].model->role() == DeviceRole::Memory : s_.hw.tiers[t] == swap_tier) {
+      swap_dev_ = static_cast<int>(s_.tier_dev[t]);
+      break;
+    }
+  if (!swap_tier.empty() && swap_dev_ < 0)
+    throw ConfigError("serving.swap_tier: '" + swap_tier + "' is not a tier below the GPU in hardware.tiers");
+  if (limits_.preemption == PreemptionMode::Swap) {
+    if (swap_dev_ < 0)
+      throw ConfigError("serving.preemption: swap needs a host-memory tier below the GPU in hardware.tiers (or serving.swap_tier); use recompute");
+    limits_.swap_blocks = static_cast<uint64_t>(swap_bytes / (kv_tok * limits_.block_tokens));
+    const auto& d = s_.hw.devices[static_cast<size_t>(swap_dev_)];
+    const double w = weight_bytes_in(static_cast<size_t>(swap_dev_));
+    if (swap_bytes + w > d.model->capacity_bytes())
+      throw ConfigError("serving.swap_space_GiB: " + plain_numbers(std::to_string(swap_bytes / 1e9)) + " GB of swap space" +
+                        (w > 0 ? " beside " + plain_numbers(std::to_string(w / 1e9)) + " GB of weights (policies.weights)" : "") +
+                        " do not fit hardware.devices." + d.name + "'s " +
+                        plain_numbers(std::to_string(d.model->capacity_bytes() / 1e9)) + " GB");
+  }
+  return swap_bytes;
+}
+
+// The prefix cache: every tier below the GPU, in blocks of the trace's hash
+// size, beside the swap space and the weights there.
+void ServingSimulation::configure_prefix_cache(json& pc, double swap_bytes, uint32_t prefix_block_tokens,
+                                               uint64_t distinct_blocks) {
+  if (tiered_ && pc["enabled"].get<bool>() && distinct_blocks > 0)
+    throw ConfigError("serving.prefix_cache.enabled: with serving.kv \"tiered\" the tiers hold running sequences' KV, "
+                      "not a prefix cache; set false");
+  PrefixCache::Room room;
+  room.swap_dev = swap_dev_;
+  room.swap_bytes = limits_.preemption == PreemptionMode::Swap ? swap_bytes : 0.0;
+  for (size_t t = 0; t < s_.tier_dev.size(); ++t) room.weight_bytes.push_back(weight_bytes_in(s_.tier_dev[t]));
+  cache_->setup(pc, s_, reqs_, prefix_block_tokens, distinct_blocks, room, limits_.block_tokens);
+}
+
+// policies.weights: the serving engine takes weight placement (weights
+// split over the GPU, host memory and disk, streamed to the GPU layer by
+// layer, on the same streams as the KV's moves) and nothing else of the
+// policies: the tiers below the GPU are the prefix cache, with its own
+// eviction policy, and a running sequence's KV stays on the GPU.
+void ServingSimulation::bind_policies() {
+  json& pol = cfg_["policies"];
+  if (tiered_) {
+    bind_kv_policies();
+  } else {
+    for (auto it = pol.begin(); it != pol.end(); ++it)
+      if (it.key() != "weights" && !is_annotation_key(it.key()))
+        throw ConfigError("policies." + it.key() +
+                          ": not run by the serving engine with serving.kv \"paged\" (running sequences' KV stays on the "
+                          "GPU; the tiers below are the prefix cache, evicted by serving.prefix_cache.policy); it takes "
+                          "policies.weights only (serving.kv \"tiered\" runs the KV policies)");
+  }
+  if (!pol.contains("weights")) pol["weights"] = "gpu";
+  const auto wp = Registry<WeightPolicy>::instance().create(pol["weights"], "policies.weights");
+  if (pol["weights"]["name"] == "gpu") return;
+  const WeightPlan plan = wp->plan();
+  const std::string P = "policies.weights.";
+  if (plan.gpu_batches != 1)
+    throw ConfigError(P + "gpu_batches: serving runs each iteration as one batch (continuous batching); FlexGen's GPU "
+                      "batches are a single-batch schedule (set 1)");
+  if (plan.cpu_attention)
+    throw ConfigError(P + "cpu_attention: running sequences' KV stays on the GPU in serving; there is no host-resident KV "
+                      "for the CPU to attend to");
+  if (plan.activations_on_cpu)
+    throw ConfigError(P + "activations: hidden states between layers stay on the GPU in serving (set \"gpu\")");
+  if (plan.compress_cache)
+    throw ConfigError(P + "compress_cache: compressed KV in the GPU's paged pool is not modelled by the serving engine");
+  if (!plan.pin_weights || !plan.pin_cache)
+    throw ConfigError(P + (plan.pin_weights ? "pin_cache" : "pin_weights") +
+                      ": the serving engine keeps host memory pinned (set true)");
+  s_.weights = WeightStream::from_config(plan, s_.hw, s_.model, s_.tier_dev, s_.gpu_dev, -1, 1, "none");
+  const WeightStream::Homes& h = s_.weights->homes();
+  if (h.disk >= 0 && plan.disk > 0) s_.topo->route(static_cast<size_t>(h.disk), static_cast<size_t>(h.dram));
+}
+
+// serving.kv "tiered": the KV policies of the single-batch engine, the same
+// defaults but dense attention (request traces carry no attention), and
+// none that needs what only an attention trace or a decode step gives.
+void ServingSimulation::bind_kv_policies() {
+  json& pol = cfg_["policies"];
+  const json defaults = {{"eviction", "lru"}, {"promotion", "on_access"}, {"placement", "top"}, {"prefetch", "none"},
+                         {"evaluation", "exact"}, {"compression", "none"}, {"weights", "gpu"}};
+  s_.pol.create(pol, defaults);
+  auto name = [&](const char* fam) { return pol[fam]["name"].get<std::string>(); };
+  const bool attention = !cfg_["serving"]["attention"].empty();
+  const std::string why = ": requests carry no attention; give them some (serving.attention) or use dense attention "
+                          "(evaluation \"exact\")";
+  if (!attention && s_.pol.eval->reads_attention())
+    throw ConfigError("policies.evaluation: '" + name("evaluation") + "' selects by attention" + why);
+  if (!attention && s_.pol.evict->reads_attention())
+    throw ConfigError("policies.eviction: '" + name("eviction") + "' evicts by attention mass" + why);
+  if (!attention && s_.pol.prefetch->reads_attention())
+    throw ConfigError("policies.prefetch: '" + name("prefetch") + "' learns from attention" + why);
+  if (s_.pol.prefetch->adapts_depth())
+    throw ConfigError("policies.prefetch: '" + name("prefetch") + "' adapts its depth to the single-batch engine's decode "
+                      "steps, which serving iterations are not; use layer_ahead");
+  if (s_.pol.eval->scoring())
+    throw ConfigError("policies.evaluation: '" + name("evaluation") + "' splits scoring between a CPU and an FPGA, which "
+                      "the single-batch engine runs; serving does not");
+}
+
+double ServingSimulation::weight_bytes_in(size_t dev) const {
+  if (!s_.weights) return 0;
+  for (size_t t = 1; t < s_.tier_dev.size(); ++t)
+    if (s_.tier_dev[t] == dev) return s_.weights->tier_bytes(static_cast<int>(t));
+  return 0;
+}
+
+// serving.kv "tiered": one block-table sequence per request (each keeps its
+// own block range; the scheduler admits requests against what the tiers
+// hold), the tiers' capacity as the scheduler's pool.
+void ServingSimulation::build_kv_store() {
+  uint64_t longest = 1;
+  for (const ServingRequest& q : reqs_) longest = std::max<uint64_t>(longest, uint64_t(q.input_tokens) + q.output_tokens);
+  const uint64_t bt = limits_.block_tokens;
+  const uint64_t blocks = uint64_t(reqs_.size()) * s_.model.layers * ((longest + bt - 1) / bt);
+  if (blocks > (uint64_t(1) << 26))
+    throw ConfigError("serving.kv: \"tiered\" keeps a block range per request: " + std::to_string(reqs_.size()) +
+                      " requests x " + std::to_string(s_.model.layers) + " layers x " + std::to_string((longest + bt - 1) / bt) +
+                      " blocks of the longest is " + std::to_string(blocks) +
+                      " blocks, above 2^26 (67,108,864); serve fewer requests (serving.limit) or use larger blocks "
+                      "(workload.block_tokens)");
+  s_.batch = static_cast<uint32_t>(reqs_.size());
+  s_.ctx = 0;
+  s_.steps = static_cast<uint32_t>(longest);
+  s_.bt = static_cast<uint32_t>(bt);
+  s_.admitted_by_scheduler = true;
+  if (!attention_cfg_.empty()) attention_.resize(reqs_.size());
+  s_.bind_host_devices();  // the devices a CPU codec works with
+  // The KV store names the tiers' devices, codecs and wear itself.
+  s_.tier_dev.clear();
+  s_.codec.clear();
+  c_.wear.clear();
+  s_.gpu_tier = false;  // the KV store says whether the GPU is a tier
+  kv_ = std::make_unique<KvStore>(s_, c_);
+  const BlockTable& t = kv_->table();
+  uint64_t capacity = 0;
+  for (const TierInfo& ti : t.tiers) capacity += ti.capacity_blocks;
+  limits_.gpu_blocks = capacity / s_.model.layers;
+  s_.pol.setup(t);
+}
+
+}  // namespace kvtier
