@@ -101,6 +101,17 @@ struct EngineSetup {
   // policies.weights other than "gpu": where the weights live and how they
   // stream (null: every weight on the GPU, one batch, the default schedule).
   WeightStreamPtr weights;
+  // The weights' bytes where they sit (install_weights fills them with
+  // `weights`): the GPU's share with the buffers streamed layers land in,
+  // and each tier's share below it. Without policies.weights every weight
+  // is on the GPU.
+  double weight_gpu_bytes = 0;
+  std::vector<double> weight_tier_bytes;  // per tier of hardware.tiers
+  // policies.weights.compress_cache: the group-wise codec every tier stores the KV with.
+  bool weight_cache_compressed = false;
+  CompressionSpec weight_cache_codec;
+  double gpu_weight_bytes() const { return weights ? weight_gpu_bytes : model.weight_bytes(); }
+  double tier_weight_bytes(size_t t) const { return weights && t < weight_tier_bytes.size() ? weight_tier_bytes[t] : 0.0; }
 
   size_t tiers() const { return tier_dev.size(); }
   // The device hardware.gpu names: its model and rates; ConfigError if it

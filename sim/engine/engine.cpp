@@ -62,8 +62,10 @@ Simulation::Simulation(json& cfg) : cfg_(cfg) {
   if (pol["weights"]["name"] != "gpu") {
     std::vector<size_t> tiers;
     for (const auto& name : s_.hw.tiers) tiers.push_back(static_cast<size_t>(s_.hw.device_index(name)));
-    s_.weights = WeightStream::from_config(weights->plan(), s_.hw, s_.model, tiers, s_.gpu_dev, s_.cpu_dev, s_.batch,
-                                           pol["compression"]["name"].get<std::string>());
+    install_weights(s_,
+                    WeightStream::from_config(weights->plan(), s_.hw, s_.model, tiers, s_.gpu_dev, s_.cpu_dev, s_.batch,
+                                              pol["compression"]["name"].get<std::string>()),
+                    tiers.size());
   }
   kv_ = std::make_unique<KvStore>(s_, c_);  // the block table and the tiers' capacity
   const BlockTable& t_ = kv_->table();

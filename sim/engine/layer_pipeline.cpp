@@ -5,7 +5,6 @@
 #include <memory>
 #include <stdexcept>
 
-#include "models/cpu_attention.h"
 #include "sim/core/progress.h"
 #include "sim/engine/kernel_cost.h"
 #include "sim/platform/weight_stream.h"
@@ -24,6 +23,7 @@ LayerPipeline::LayerPipeline(EngineSetup& s, EngineCounters& c, KvStore& kv, Tra
       timeline_(timeline),
       gpu_(platform, s.gpu_dev, c, timeline, gpu_track) {
   if (s_.pol.eval->scoring()) scoring_ = std::make_unique<AppScoring>(s_, c_, kv_, tp_, board_);
+  if (s_.weights) offload_ = std::make_unique<WeightOffload>(s_, tp_, board_);
   mass_of_.assign(t_.blocks_per_seq_layer, 0.f);
   recs_.assign(s_.trace ? s_.trace->header().sequences : 0, AttentionRecord{});
   if (s_.gpu_tier)
@@ -113,10 +113,7 @@ void LayerPipeline::flush(Slot* slot) {
 // prefill phases), with its KV blocks in the args.
 void LayerPipeline::compute(double seconds, const char* phase, int64_t step, uint32_t layer, uint64_t kv_blocks) {
   seconds += tp_.take_gpu_codec_s();
-  if (s_.weights) {
-    seconds += weights_codec_s_;
-    weights_codec_s_ = 0;
-  }
+  if (offload_) seconds += offload_->take_codec_s();
   const GpuStream::Span span = gpu_.run(seconds);
   if (gpu_.traced()) {
     const std::string name = step < 0 ? std::string(phase) + " L" + std::to_string(layer)
@@ -161,23 +158,9 @@ void LayerPipeline::prefill() {
       wait_rooms();
       if (s_.prefill_compute) {
         auto kernel = [&] { return prefill_kernel_s(s_, T, k); };
-        if (s_.weights) {
-          // The layer's weights first; compressed weights are restored for every GPU batch.
-          double extra = 0;
-          if (s0 == 0) {
-            wait_weights(l, -1);
-            // Pageable weights: the next layer's copy into a pinned buffer comes before this layer's launch.
-            if (s_.weights->plan().overlap) s_.weights->await(s_.weights->ahead_staging(), board_);
-            const WeightPlan& p = s_.weights->plan();
-            if (p.compress_weights)
-              extra = p.gpu_batches * weight_restore_s(s_);
-          }
-          // Hidden states in host memory: out and back before the kernels, at both sub-layers (as in decode).
-          if (s_.weights->plan().activations_on_cpu) move_hidden(2.0 * 2.0 * s_.model.model_dim() * T * k, -1, l);
-          compute(kernel() + extra, "prefill", -1, l, 0);
-        } else {
-          compute(kernel(), "prefill", -1, l, 0);
-        }
+        // The layer's weights first; compressed weights are restored for every GPU batch.
+        const double extra = offload_ ? offload_->before_prefill_kernel(l, s0 == 0, T * k) : 0.0;
+        compute(kernel() + extra, "prefill", -1, l, 0);
       }
       // The whole prompt arrives at once: budgets (H2O) apply to the whole of
       // it, once its masses are known, not block by block as it is allocated.
@@ -204,9 +187,7 @@ void LayerPipeline::prefill() {
         below_per_seq = std::max(below_per_seq, out.bytes - before);
       }
       kv_.defer_budget(false);
-      if (s_.weights && s_.weights->plan().compress_cache && s_.prefill_compute)
-        weights_codec_s_ += s_.weights->quant().compress_s(gpu_kept_tokens * double(s_.model.kv_bytes_per_token_layer()),
-                                                            s_.gpu_mem_Bps);
+      if (offload_) offload_->compress_kept_prompt(gpu_kept_tokens);
       for (uint32_t s = s0; s < s0 + k; ++s) kv_.enforce_budget(s, l);
       if (s_.prefill_compute || s_.prefill_load) {
         tp_.open_ids(loads[l]);
@@ -300,13 +281,7 @@ void LayerPipeline::select(uint64_t k) {
   // buffers, a GPU batch's share at a time, each before it launches the
   // next kernel (offload_compute). The first share is copied now and the
   // layer's transfer starts after it; the others follow the kernels.
-  if (s_.weights && !s_.weights->plan().pin_cache && slot.host_read_bytes > 0) {
-    const uint32_t G = s_.weights->plan().gpu_batches;
-    const JobId first = s_.weights->pin_copy(slot.host_read_bytes / G, static_cast<int32_t>(step), layer, board_, cpu_stream());
-    pins_.push_back(first);
-    pin_rest_bytes_ += slot.host_read_bytes * (G - 1) / G;
-    tp_.depend(static_cast<size_t>(s_.weights->homes().dram_tier), gpu_ep, first);
-  }
+  if (offload_ && slot.host_read_bytes > 0) offload_->pin_first_share(slot.host_read_bytes, step, layer, gpu_ep);
   // What attention will read on the GPU (predictions below may move blocks it
   // reads through a staging buffer up too: those are not its data).
   if (check_) note_on_gpu(slot);
@@ -517,7 +492,7 @@ void LayerPipeline::load_next_request() {
 
 void LayerPipeline::drive() {
   Progress progress("decode", s_.steps, "steps");
-  weight_iters_ = (s_.prefill_compute ? s_.model.layers : 0) + uint64_t(s_.steps) * s_.model.layers;
+  if (offload_) offload_->set_iterations((s_.prefill_compute ? s_.model.layers : 0) + uint64_t(s_.steps) * s_.model.layers);
   prefill();
   c_.prefill_end = sg4::Engine::get_clock();
   c_.decode_start = c_.prefill_end;
@@ -558,9 +533,9 @@ void LayerPipeline::drive() {
     // This layer's weights (and, with overlap, the next layer's) are issued
     // before the next layer's KV is selected: FlexGen loads layer l+1's
     // weights as layer l starts, ahead of the cache loads of its GPU batches.
-    const JobId weights_job = s_.weights ? issue_weights(static_cast<uint32_t>(k % s_.model.layers),
-                                                         static_cast<int32_t>(k / s_.model.layers))
-                                         : kNoJob;
+    const JobId weights_job = offload_ ? offload_->issue_weights(static_cast<uint32_t>(k % s_.model.layers),
+                                                                 static_cast<int32_t>(k / s_.model.layers))
+                                       : kNoJob;
     // With pageable KV the thread that launches the kernels copies the next
     // layer's KV before launching this one, and FlexGen synchronises every
     // stream at the end of each iteration: this layer's KV has arrived
@@ -590,7 +565,9 @@ void LayerPipeline::drive() {
       c_.fpga_idle_s += std::max(0.0, tc - tf);
     }
     if (s_.weights) {
-      offload_compute(slot, k, weights_job);
+      const int64_t step = static_cast<int64_t>(k / s_.model.layers);
+      const uint32_t layer = static_cast<uint32_t>(k % s_.model.layers);
+      offload_->run_layer(slot, k, weights_job, [&](double seconds) { compute(seconds, "decode", step, layer, slot.kv_blocks); });
     } else {
       compute(decode_kernel_s(s_, s_.batch, static_cast<double>(slot.kv_tokens)) + slot.extra_gpu_s, "decode",
               static_cast<int64_t>(k / s_.model.layers),
@@ -607,105 +584,6 @@ void LayerPipeline::drive() {
     }
   }
   tp_.stop();
-}
-
-void LayerPipeline::wait_weights(uint32_t layer, int32_t step) { await_weights(issue_weights(layer, step)); }
-
-JobId LayerPipeline::issue_weights(uint32_t layer, int32_t step) {
-  auto st = [this](size_t a, size_t b) -> Stream& { return tp_.stream(a, b); };
-  return s_.weights->issue(layer, step, ++weight_iter_ < weight_iters_, board_, st);
-}
-
-void LayerPipeline::await_weights(JobId j) { s_.weights->await(j, board_); }
-
-void LayerPipeline::offload_compute(Slot& slot, uint64_t k, JobId weights) {
-  const uint32_t L = s_.model.layers, layer = static_cast<uint32_t>(k % L);
-  const int32_t step = static_cast<int32_t>(k / L);
-  await_weights(weights);
-  WeightStream& w = *s_.weights;
-  const WeightPlan& p = w.plan();
-  const GroupQuant& q = w.quant();
-  // The batch as gpu_batches GPU batches (FlexGen's zig-zag): each reads the
-  // layer's weights from GPU memory and its own share of the KV.
-  const double G = p.gpu_batches;
-  const double tok = static_cast<double>(s_.model.kv_bytes_per_token_layer());
-  const double d = s_.model.model_dim();
-  const double gpu_tokens = static_cast<double>(slot.kv_tokens) / G, cpu_tokens = static_cast<double>(slot.cpu_tokens) / G;
-  const double wb = s_.model.weight_bytes_per_layer();
-  const double restore_w = weight_restore_s(s_);
-  const double restore_kv = p.compress_cache ? q.decompress_s(gpu_tokens * tok, s_.gpu_mem_Bps) : 0.0;
-  const double seqs = static_cast<double>(s_.batch) / G;
-  for (uint32_t g = 0; g < p.gpu_batches; ++g) {
-    // Pageable host memory (FlexGen's CPU cache; weights with --pin-weight
-    // 0): the thread that launches this GPU batch first copies into pinned
-    // buffers what the GPU reads next from host memory (FlexGen: the next
-    // layer's weights with the first GPU batch, then a GPU batch's KV), and
-    // only then launches the kernel.
-    if (g == 0 && p.overlap) w.await(w.ahead_staging(), board_);
-    // The KV copies into pinned buffers (select issued the first share of
-    // each layer it selected since the last kernel; the others go one
-    // before each later GPU batch).
-    if (g == 0) {
-      for (JobId j : pins_) board_.wait(j);
-      pins_.clear();
-    } else if (pin_rest_bytes_ > 0) {
-      board_.wait(w.pin_copy(pin_rest_bytes_ / (G - 1), step, layer, board_, cpu_stream()));
-    }
-    // Hidden states in host memory: FlexGen stores the previous GPU batch's
-    // output and loads the next one's input on the kernels' own CUDA stream,
-    // just before this GPU batch's kernels, at each of the layer's two
-    // sub-layers (attention, MLP): d FP16 values per sequence each way.
-    if (p.activations_on_cpu) move_hidden(2.0 * 2.0 * d * seqs, step, layer);
-    const double gemm = s_.model.weight_flops_per_token_layer() * seqs, attn = 4.0 * gpu_tokens * d;
-    compute(kernel_s(s_, KernelPhase::Decode, gemm, attn, wb, gpu_tokens * tok) + restore_w + restore_kv + (g == 0 ? slot.extra_gpu_s : 0.0), "decode", step, layer,
-            slot.kv_blocks);
-    if (p.cpu_attention && cpu_tokens > 0) {
-      // Between the QKV projection and the output projection: the query
-      // goes to the CPU (the new K and V go with the append), the output
-      // comes back, and the GPU waits for it.
-      cpu_attention(cpu_tokens, 2.0 * d * seqs, 2.0 * d * seqs, step, layer);
-    }
-    // FlexGen synchronises every stream at the end of each (layer, GPU
-    // batch) iteration (flex_opt.py: sync() in the generation loop), so the
-    // next layer's weights, issued with this layer's first GPU batch, must
-    // have arrived before the second one starts.
-    if (g == 0 && p.overlap && p.gpu_batches > 1) w.await(w.ahead(), board_);
-  }
-  pin_rest_bytes_ = 0;
-}
-
-void LayerPipeline::cpu_attention(double tokens, double query_bytes, double output_bytes, int32_t step, uint32_t layer) {
-  WeightStream& w = *s_.weights;
-  const double d = s_.model.model_dim();
-  const double sec = cpu_attention_s(cpu_attention_cost(tokens, d, static_cast<double>(s_.model.kv_bytes_per_token_layer())),
-                                     w.cpu_flops, w.cpu_mem_Bps);
-  const size_t gpu = s_.gpu_dev, host = static_cast<size_t>(w.homes().dram);
-  auto submit = [&](Stream& st, TransferJob job) {
-    job.step = step;
-    job.layer = static_cast<int32_t>(layer);
-    const JobId id = job.id;
-    st.submit(std::move(job));
-    return id;
-  };
-  const JobId q = submit(tp_.activations(true), TransferJob{board_.create(), gpu, host, query_bytes, {}, -1, 0, "activations"});
-  const JobId a = submit(cpu_stream(), TransferJob{board_.create(), 0, 0, 0, {q}, s_.cpu_dev, sec, "attention"});
-  const JobId out = submit(tp_.activations(false), TransferJob{board_.create(), host, gpu, output_bytes, {a}, -1, 0, "activations"});
-  board_.wait(out);
-  w.cpu_attention_s += sec;
-}
-
-void LayerPipeline::move_hidden(double bytes, int32_t step, uint32_t layer) {
-  const size_t gpu = s_.gpu_dev, host = static_cast<size_t>(s_.weights->homes().dram);
-  TransferJob out{board_.create(), gpu, host, bytes, {}, -1, 0, "hidden"};
-  TransferJob in{board_.create(), host, gpu, bytes, {out.id}, -1, 0, "hidden"};
-  out.step = in.step = step;
-  out.layer = in.layer = static_cast<int32_t>(layer);
-  const JobId done = in.id;
-  tp_.activations(true).submit(std::move(out));
-  tp_.activations(false).submit(std::move(in));
-  const double t0 = sg4::Engine::get_clock();
-  board_.wait(done);
-  s_.weights->hidden_wait_s += sg4::Engine::get_clock() - t0;
 }
 
 // ---- serving (serving.kv "tiered") ----

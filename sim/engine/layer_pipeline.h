@@ -16,6 +16,7 @@
 #include "sim/core/engine_setup.h"
 #include "sim/engine/invariants.h"
 #include "sim/engine/layer_slot.h"
+#include "sim/engine/offload.h"
 #include "sim/engine/scoring.h"
 #include "sim/kv/kv_store.h"
 #include "sim/platform/gpu_stream.h"
@@ -85,28 +86,9 @@ class LayerPipeline {
   // Pass 2: what of sel_ is below the GPU is fetched or promoted.
   void fetch_selected(Slot& slot, uint32_t layer);
   double crossing_bytes(TierId t, uint32_t layer, double raw) const;
-  // The work queue of the CPU (attention, copies into pinned buffers).
-  Stream& cpu_stream() { return tp_.stream(static_cast<size_t>(s_.cpu_dev), static_cast<size_t>(s_.cpu_dev)); }
   void append(uint64_t k);
   void compute(double seconds, const char* phase, int64_t step, uint32_t layer, uint64_t kv_blocks);
   void load_next_request();
-  // policies.weights (sim/platform/weight_stream.h): waits for layer `layer`'s
-  // weights, issuing the next layer's load first when loads overlap compute.
-  void wait_weights(uint32_t layer, int32_t step);
-  // Its two halves: issue (returns the job the layer waits for) and wait.
-  JobId issue_weights(uint32_t layer, int32_t step);
-  void await_weights(JobId j);
-  // One decode layer under policies.weights: gpu_batches kernels that share
-  // one weight load (`weights`, issued by issue_weights), each followed by
-  // its CPU attention where that is on.
-  void offload_compute(Slot& slot, uint64_t k, JobId weights);
-  // Attention of `tokens` cached tokens on the CPU: the query to host
-  // memory, the CPU's pass, the output back; the GPU waits for the output.
-  void cpu_attention(double tokens, double query_bytes, double output_bytes, int32_t step, uint32_t layer);
-  // Hidden states in host memory (policies.weights.activations "cpu"):
-  // `bytes` to host memory, then `bytes` back, one after the other on the
-  // activation streams; the GPU waits for both.
-  void move_hidden(double bytes, int32_t step, uint32_t layer);
   // Samples tier occupancy, then submits every open transfer.
   void flush(Slot* slot);
 
@@ -122,12 +104,8 @@ class LayerPipeline {
   uint32_t depth_ = 0;
   InvariantChecker* check_ = nullptr;
   std::unique_ptr<AppScoring> scoring_;  // APP (the evaluation policy splits scoring), else null
+  std::unique_ptr<WeightOffload> offload_;  // policies.weights other than "gpu", else null
   std::vector<Slot> ring_;
-  // policies.weights.pin_cache false: the first share of each layer's KV
-  // copy into pinned buffers issued since the last kernel, and the bytes
-  // of the other shares, copied one before each later GPU batch.
-  std::vector<JobId> pins_;
-  double pin_rest_bytes_ = 0;
   std::vector<AttentionRecord> recs_;  // this (step, layer)'s records, one per trace sequence
   AttentionRecord iter_rec_;           // serving: the record of one request at one layer
   std::vector<float> mass_of_;         // per block index: the current record's mass
@@ -135,9 +113,7 @@ class LayerPipeline {
   std::vector<uint32_t> idx_;
   std::vector<uint32_t> pred_;
   std::vector<float> obs_mass_;
-  uint64_t weight_iter_ = 0, weight_iters_ = 0;  // layer computations so far, and in the run
   double gpu_tier_fraction_ = 0;         // stored / raw bytes of a GPU tier block, over layers
-  double weights_codec_s_ = 0;           // GPU codec work of policies.weights for the next kernel
   uint64_t clock_base_ = 0;               // serving: layer computations of the iterations so far
   std::deque<StagedWrites> prefill_staged_;  // prefill output still being written down, oldest first
   double prefill_staged_sum_ = 0;

@@ -22,8 +22,7 @@ KvStore::KvStore(EngineSetup& s, EngineCounters& c) : s_(s), c_(c) {
   if (t_.tiers.size() > 8) throw ConfigError("hardware.tiers: at most 8 tiers");
   // What the GPU has for KV: its tier (if it is one) and the staging buffers
   // KV streamed through it lands in.
-  s_.gpu_free_bytes = s_.gpu_model->capacity_bytes() -
-                      (s_.weights ? s_.weights->gpu_bytes() + s_.weights->gpu_staging_bytes() : model.weight_bytes());
+  s_.gpu_free_bytes = s_.gpu_model->capacity_bytes() - s_.gpu_weight_bytes();
   if (!s_.gpu_tier && prefill_output_bytes() > s_.gpu_free_bytes)
     throw ConfigError("hardware.devices." + hw.gpu + ": one sequence's prompt KV of one layer (" +
                       std::to_string(prefill_output_bytes() / 1e9) + " GB), computed in prefill, does not fit the " +
@@ -63,13 +62,13 @@ void KvStore::add_tier(size_t i) {
     s_.gpu_tier = true;
     // With policies.weights, the GPU keeps its share of the weights and
     // the buffers streamed layers land in.
-    const double w = s_.weights ? s_.weights->gpu_bytes() + s_.weights->gpu_staging_bytes() : model.weight_bytes();
+    const double w = s_.gpu_weight_bytes();
     cap -= w;
     why = " after " + std::to_string(w / 1e9) + " GB of weights";
-  } else if (s_.weights && s_.weights->tier_bytes(static_cast<int>(i)) > 0) {
+  } else if (s_.tier_weight_bytes(i) > 0) {
     // Host memory and disk hold the weights' other shares (DRAM also the
     // buffer disk weights pass through); KV gets the rest.
-    const double w = s_.weights->tier_bytes(static_cast<int>(i));
+    const double w = s_.tier_weight_bytes(i);
     cap -= w;
     why = " after " + std::to_string(w / 1e9) + " GB of weights (policies.weights)";
   }
@@ -80,8 +79,7 @@ void KvStore::add_tier(size_t i) {
   double frac = 0;
   for (uint32_t l = 0; l < model.layers; ++l) {
     // policies.weights.compress_cache: group-wise 4-bit KV in every tier.
-    s_.codec.push_back(s_.weights && s_.weights->plan().compress_cache ? s_.weights->cache_codec(s_.gpu_mem_Bps)
-                                                                       : s_.pol.compress->spec(static_cast<TierId>(i), l));
+    s_.codec.push_back(s_.weight_cache_compressed ? s_.weight_cache_codec : s_.pol.compress->spec(static_cast<TierId>(i), l));
     frac += s_.codec.back().stored_fraction() / model.layers;
   }
   ti.capacity_blocks = cap > 0 ? static_cast<uint64_t>(cap / (bb * frac)) : 0;

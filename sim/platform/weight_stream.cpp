@@ -8,6 +8,15 @@ namespace kvtier {
 
 void WeightStreamDeleter::operator()(WeightStream* w) const { delete w; }
 
+void install_weights(EngineSetup& s, WeightStreamPtr w, size_t tiers) {
+  s.weight_gpu_bytes = w->gpu_bytes() + w->gpu_staging_bytes();
+  s.weight_tier_bytes.assign(tiers, 0.0);
+  for (size_t t = 0; t < tiers; ++t) s.weight_tier_bytes[t] = w->tier_bytes(static_cast<int>(t));
+  s.weight_cache_compressed = w->plan().compress_cache;
+  if (s.weight_cache_compressed) s.weight_cache_codec = w->cache_codec(s.gpu_mem_Bps);  // the GPU is bound by now
+  s.weights = std::move(w);
+}
+
 namespace {
 std::string gb(double bytes) {
   char buf[32];

@@ -113,4 +113,8 @@ class WeightStream {
   JobId next_ = kNoJob, next_staging_ = kNoJob;
 };
 
+// Makes `w` the run's weight stream, with the bytes it keeps on the GPU and
+// in each of `tiers` tiers, which the KV store's capacities leave out.
+void install_weights(EngineSetup& s, WeightStreamPtr w, size_t tiers);
+
 }  // namespace kvtier

@@ -243,7 +243,8 @@ void ServingSimulation::bind_policies() {
   if (!plan.pin_weights || !plan.pin_cache)
     throw ConfigError(P + (plan.pin_weights ? "pin_cache" : "pin_weights") +
                       ": the serving engine keeps host memory pinned (set true)");
-  s_.weights = WeightStream::from_config(plan, s_.hw, s_.model, s_.tier_dev, s_.gpu_dev, -1, 1, "none");
+  install_weights(s_, WeightStream::from_config(plan, s_.hw, s_.model, s_.tier_dev, s_.gpu_dev, -1, 1, "none"),
+                  s_.tier_dev.size());
   const WeightStream::Homes& h = s_.weights->homes();
   if (h.disk >= 0 && plan.disk > 0) s_.topo->route(static_cast<size_t>(h.disk), static_cast<size_t>(h.dram));
 }
