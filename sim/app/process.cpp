@@ -90,13 +90,19 @@ namespace {
       ::close(fd);
     }
   }
-  ::execv(exe, argv);
-  const char msg[] = "kvtier: cannot exec ";
-  ssize_t ignored = ::write(2, msg, sizeof msg - 1);
-  ignored = ::write(2, exe, std::strlen(exe));
-  ignored = ::write(2, "\n", 1);
+  if (o.search_path) ::execvp(exe, argv);
+  else ::execv(exe, argv);
+  ssize_t ignored = 0;
+  if (!o.exec_error.empty()) {
+    ignored = ::write(2, o.exec_error.data(), o.exec_error.size());
+  } else {
+    const char msg[] = "kvtier: cannot exec ";
+    ignored = ::write(2, msg, sizeof msg - 1);
+    ignored = ::write(2, exe, std::strlen(exe));
+    ignored = ::write(2, "\n", 1);
+  }
   (void)ignored;
-  ::_exit(127);
+  ::_exit(o.exec_error_status);
 }
 
 }  // namespace

@@ -36,9 +36,13 @@ struct SpawnOptions {
   std::string log;               // stdout and stderr of the child go here ("" = inherited)
   bool append_log = false;       // append to the log rather than truncate it
   bool end_with_parent = false;  // SIGTERM when the parent dies, default SIGINT/SIGTERM/SIGHUP actions
+  bool search_path = false;      // look the program up in PATH (execvp)
+  std::string exec_error;        // stderr when it cannot be run ("" = "kvtier: cannot exec PROGRAM")
+  int exec_error_status = 127;   // the child's exit status then
 };
 
-// Starts argv as a child process; its pid. A child that cannot exec exits 127.
+// Starts argv as a child process; its pid. A child that cannot exec says
+// so on stderr and exits with exec_error_status.
 pid_t spawn(const std::vector<std::string>& argv, const SpawnOptions& options);
 
 // Runs argv (argv[0] the program) to the end with its output appended to

@@ -1,8 +1,8 @@
 #include "sim/app/validate_report.h"
 
-#include <fstream>
 #include <sstream>
 
+#include "sim/app/process.h"
 #include "sim/core/result.h"
 
 namespace kvtier {
@@ -121,15 +121,7 @@ std::string validation_markdown(const json& rep) {
 // Replaces the section between the markers in `doc` (or appends it).
 void write_doc_section(const std::string& doc, const std::string& section) {
   const std::string begin = "<!-- kvtier validate: begin -->", end = "<!-- kvtier validate: end -->";
-  std::string text;
-  {
-    std::ifstream f(doc);
-    if (f) {
-      std::stringstream b;
-      b << f.rdbuf();
-      text = b.str();
-    }
-  }
+  std::string text = read_text(doc);  // "" for a new document
   const std::string block = begin + "\n" + section + end + "\n";
   const size_t a = text.find(begin), z = text.find(end);
   if (a != std::string::npos && z != std::string::npos && z > a)
