@@ -114,48 +114,77 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-int run_replay(ReplayCli& o) {
-  auto t0 = std::chrono::steady_clock::now();
-  LlmSpec model = load_model(o.model);
+// Every option checked, and every policy name, before the trace is read.
+std::vector<std::string> checked_policies(const ReplayCli& o) {
   if (o.semantics != "block" && o.semantics != "prefix")
     throw ConfigError("--semantics: expected block or prefix, got '" + o.semantics + "'");
   if (o.admission != "always" && o.admission != "second")
     throw ConfigError("--admission: expected always or second, got '" + o.admission + "'");
   if (o.repeat < 1) throw ConfigError("--repeat: expected at least 1");
-  // Check every policy name before the trace is read.
   std::vector<std::string> policies = split_list(o.policies);
   for (const auto& p : policies) Registry<EvictionPolicy>::instance().find(p, "--policy");
   for (const auto& a : o.policy_params)
     if (a.find('.') == std::string::npos || a.find('=') == std::string::npos)
       throw ConfigError("--policy-param '" + a + "': expected POLICY.KEY=VALUE, e.g. lfu.keep_history=false");
-
   if (o.stream && o.stack) throw ConfigError("--stream: not with --stack-distance");
-  auto src = open_input(o.trace, o.synthetic);
-  // --stream: a first pass numbers the blocks (memory: the distinct blocks),
-  // the replay then reads the source again; otherwise the dense stream is
-  // kept in memory (4 bytes per reference) and replayed from there.
+  return policies;
+}
+
+// The block stream of the input. With --stream, a first pass numbers the
+// blocks (memory: the distinct blocks; `dense` maps each block id to its
+// number) and the replay reads the source again; otherwise the dense stream
+// is kept in memory (4 bytes per reference) and replayed from there.
+struct Input {
   BlockStream s;
   std::unordered_map<uint64_t, uint32_t> dense;
   uint64_t n_refs = 0;
-  if (o.stream) {
-    if (!src->has_blocks()) load_block_stream(*src);  // throws: no block ids
-    s.name = src->name();
-    s.block_tokens = src->block_tokens();
-    Request r;
-    while (src->next(r)) {
-      for (uint64_t b : r.blocks)
-        if (dense.try_emplace(b, uint32_t(s.ids.size())).second) {
-          if (s.ids.size() >= 0xFFFFFFFEull) throw ConfigError(s.name + ": more than 2^32 - 2 distinct blocks");
-          s.ids.push_back(b);
-        }
-      n_refs += r.blocks.size();
-      ++s.requests;
-    }
-  } else {
+};
+
+Input read_input(const ReplayCli& o) {
+  Input in;
+  auto src = open_input(o.trace, o.synthetic);
+  BlockStream& s = in.s;
+  if (!o.stream) {
     s = load_block_stream(*src);
-    n_refs = s.refs.size();
+    in.n_refs = s.refs.size();
+    return in;
   }
-  double load_s = seconds_since(t0);
+  if (!src->has_blocks()) load_block_stream(*src);  // throws: no block ids
+  s.name = src->name();
+  s.block_tokens = src->block_tokens();
+  Request r;
+  while (src->next(r)) {
+    for (uint64_t b : r.blocks)
+      if (in.dense.try_emplace(b, uint32_t(s.ids.size())).second) {
+        if (s.ids.size() >= 0xFFFFFFFEull) throw ConfigError(s.name + ": more than 2^32 - 2 distinct blocks");
+        s.ids.push_back(b);
+      }
+    in.n_refs += r.blocks.size();
+    ++s.requests;
+  }
+  return in;
+}
+
+// --tier NAME:CAPACITY[:POLICY].
+ReplayTierSpec parse_tier(const std::string& spec, const ReplayConfig& base, const BlockStream& s,
+                          const std::vector<std::string>& policy_params) {
+  size_t a = spec.find(':');
+  if (a == std::string::npos || a == 0)
+    throw ConfigError("--tier '" + spec + "': expected NAME:CAPACITY[:POLICY], e.g. gpu:4GiB:lru");
+  size_t b = spec.find(':', a + 1);
+  ReplayTierSpec t;
+  t.name = spec.substr(0, a);
+  std::string cap = spec.substr(a + 1, b == std::string::npos ? std::string::npos : b - a - 1);
+  t.capacity_blocks = parse_capacity(cap, base.block_bytes, s.blocks());
+  std::string pol = b == std::string::npos ? "lru" : spec.substr(b + 1);
+  Registry<EvictionPolicy>::instance().find(pol, "--tier " + spec);
+  t.policy = policy_json(pol, policy_params);
+  return t;
+}
+
+// The replay every run starts from: block size, semantics and the
+// hierarchy (--tier ..., or one tier "cache").
+ReplayConfig base_config(const ReplayCli& o, const LlmSpec& model, const BlockStream& s, bool have_capacities) {
   ReplayConfig base;
   base.block_tokens = o.block_tokens ? o.block_tokens : s.block_tokens;
   base.block_bytes = model.kv_bytes_per_token() * base.block_tokens;
@@ -164,124 +193,167 @@ int run_replay(ReplayCli& o) {
   base.admission = o.admission == "second" ? ReplayAdmission::Second : ReplayAdmission::Always;
   base.semantics = o.semantics == "prefix" ? ReplaySemantics::Prefix : ReplaySemantics::Block;
   base.repeat = o.repeat;
-
-  // The hierarchy: --tier NAME:CAPACITY[:POLICY] ..., or one tier "cache".
-  for (const auto& spec : o.tiers) {
-    size_t a = spec.find(':');
-    if (a == std::string::npos || a == 0)
-      throw ConfigError("--tier '" + spec + "': expected NAME:CAPACITY[:POLICY], e.g. gpu:4GiB:lru");
-    size_t b = spec.find(':', a + 1);
-    ReplayTierSpec t;
-    t.name = spec.substr(0, a);
-    std::string cap = spec.substr(a + 1, b == std::string::npos ? std::string::npos : b - a - 1);
-    t.capacity_blocks = parse_capacity(cap, base.block_bytes, s.blocks());
-    std::string pol = b == std::string::npos ? "lru" : spec.substr(b + 1);
-    Registry<EvictionPolicy>::instance().find(pol, "--tier " + spec);
-    t.policy = policy_json(pol, o.policy_params);
-    base.tiers.push_back(t);
-  }
-  std::vector<std::string> caps = split_list(o.capacities);
+  for (const auto& spec : o.tiers) base.tiers.push_back(parse_tier(spec, base, s, o.policy_params));
   if (base.tiers.empty()) {
-    if (caps.empty()) throw ConfigError("replay: give --capacity (one or more) or --tier NAME:CAPACITY[:POLICY]");
+    if (!have_capacities) throw ConfigError("replay: give --capacity (one or more) or --tier NAME:CAPACITY[:POLICY]");
     base.tiers.push_back({"cache", 0, json{{"name", "lru"}}});
   }
+  return base;
+}
+
+// One run: the base with the top tier's capacity `c0` and, unless `p` is
+// empty (each tier's own), policy `p` in every tier.
+ReplayConfig run_config(const ReplayConfig& base, const std::string& p, uint64_t c0,
+                        const std::vector<std::string>& policy_params) {
+  ReplayConfig c = base;
+  c.tiers[0].capacity_blocks = c0;
+  if (!p.empty())
+    for (auto& t : c.tiers) t.policy = policy_json(p, policy_params);
+  return c;
+}
+
+// The runs' results as report.json's "runs" and the CSV rows.
+struct Runs {
+  json runs = json::array();
+  std::string csv = csv_header();
+  uint64_t replayed = 0;
+
+  // A run's result; `references` is what replaying it read.
+  void add(const ReplayResult& r, const ReplayConfig& c, const char* method, uint64_t references) {
+    replayed += references;
+    json j = to_json(r, c);
+    j["method"] = method;
+    runs.push_back(j);
+    csv += csv_rows(r, c);
+  }
+};
+
+// --stack-distance: one LRU stack pass gives every capacity's hits.
+void replay_by_stack(const ReplayCli& o, const BlockStream& s, const ReplayConfig& base,
+                     const std::vector<uint64_t>& cap_blocks, const std::vector<std::string>& policies, Runs& out) {
+  for (const auto& p : policies)
+    if (!(p.empty() || p == "lru")) throw ConfigError("--stack-distance: only for lru, not '" + p + "'");
+  for (const auto& t : base.tiers)
+    if (policies[0].empty() && t.policy["name"] != "lru") throw ConfigError("--stack-distance: every tier must use lru");
+  if (base.inclusive || !base.promote || base.admission != ReplayAdmission::Always)
+    throw ConfigError("--stack-distance: needs exclusive tiers with promotion and admission always (one LRU stack)");
+  StackDistances sd = lru_stack_distances(s, base.semantics, base.repeat);
+  for (uint64_t c0 : cap_blocks) {
+    ReplayConfig c = base;
+    c.tiers[0].capacity_blocks = c0;
+    ReplayResult r;
+    r.references = sd.references;
+    r.requests = s.requests * base.repeat;
+    uint64_t below = 0;
+    for (auto& t : c.tiers) {
+      t.policy = policy_json("lru", o.policy_params);
+      resolve_params(t.policy, Registry<EvictionPolicy>::instance().find("lru", "lru").params, "lru", {"name"});
+      uint64_t upto = below + t.capacity_blocks;
+      r.tiers.push_back({t.name, t.policy, t.capacity_blocks, sd.hits_within(upto) - sd.hits_within(below)});
+      below = upto;
+    }
+    r.misses = r.references - r.hits();
+    out.add(r, c, "stack_distance", 0);  // the one stack pass read them for every capacity
+  }
+  out.replayed += sd.references;
+}
+
+// --stream: every run's session fed request by request from the source,
+// read again for each repetition.
+void replay_streamed(const ReplayCli& o, const Input& in, const ReplayConfig& base,
+                     const std::vector<uint64_t>& cap_blocks, const std::vector<std::string>& policies, Runs& out) {
+  std::vector<std::unique_ptr<ReplayConfig>> configs;
+  std::vector<std::unique_ptr<ReplaySession>> sessions;
+  for (const auto& p : policies)
+    for (uint64_t c0 : cap_blocks) {
+      configs.push_back(std::make_unique<ReplayConfig>(run_config(base, p, c0, o.policy_params)));
+      sessions.push_back(std::make_unique<ReplaySession>(*configs.back(), in.s.blocks()));
+    }
+  std::vector<uint32_t> buf;
+  Request r;
+  for (uint32_t rep = 0; rep < base.repeat; ++rep) {
+    auto again = open_input(o.trace, o.synthetic);
+    while (again->next(r)) {
+      buf.clear();
+      for (uint64_t b : r.blocks) {
+        auto it = in.dense.find(b);
+        if (it == in.dense.end()) throw ConfigError(in.s.name + ": changed while it was read (a block id not seen before)");
+        buf.push_back(it->second);
+      }
+      for (auto& ss : sessions) ss->request(buf.data(), buf.size());
+    }
+  }
+  for (size_t k = 0; k < sessions.size(); ++k) {
+    const ReplayResult res = sessions[k]->result();
+    out.add(res, *configs[k], "simulation", res.references);
+  }
+}
+
+// The stream in memory, replayed once per run.
+void replay_in_memory(const ReplayCli& o, const BlockStream& s, const ReplayConfig& base,
+                      const std::vector<uint64_t>& cap_blocks, const std::vector<std::string>& policies, Runs& out) {
+  std::unique_ptr<NextReferences> next;
+  for (const auto& p : policies)
+    for (uint64_t c0 : cap_blocks) {
+      ReplayConfig c = run_config(base, p, c0, o.policy_params);
+      if (!next && replay_needs_next(c)) next = std::make_unique<NextReferences>(next_references(s, c.repeat));
+      const ReplayResult res = replay(s, c, next.get());
+      out.add(res, c, "simulation", res.references);
+    }
+}
+
+// report.json (--out), the CSV (--csv), both or neither; or the JSON on
+// stdout when neither is asked for.
+void write_replay(const ReplayCli& o, const json& out, const Runs& runs) {
+  std::string text = out.dump(2) + "\n";
+  {
+    StagedOutputs outputs;  // both files or neither
+    if (!o.csv.empty()) outputs.write(o.csv, runs.csv, "--csv");
+    if (!o.out.empty()) outputs.write(o.out, text, "--out");
+    outputs.commit();
+  }
+  if (o.out.empty() && o.csv.empty()) {
+    std::cout << text;
+    return;
+  }
+  if (o.quiet) return;
+  for (const auto& r : runs.runs) {
+    std::cout << "kvtier: " << r["tiers"][0]["policy"]["name"].get<std::string>();
+    for (const auto& t : r["tiers"])
+      std::cout << "  " << t["name"].get<std::string>() << " " << t["capacity_blocks"].get<uint64_t>()
+                << " blocks: hit ratio " << t["hit_ratio"].get<double>();
+    std::cout << "\n";
+  }
+  if (!o.out.empty()) std::cout << "kvtier: wrote " << o.out << "\n";
+  if (!o.csv.empty()) std::cout << "kvtier: wrote " << o.csv << "\n";
+}
+
+int run_replay(ReplayCli& o) {
+  auto t0 = std::chrono::steady_clock::now();
+  LlmSpec model = load_model(o.model);
+  std::vector<std::string> policies = checked_policies(o);
+  const Input in = read_input(o);
+  const BlockStream& s = in.s;
+  double load_s = seconds_since(t0);
+  std::vector<std::string> caps = split_list(o.capacities);
+  const ReplayConfig base = base_config(o, model, s, !caps.empty());
   std::vector<uint64_t> cap_blocks;
   for (const auto& c : caps) cap_blocks.push_back(parse_capacity(c, base.block_bytes, s.blocks()));
   if (cap_blocks.empty()) cap_blocks.push_back(base.tiers[0].capacity_blocks);
   if (policies.empty()) policies.push_back("");  // each tier's own
 
-  json runs = json::array();
-  std::string csv = csv_header();
-  uint64_t replayed = 0;
+  Runs runs;
   auto t1 = std::chrono::steady_clock::now();
-  if (o.stack) {
-    for (const auto& p : policies)
-      if (!(p.empty() || p == "lru")) throw ConfigError("--stack-distance: only for lru, not '" + p + "'");
-    for (const auto& t : base.tiers)
-      if (policies[0].empty() && t.policy["name"] != "lru")
-        throw ConfigError("--stack-distance: every tier must use lru");
-    if (base.inclusive || !base.promote || base.admission != ReplayAdmission::Always)
-      throw ConfigError("--stack-distance: needs exclusive tiers with promotion and admission always (one LRU stack)");
-    StackDistances sd = lru_stack_distances(s, base.semantics, base.repeat);
-    replayed += sd.references;
-    for (uint64_t c0 : cap_blocks) {
-      ReplayConfig c = base;
-      c.tiers[0].capacity_blocks = c0;
-      ReplayResult r;
-      r.references = sd.references;
-      r.requests = s.requests * base.repeat;
-      uint64_t below = 0;
-      for (auto& t : c.tiers) {
-        t.policy = policy_json("lru", o.policy_params);
-        resolve_params(t.policy, Registry<EvictionPolicy>::instance().find("lru", "lru").params, "lru", {"name"});
-        uint64_t upto = below + t.capacity_blocks;
-        r.tiers.push_back({t.name, t.policy, t.capacity_blocks, sd.hits_within(upto) - sd.hits_within(below)});
-        below = upto;
-      }
-      r.misses = r.references - r.hits();
-      json j = to_json(r, c);
-      j["method"] = "stack_distance";
-      runs.push_back(j);
-      csv += csv_rows(r, c);
-    }
-  } else if (o.stream) {
-    std::vector<std::unique_ptr<ReplayConfig>> configs;
-    std::vector<std::unique_ptr<ReplaySession>> sessions;
-    for (const auto& p : policies)
-      for (uint64_t c0 : cap_blocks) {
-        auto c = std::make_unique<ReplayConfig>(base);
-        c->tiers[0].capacity_blocks = c0;
-        if (!p.empty())
-          for (auto& t : c->tiers) t.policy = policy_json(p, o.policy_params);
-        sessions.push_back(std::make_unique<ReplaySession>(*c, s.blocks()));
-        configs.push_back(std::move(c));
-      }
-    std::vector<uint32_t> buf;
-    Request r;
-    for (uint32_t rep = 0; rep < base.repeat; ++rep) {
-      auto again = open_input(o.trace, o.synthetic);
-      while (again->next(r)) {
-        buf.clear();
-        for (uint64_t b : r.blocks) {
-          auto it = dense.find(b);
-          if (it == dense.end()) throw ConfigError(s.name + ": changed while it was read (a block id not seen before)");
-          buf.push_back(it->second);
-        }
-        for (auto& ss : sessions) ss->request(buf.data(), buf.size());
-      }
-    }
-    for (size_t k = 0; k < sessions.size(); ++k) {
-      ReplayResult r2 = sessions[k]->result();
-      replayed += r2.references;
-      json j = to_json(r2, *configs[k]);
-      j["method"] = "simulation";
-      runs.push_back(j);
-      csv += csv_rows(r2, *configs[k]);
-    }
-  } else {
-    std::unique_ptr<NextReferences> next;
-    for (const auto& p : policies)
-      for (uint64_t c0 : cap_blocks) {
-        ReplayConfig c = base;
-        c.tiers[0].capacity_blocks = c0;
-        if (!p.empty())
-          for (auto& t : c.tiers) t.policy = policy_json(p, o.policy_params);
-        if (!next && replay_needs_next(c)) next = std::make_unique<NextReferences>(next_references(s, c.repeat));
-        ReplayResult r = replay(s, c, next.get());
-        replayed += r.references;
-        json j = to_json(r, c);
-        j["method"] = "simulation";
-        runs.push_back(j);
-        csv += csv_rows(r, c);
-      }
-  }
+  if (o.stack) replay_by_stack(o, s, base, cap_blocks, policies, runs);
+  else if (o.stream) replay_streamed(o, in, base, cap_blocks, policies, runs);
+  else replay_in_memory(o, s, base, cap_blocks, policies, runs);
   double replay_s = seconds_since(t1);
 
   json out{{"kvtier_version", KVTIER_VERSION},
            {"command", "replay"},
            {"trace", s.name},
            {"requests", s.requests * base.repeat},
-           {"references", n_refs * base.repeat},
+           {"references", in.n_refs * base.repeat},
            {"distinct_blocks", s.blocks()},
            {"repeat", base.repeat},
            {"model", model.name},
@@ -291,29 +363,11 @@ int run_replay(ReplayCli& o) {
            {"inclusive", base.inclusive},
            {"promote", base.promote},
            {"admission", o.admission},
-           {"runs", runs}};
-  std::string text = out.dump(2) + "\n";
-  {
-    StagedOutputs outputs;  // both files or neither
-    if (!o.csv.empty()) outputs.write(o.csv, csv, "--csv");
-    if (!o.out.empty()) outputs.write(o.out, text, "--out");
-    outputs.commit();
-  }
-  if (o.out.empty() && o.csv.empty()) std::cout << text;
-  else if (!o.quiet) {
-    for (const auto& r : runs) {
-      std::cout << "kvtier: " << r["tiers"][0]["policy"]["name"].get<std::string>();
-      for (const auto& t : r["tiers"])
-        std::cout << "  " << t["name"].get<std::string>() << " " << t["capacity_blocks"].get<uint64_t>()
-                  << " blocks: hit ratio " << t["hit_ratio"].get<double>();
-      std::cout << "\n";
-    }
-    if (!o.out.empty()) std::cout << "kvtier: wrote " << o.out << "\n";
-    if (!o.csv.empty()) std::cout << "kvtier: wrote " << o.csv << "\n";
-  }
+           {"runs", runs.runs}};
+  write_replay(o, out, runs);
   if (o.timing)
-    std::cerr << "kvtier: load " << load_s << " s, replay " << replay_s << " s, " << double(replayed) / replay_s / 1e6
-              << " M references/s over " << runs.size() << " run(s)\n";
+    std::cerr << "kvtier: load " << load_s << " s, replay " << replay_s << " s, "
+              << double(runs.replayed) / replay_s / 1e6 << " M references/s over " << runs.runs.size() << " run(s)\n";
   return 0;
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "models/param.h"
+#include "sim/app/process.h"
 #include "sim/core/result.h"
 
 namespace kvtier {
@@ -41,21 +42,12 @@ int run_report(const ReportArgs& a) {
     args.push_back("--timeline");
     args.push_back(a.timeline);
   }
-  std::vector<char*> argv;
-  for (auto& s : args) argv.push_back(s.data());
-  argv.push_back(nullptr);
-  pid_t pid = ::fork();
-  if (pid < 0) throw std::runtime_error("fork failed");
-  if (pid == 0) {
-    ::execvp(argv[0], argv.data());
-    const char msg[] = "kvtier: error: report: cannot run python3 (Debian: apt install python3-matplotlib)\n";
-    ssize_t ignored = ::write(2, msg, sizeof msg - 1);
-    (void)ignored;
-    ::_exit(2);
-  }
+  SpawnOptions so;
+  so.search_path = true;
+  so.exec_error = "kvtier: error: report: cannot run python3 (Debian: apt install python3-matplotlib)\n";
+  so.exec_error_status = 2;
   int status = 0;
-  while (::waitpid(pid, &status, 0) < 0) {
-  }
+  wait_for(spawn(args, so), status);
   return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }
 

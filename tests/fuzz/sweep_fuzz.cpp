@@ -1,11 +1,11 @@
-// The sweep file (sim/app/sweep.cpp): keys, base (file or inline), set, grid,
+// The sweep file (sim/app/sweep_file.cpp): keys, base (file or inline), set, grid,
 // zip, points and seed, expanded and every point resolved and validated as
 // `kvtier sweep` does before it runs anything (no point is run here).
-// Validating a point costs a config load and a Simulation constructed, so a
+// Validating a point costs a config load and the engine constructed, so a
 // sweep of the 10^6 points allowed takes tens of minutes to validate: inputs
 // that expand to more than kMaxPoints are skipped rather than reported as
-// timeouts (the limit is kMaxSweepPoints, sim/app/sweep.h).
-#include "sim/app/sweep.h"
+// timeouts (the limit is kMaxSweepPoints, sim/app/sweep_file.h).
+#include "sim/app/sweep_file.h"
 #include "tests/fuzz/fuzz_input.h"
 
 using namespace kvtier;

@@ -1,0 +1,132 @@
+#include "sim/app/run.h"
+
+#include <filesystem>
+#include <iostream>
+
+#include "sim/core/config.h"
+#include "sim/core/result.h"
+#include "sim/engine/engine.h"
+#include "sim/serving/serving.h"
+#include "traces/synthetic.h"
+
+namespace fs = std::filesystem;
+
+namespace kvtier {
+
+EngineKind engine_kind(const json& cfg) {
+  return cfg.is_object() && cfg.contains("serving") ? EngineKind::serving : EngineKind::single_batch;
+}
+
+void resolve_config(json& cfg) {
+  if (engine_kind(cfg) == EngineKind::serving) ServingSimulation sim(cfg);
+  else Simulation sim(cfg);
+}
+
+std::string out_dir_for(const json& cfg) {
+  std::string d = cfg["sim"]["out_dir"].get<std::string>();
+  return d.empty() ? (fs::path("out") / cfg["name"].get<std::string>()).string() : d;
+}
+
+namespace {
+
+// What the two engines' runs write and print besides result.json.
+
+bool writes_steps_csv(const Simulation&, const json& cfg) { return cfg["sim"]["step_csv"].get<bool>(); }
+bool writes_steps_csv(const ServingSimulation&, const json&) { return false; }
+
+// steps.csv beside result.json, when asked for.
+void write_extra(const Simulation& sim, const json& cfg, const std::string& dir, StagedOutputs& outputs) {
+  if (cfg["sim"]["step_csv"].get<bool>())
+    outputs.write((fs::path(dir) / "steps.csv").string(), steps_csv(sim.decode_start(), sim.step_ends()), "--out");
+}
+// requests.csv beside result.json, when asked for.
+void write_extra(const ServingSimulation& sim, const json& cfg, const std::string& dir, StagedOutputs& outputs) {
+  if (cfg["serving"]["request_csv"].get<bool>())
+    outputs.write((fs::path(dir) / "requests.csv").string(), sim.requests_csv(), "--out");
+}
+
+void print_summary(const Simulation&, const json& cfg, const json& metrics) {
+  std::cout << "kvtier: " << cfg["name"].get<std::string>() << ": " << metrics["decode_tokens_per_s"].get<double>()
+            << " tokens/s, TPOT " << metrics["mean_step_latency_s"].get<double>() * 1e3 << " ms, TTFT "
+            << metrics["ttft_s"].get<double>() << " s";
+  // Attention recall needs a trace (workload.trace kind none has none).
+  if (metrics.contains("attention_recall")) std::cout << ", attention recall " << metrics["attention_recall"].get<double>();
+  std::cout << ", simulated " << metrics["simulated_time_s"].get<double>() << " s\n";
+}
+void print_summary(const ServingSimulation&, const json& cfg, const json& metrics) {
+  std::cout << "kvtier: " << cfg["name"].get<std::string>() << ": " << metrics["requests"].get<uint64_t>()
+            << " requests, " << metrics["throughput_tokens_per_s"].get<double>() << " tokens/s, TTFT p50 "
+            << metrics["ttft_s"]["p50"].get<double>() << " s, TPOT p50 " << metrics["tpot_s"]["p50"].get<double>() * 1e3
+            << " ms, " << metrics["preemptions"].get<uint64_t>() << " preemptions, simulated "
+            << metrics["simulated_time_s"].get<double>() << " s\n";
+}
+
+// Runs a loaded config on `Engine`. Every output is staged and renamed into
+// place only when all of them are written, result.json last; a failure (or
+// SIGINT/SIGTERM) leaves nothing.
+template <class Engine>
+int run_on(json& cfg, bool quiet) {
+  Engine sim(cfg);  // validates everything before anything runs or is written
+  const std::string dir = out_dir_for(cfg);
+  const std::string tl = cfg["sim"]["timeline"].get<std::string>();
+  check_run_outputs(dir, tl, writes_steps_csv(sim, cfg));  // --out, --timeline problems before the run
+  StagedOutputs outputs;
+  const std::string tl_stage = tl.empty() ? std::string() : outputs.stage(tl, "--timeline");
+  json metrics = sim.run(tl_stage);
+  write_extra(sim, cfg, dir, outputs);
+  const std::string result = (fs::path(dir) / "result.json").string();
+  outputs.write(result, make_result(cfg, metrics).dump(2) + "\n", "--out");
+  outputs.commit();
+  if (!quiet) {
+    print_summary(sim, cfg, metrics);
+    std::cout << "kvtier: wrote " << result << "\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+int cmd_run(const RunOptions& o) {
+  json cfg = load_config(o.config, o.sets);
+  if (!o.seed.empty()) cfg["sim"]["seed"] = parse_seed(o.seed.front(), "--seed");
+  if (!o.out.empty()) cfg["sim"]["out_dir"] = o.out;
+  if (!o.timeline.empty()) cfg["sim"]["timeline"] = o.timeline;
+  if (engine_kind(cfg) == EngineKind::serving) return run_on<ServingSimulation>(cfg, o.quiet);
+  return run_on<Simulation>(cfg, o.quiet);
+}
+
+int cmd_config(const std::string& config, const std::vector<std::string>& sets) {
+  json cfg = load_config(config, sets);
+  resolve_config(cfg);  // resolved and validated by the engine that would run it
+  std::cout << cfg.dump(2) << "\n";
+  return 0;
+}
+
+int cmd_trace_gen(const std::string& config, const std::vector<std::string>& sets, const std::string& out) {
+  json cfg = load_config(config, sets);
+  LlmSpec m = parse_llm(cfg["model"], "model");
+  const json& w = cfg["workload"];
+  json tr = w["trace"];
+  if (tr.value("kind", "") != "synthetic")
+    throw ConfigError("workload.trace.kind: `trace gen` writes the synthetic generator's trace; this config's is " +
+                      tr.value("kind", json()).dump());
+  SyntheticAttention gen(tr, "workload.trace", m.layers, w["context_tokens"].get<uint32_t>(),
+                         w["decode_steps"].get<uint32_t>(), w["block_tokens"].get<uint32_t>(),
+                         cfg["sim"]["seed"].get<uint64_t>());
+  AttentionHeader h = gen.header();
+  h.model = cfg["model"];
+  std::error_code ec;
+  if (fs::is_directory(out, ec)) throw ConfigError("--out " + out + ": is a folder, expected a file name");
+  JsonlAttentionWriter writer(out, h);
+  AttentionRecord rec;
+  uint64_t n = 0;
+  while (gen.next(rec)) {
+    writer.write(rec);
+    ++n;
+  }
+  writer.close();
+  std::cout << "kvtier: wrote " << n << " records to " << out << "\n";
+  return 0;
+}
+
+}  // namespace kvtier

@@ -1,0 +1,48 @@
+// Which engine runs a configuration, and running it: the one place that
+// chooses between the single-batch decode engine (sim/engine/engine.h) and
+// the serving engine (sim/serving/serving.h, a config with a "serving"
+// section). `kvtier run`, `kvtier config` and `kvtier sweep` (each point's
+// validation and its run) all go through here.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "models/param.h"
+
+namespace kvtier {
+
+enum class EngineKind { single_batch, serving };
+
+// The engine a loaded configuration runs on.
+EngineKind engine_kind(const json& cfg);
+
+// Resolves (defaults filled) and validates `cfg` in place by constructing
+// the engine that runs it; nothing runs and SimGrid is not started. Throws
+// ConfigError naming the file and JSON path.
+void resolve_config(json& cfg);
+
+// sim.out_dir of a resolved config, out/<name> when empty.
+std::string out_dir_for(const json& cfg);
+
+struct RunOptions {
+  std::string config;              // the config file
+  std::vector<std::string> sets;   // PATH=VALUE overrides, in order
+  std::string out;                 // --out ("" = sim.out_dir)
+  std::string timeline;            // --timeline ("" = sim.timeline)
+  std::vector<std::string> seed;   // --seed (at most one)
+  bool quiet = false;
+};
+
+// `kvtier run`: loads, resolves and runs the config on its engine and writes
+// result.json (and steps.csv or requests.csv as the config asks), staged so
+// that a failure leaves nothing. Returns the exit status.
+int cmd_run(const RunOptions& options);
+
+// `kvtier config`: prints the fully resolved configuration.
+int cmd_config(const std::string& config, const std::vector<std::string>& sets);
+
+// `kvtier trace gen`: writes the synthetic trace of a config.
+int cmd_trace_gen(const std::string& config, const std::vector<std::string>& sets, const std::string& out);
+
+}  // namespace kvtier
