@@ -3,6 +3,7 @@
 #include <zstd.h>
 #include <zstd_errors.h>
 
+#include <cerrno>
 #include <cmath>
 #include <cstring>
 
@@ -335,7 +336,7 @@ BinaryTraceWriter::BinaryTraceWriter(const std::string& path, const AttentionHea
   unsigned char b[12];
   std::memcpy(b, kBinaryTraceMagic, 8);
   put_u32(b + 8, kBinaryContainerVersion);
-  std::fwrite(b, 1, 12, f_);
+  put(b, 12);
   json j = trace_header_json(h, head_groups);
   j["mass_encoding"] = to_string(enc);
   const std::string text = j.dump();
@@ -351,6 +352,14 @@ BinaryTraceWriter::~BinaryTraceWriter() {
   ZSTD_freeCCtx(static_cast<ZSTD_CCtx*>(cctx_));
 }
 
+// Every write is checked: a full disk stops the writer at its first failed
+// chunk (the caller exits 2, and the unfinished file is removed), instead of
+// generating on until close.
+void BinaryTraceWriter::put(const void* data, size_t n) {
+  if (std::fwrite(data, 1, n, f_) != n)
+    throw ConfigError(path_ + ": write failed (" + std::strerror(errno) + "); nothing was written");
+}
+
 void BinaryTraceWriter::flush(uint32_t tag) {
   comp_.resize(ZSTD_compressBound(raw_.size()));
   const size_t c = ZSTD_compress2(static_cast<ZSTD_CCtx*>(cctx_), comp_.data(), comp_.size(), raw_.data(), raw_.size());
@@ -360,8 +369,8 @@ void BinaryTraceWriter::flush(uint32_t tag) {
   put_u32(b + 4, static_cast<uint32_t>(in_chunk_));
   put_u32(b + 8, static_cast<uint32_t>(raw_.size()));
   put_u32(b + 12, static_cast<uint32_t>(c));
-  std::fwrite(b, 1, 16, f_);
-  std::fwrite(comp_.data(), 1, c, f_);
+  put(b, 16);
+  put(comp_.data(), c);
   raw_.clear();
   in_chunk_ = 0;
 }

@@ -71,6 +71,7 @@ class BinaryTraceWriter : public AttentionWriter {
   void close() override;
 
  private:
+  void put(const void* data, size_t n);
   void flush(uint32_t tag);
   void varint(uint64_t v);
   void mass(float m);

@@ -1,14 +1,25 @@
 #include "traces/attention_trace.h"
 
+#include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <fstream>
 #include <functional>
 #include <tuple>
 
 #include "traces/line_reader.h"
 
 namespace kvtier {
+
+namespace {
+// A writer stops at its first failed write (a full disk): the caller exits 2
+// and the unfinished file is removed, instead of writing on until close.
+void check_written(const std::ofstream& out, const std::string& path) {
+  if (!out) throw ConfigError(path + ": write failed (" + std::strerror(errno) + "); nothing was written");
+}
+}  // namespace
 
 static constexpr const char* kFormat = "kvtier-attention-trace";
 
@@ -169,6 +180,7 @@ void JsonlAttentionWriter::write(const AttentionRecord& rec) {
   // Masses through nlohmann so the text round-trips to the same float.
   for (size_t i = 0; i < rec.mass.size(); ++i) out_ << (i ? "," : "") << json(rec.mass[i]).dump();
   out_ << "]}\n";
+  check_written(out_, path_);
 }
 
 void JsonlAttentionWriter::close() {
@@ -491,6 +503,7 @@ void JsonlTraceWriter::prompt(uint32_t layer, uint32_t seq, const std::vector<fl
   }
   buf_ += "]}\n";
   out_ << buf_;
+  check_written(out_, path_);
 }
 
 void JsonlTraceWriter::write(const AttentionRecord& rec, const std::vector<float>* group_mass) {
@@ -524,6 +537,7 @@ void JsonlTraceWriter::write(const AttentionRecord& rec, const std::vector<float
   }
   buf_ += "}\n";
   out_ << buf_;
+  check_written(out_, path_);
 }
 
 void JsonlTraceWriter::close() {

@@ -185,6 +185,29 @@ void apply_set(json& cfg, const std::string& assignment) {
   }
 }
 
+std::string one_line(const std::string& text) {
+  static const char hex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(text.size());
+  for (char ch : text) {
+    const unsigned char c = static_cast<unsigned char>(ch);
+    if (c >= 0x20 && c != 0x7f) {
+      out += ch;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else {
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    }
+  }
+  return out;
+}
+
 std::string plain_numbers(const std::string& text) {
   // std::to_string(double) always prints six decimals ("13.400000"): trim
   // the trailing zeros of any such number so messages read "13.4".
@@ -309,6 +332,9 @@ json load_config(const std::string& given, const std::vector<std::string>& sets)
   try {
     path = find_data_file(given, "", given);
   } catch (const ConfigError&) {
+    std::error_code ec;
+    if (fs::is_directory(given, ec))
+      throw ConfigError(given + ": is a directory; expected a config file (a JSON object, e.g. configs/default.json)");
     throw ConfigError(given + ": no such config file" +
                       (fs::path(given).is_relative()
                            ? std::string(" (looked in the current directory and in ") + KVTIER_SOURCE_DIR + ")"

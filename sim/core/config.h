@@ -37,6 +37,10 @@ void apply_set(json& cfg, const std::string& assignment);
 
 // An error message with std::to_string's six-decimal numbers trimmed ("13.4", not "13.400000").
 std::string plain_numbers(const std::string& text);
+// A message fit for one terminal line: control characters in it (a key with
+// a newline, an ANSI escape quoted from a user's file) written as \n, \t,
+// \r or \xNN, so an error stays one line and cannot drive the terminal.
+std::string one_line(const std::string& text);
 
 // Workload limits (docs/config.md, "Limits"): every count the engine keeps
 // as a 32-bit integer stays far from wrapping, and the KV blocks it tracks

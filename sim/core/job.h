@@ -28,6 +28,9 @@ class MoveSink {
   // from_ep to to_ep once `wait_for` (whatever is still moving the block)
   // is done; the job that moves them.
   virtual JobId add(size_t from_ep, size_t to_ep, uint32_t layer, double raw_bytes, JobId wait_for) = 0;
+  // A predicted block of `layer` read from tier `from` into the GPU tier
+  // (endpoint 0), off the critical path; the job that moves it.
+  virtual JobId add_prefetch(size_t from, uint32_t layer, double raw_bytes, JobId wait_for) = 0;
   // Whether job j has finished (kNoJob has).
   virtual bool done(JobId j) const = 0;
 };

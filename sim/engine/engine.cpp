@@ -7,6 +7,7 @@
 #include "sim/core/config.h"
 #include "sim/engine/invariants.h"
 #include "sim/engine/layer_pipeline.h"
+#include "sim/engine/scoring.h"
 #include "sim/platform/platform.h"
 #include "sim/platform/streams.h"
 #include "sim/core/timeline.h"
@@ -65,85 +66,11 @@ Simulation::Simulation(json& cfg) : cfg_(cfg) {
                                            pol["compression"]["name"].get<std::string>());
   }
   kv_ = std::make_unique<KvStore>(s_, c_);  // the block table and the tiers' capacity
-  BlockTable& t_ = kv_->table();
+  const BlockTable& t_ = kv_->table();
 
-  if (s_.pol.eval->scoring()) {
-    if (s_.cpu_dev < 0 || s_.fpga_dev < 0)
-      throw ConfigError("policies.evaluation: '" + pol["evaluation"]["name"].get<std::string>() +
-                        "' splits scoring between a CPU and an FPGA; hardware.devices needs a device of kind cpu and one of "
-                        "kind ku15p");
-    if (const ThermalParams* tp = fpga_thermal(*s_.hw.devices[static_cast<size_t>(s_.fpga_dev)].model))
-      s_.thermal = std::make_unique<ThermalModel>(*tp);
-    // Keys are scored where they live: each tier below the GPU must be host
-    // memory (the CPU scores it) or the SmartSSD next to the FPGA.
-    for (size_t t = 0; t < s_.tier_dev.size(); ++t) {
-      const size_t d = s_.tier_dev[t];
-      if (d == s_.gpu_dev) continue;
-      const DeviceModel& dm = *s_.hw.devices[d].model;
-      if (s_.hw.devices[d].kind == "smartssd" && s_.ssd_dev < 0) s_.ssd_dev = static_cast<int>(d);
-      else if (dm.role() == DeviceRole::Memory && s_.host_mem_dev < 0) s_.host_mem_dev = static_cast<int>(d);
-      else
-        throw ConfigError("policies.evaluation: '" + pol["evaluation"]["name"].get<std::string>() +
-                          "' scores keys where they live, host memory on the CPU and a SmartSSD on its FPGA; tier '" +
-                          s_.hw.tiers[t] + "' (kind " + s_.hw.devices[d].kind + ") has no scorer");
-    }
-    const int bits = s_.pol.eval->scoring()->bits();
-    s_.rates.f_c = s_.hw.devices[static_cast<size_t>(s_.cpu_dev)].model->scoring_Bps(bits);
-    if (s_.host_mem_dev >= 0)  // q.K is one multiply per key byte: the CPU is capped by its memory
-      s_.rates.f_c = std::min(s_.rates.f_c, s_.hw.devices[static_cast<size_t>(s_.host_mem_dev)].model->read_Bps());
-    s_.fpga_compute_Bps = s_.hw.devices[static_cast<size_t>(s_.fpga_dev)].model->scoring_Bps(bits);
-    s_.rates.f_s = s_.fpga_compute_Bps;
-    const ScoringSplit& sc = *s_.pol.eval->scoring();
-    if (sc.key_copy_in_fpga_memory()) {
-      const FpgaMemory* m = fpga_memory(*s_.hw.devices[static_cast<size_t>(s_.fpga_dev)].model);
-      if (!m || !(m->bytes > 0))
-        throw ConfigError("policies.evaluation.key_copy: 'fpga_dram' needs memory on the FPGA; hardware.devices." +
-                          s_.hw.devices[static_cast<size_t>(s_.fpga_dev)].name + ".dram_GB is 0");
-      s_.fpga_mem = *m;
-      for (size_t t = 0; t < s_.tier_dev.size(); ++t)
-        if (static_cast<int>(s_.tier_dev[t]) == s_.ssd_dev) s_.key_copy_tier = static_cast<int>(t);
-    }
-    // The keys of one block are its key half at the scoring precision, read
-    // as one request of that size (a separate copy, contiguous per block).
-    const double key_slice = static_cast<double>(t_.block_bytes) / 2.0 * bits / 16.0;
-    if (s_.key_copy_tier >= 0) {
-      // The closed form's f_s takes the copy as fitting: the FPGA then reads
-      // its keys from its memory.
-      s_.rates.f_s = std::min(s_.rates.f_s, s_.fpga_mem.Bps);
-    } else if (s_.ssd_dev >= 0) {  // the FPGA streams keys off its NAND: capped by that path at key-slice requests
-      const DeviceModel& ssd = *s_.hw.devices[static_cast<size_t>(s_.ssd_dev)].model;
-      s_.rates.f_s = std::min(s_.rates.f_s, ssd.read_Bps() * ssd.read_efficiency(key_slice, 1));
-    }
-    if (sc.attends_in_storage()) bind_storage_attention();
-    if (s_.rates.f_c <= 0 || s_.rates.f_s <= 0)
-      throw ConfigError("hardware.devices: the cpu and ku15p devices must score keys (scoring rate 0 at " +
-                        std::to_string(bits) + " bits)");
-  }
-
+  if (s_.pol.eval->scoring()) AppScoring::bind(s_, t_, pol["evaluation"]["name"].get<std::string>());
   s_.pol.setup(t_);
 }
-// Near-storage attention: the SmartSSD's FPGA attends the drive's blocks
-// with the kernel the policy loads into it, over the FP16 KV as stored, with
-// the query of the layer being computed. The query exists only when the
-// layer runs, so the selection must not run ahead of it (prefetch depth 0).
-void Simulation::bind_storage_attention() {
-  const DeviceEntry& fd = s_.hw.devices[static_cast<size_t>(s_.fpga_dev)];
-  if (!fpga_kernel(*fd.model))
-    throw ConfigError("hardware.devices." + fd.name + ".kind: near_storage attention runs on a ku15p FPGA, not a " +
-                      fd.kind);
-  if (s_.model.dtype_bytes != 2)
-    throw ConfigError("model.dtype_bytes: near_storage attention's kernel reads FP16 KV; expected 2, got " +
-                      std::to_string(s_.model.dtype_bytes));
-  for (size_t t = 0; t < s_.tier_dev.size(); ++t)
-    if (static_cast<int>(s_.tier_dev[t]) == s_.ssd_dev) s_.storage_attention_tier = static_cast<int>(t);
-  if (s_.storage_attention_tier < 0)
-    throw ConfigError("hardware.tiers: near_storage attention attends the blocks of a SmartSSD tier; there is none");
-  if (s_.pol.prefetch->depth() > 0 || s_.pol.prefetch->adapts_depth())
-    throw ConfigError("policies.prefetch: near_storage attention needs each layer's query before the drive attends "
-                      "its blocks, so selection cannot run ahead; expected depth 0 (\"none\")");
-  s_.fpga_attention_Bps = s_.pol.eval->scoring()->attention_Bps();
-}
-
 // KV read through the GPU (not kept in its tier) lands in staging buffers:
 // the layer computing and the layers fetched ahead of it; prompt KV that
 // prefill writes below stays in GPU memory until its write lands. Both take
@@ -177,27 +104,7 @@ json Simulation::run(const std::string& timeline_path) {
   std::unique_ptr<InvariantChecker> checker;  // before any transfer is submitted: it counts them
   if (check) checker = std::make_unique<InvariantChecker>(s_, *kv_, *board_, *platform_);
   std::vector<std::pair<size_t, size_t>> scoring_pairs;
-  const size_t gpu = s_.gpu_dev, fpga = static_cast<size_t>(s_.fpga_dev);
-  const size_t host = static_cast<size_t>(s_.host_mem_dev), ssd = static_cast<size_t>(s_.ssd_dev);
-  if (s_.pol.eval->scoring()) {
-    // B_c, B_s of the closed form: the paths the selected KV takes to the GPU.
-    if (s_.host_mem_dev >= 0) {
-      scoring_pairs.emplace_back(host, fpga);
-      s_.rates.b_c = platform_->route(host, gpu).bottleneck_Bps;
-    }
-    if (s_.storage_attention_tier >= 0) {  // the query to the drive's FPGA, its partial output back
-      scoring_pairs.emplace_back(gpu, fpga);
-      scoring_pairs.emplace_back(fpga, gpu);
-    }
-    if (s_.ssd_dev >= 0) {
-      scoring_pairs.emplace_back(ssd, fpga);
-      if (s_.host_mem_dev >= 0) scoring_pairs.emplace_back(ssd, host);
-      s_.rates.b_s = platform_->route(ssd, gpu).bottleneck_Bps;
-    }
-    if (s_.rates.b_c <= 0) s_.rates.b_c = s_.rates.b_s > 0 ? s_.rates.b_s : 1.0;
-    if (s_.rates.b_s <= 0) s_.rates.b_s = s_.rates.b_c;
-    s_.pol.eval->scoring()->configure(s_.rates);
-  }
+  if (s_.pol.eval->scoring()) AppScoring::configure(s_, *platform_, scoring_pairs);
   planner_->make_streams(scoring_pairs);
   planner_->start();
   kv_->start(*planner_);

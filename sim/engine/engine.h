@@ -45,7 +45,6 @@ class Simulation {
 
  private:
   void check_staging_fits() const;
-  void bind_storage_attention();  // near-storage attention: the FPGA kernel, the drive's tier, the schedule
   json& cfg_;
   EngineSetup s_;
   EngineCounters c_;

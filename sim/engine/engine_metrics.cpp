@@ -45,11 +45,10 @@ json kv_counter_metrics(const EngineCounters& c, uint64_t block_bytes) {
           {"kv_block_bytes", block_bytes}};
 }
 
-json engine_metrics(const EngineSetup& s, EngineCounters& c, const KvStore& kv, Platform& platform, double end) {
-  const BlockTable& table = kv.table();
-  const size_t nt = table.tiers.size();
-  // Metrics: names are the contract in docs (result contract). TPOT and
-  // tokens/s are over the measured steps (after workload.warmup_steps).
+namespace {
+// Time: the decode steps (TPOT and tokens/s over the measured steps, after
+// workload.warmup_steps), TTFT, and the GPU's compute stream.
+void time_metrics(json& m, const EngineSetup& s, const EngineCounters& c, double end) {
   std::vector<double> all, lat;
   double prev = c.decode_start;
   for (double e : c.step_end) {
@@ -62,7 +61,6 @@ json engine_metrics(const EngineSetup& s, EngineCounters& c, const KvStore& kv, 
   };
   const double measured_s = std::accumulate(lat.begin(), lat.end(), 0.0);
   const double decode_s = c.step_end.empty() ? 0 : c.step_end.back() - c.decode_start;
-  json m;
   m["simulated_time_s"] = end;
   m["decode_time_s"] = decode_s;
   m["decode_tokens_per_s"] = measured_s > 0 ? double(s.batch) * double(lat.size()) / measured_s : 0.0;
@@ -81,6 +79,11 @@ json engine_metrics(const EngineSetup& s, EngineCounters& c, const KvStore& kv, 
   // The GPU's compute stream over decode, and apart over prefill (TTFT).
   m["gpu_busy_fraction"] = decode_s > 0 ? std::min(1.0, (c.gpu_busy_s - c.gpu_busy_at_decode) / decode_s) : 0.0;
   m["prefill_gpu_busy_fraction"] = c.prefill_end > 0 ? std::min(1.0, c.gpu_busy_at_decode / c.prefill_end) : 0.0;
+}
+
+// Attention and block moves, bytes, and staging.
+void block_metrics(json& m, const EngineSetup& s, EngineCounters& c, const KvStore& kv) {
+  const BlockTable& table = kv.table();
   m["cpu_codec_s"] = c.cpu_codec_s;
   m["prefill_write_wait_s"] = c.prefill_write_wait_s;
   // Attention recall is a mass, and needs a trace; block counts have their own name.
@@ -95,6 +98,10 @@ json engine_metrics(const EngineSetup& s, EngineCounters& c, const KvStore& kv, 
   m["prefetch"] = {{"prefetched_blocks", c.prefetch.prefetched_blocks}, {"used_blocks", c.prefetch.used_blocks},
                    {"accuracy", c.prefetch.accuracy()},                  {"coverage", c.prefetch.coverage()},
                    {"wasted_bytes", c.prefetch.wasted_bytes}};
+}
+
+// APP scoring, or near-storage attention: what the CPU and the FPGA did.
+void scoring_metrics(json& m, const EngineSetup& s, const EngineCounters& c, double end) {
   // Where the FPGA's copy (keys for scoring, K and V for near-storage
   // attention) lives and what it read from where; `what` is "key" or "kv".
   auto fpga_copy = [&](json& a, const std::string& what) {
@@ -141,30 +148,35 @@ json engine_metrics(const EngineSetup& s, EngineCounters& c, const KvStore& kv, 
     }
     m["app"] = a;
   }
-  if (s.overlap_next_load) {
-    // The next batch's first token: its KV load (overlapped with this
-    // decode), then its query tokens through every layer on an idle GPU.
-    const double decode_end = c.step_end.empty() ? c.prefill_end : c.step_end.back();
-    const double q = s.query_tokens, T = s.ctx;
-    double query_s = 0;
-    for (uint32_t l = 0; l < s.model.layers; ++l) query_s += query_kernel_s(s, q, T, s.batch);
-    // Every hop counts: where the load stops short of the GPU (in the tier
-    // above the flash), the next batch's KV still crosses to the GPU, on an
-    // idle link once this decode is done.
-    double copy_s = 0;
-    if (c.next_dst_dev != s.gpu_dev && c.next_copy_bytes > 0) {
-      const PlatformRoute& r = platform.route(c.next_dst_dev, s.gpu_dev);
-      copy_s = r.latency_s + c.next_copy_bytes / (r.bottleneck_Bps * platform.bandwidth_factor(c.next_dst_dev, s.gpu_dev, c.next_copy_bytes));
-    }
-    m["next_request"] = {{"load_end_s", c.next_load_end},
-                         {"load_hidden", c.next_load_end <= decode_end},
-                         {"copy_to_gpu_s", copy_s},
-                         {"ttft_s", std::max(0.0, c.next_load_end - decode_end) + copy_s + query_s}};
+}
+
+// MatKV's next request, loaded while this one decodes.
+json next_request_metrics(const EngineSetup& s, const EngineCounters& c, Platform& platform) {
+  // The next batch's first token: its KV load (overlapped with this
+  // decode), then its query tokens through every layer on an idle GPU.
+  const double decode_end = c.step_end.empty() ? c.prefill_end : c.step_end.back();
+  const double q = s.query_tokens, T = s.ctx;
+  double query_s = 0;
+  for (uint32_t l = 0; l < s.model.layers; ++l) query_s += query_kernel_s(s, q, T, s.batch);
+  // Every hop counts: where the load stops short of the GPU (in the tier
+  // above the flash), the next batch's KV still crosses to the GPU, on an
+  // idle link once this decode is done.
+  double copy_s = 0;
+  if (c.next_dst_dev != s.gpu_dev && c.next_copy_bytes > 0) {
+    const PlatformRoute& r = platform.route(c.next_dst_dev, s.gpu_dev);
+    copy_s = r.latency_s + c.next_copy_bytes / (r.bottleneck_Bps * platform.bandwidth_factor(c.next_dst_dev, s.gpu_dev, c.next_copy_bytes));
   }
-  if (s.weights) m["weights"] = s.weights->metrics();  // policies.weights: where they live, what streamed
-  m["tiers"] = json::object();
-  for (size_t t = 0; t < nt; ++t) {
-    json& tj = m["tiers"][table.tiers[t].name];
+  return {{"load_end_s", c.next_load_end},
+          {"load_hidden", c.next_load_end <= decode_end},
+          {"copy_to_gpu_s", copy_s},
+          {"ttft_s", std::max(0.0, c.next_load_end - decode_end) + copy_s + query_s}};
+}
+
+// Per tier: hits, peak and capacity, and a storage tier's wear.
+json tier_metrics(const EngineSetup& s, const EngineCounters& c, const BlockTable& table, double end) {
+  json tiers = json::object();
+  for (size_t t = 0; t < table.tiers.size(); ++t) {
+    json& tj = tiers[table.tiers[t].name];
     tj["hit_rate"] = c.accesses ? double(c.hits[t]) / double(c.accesses) : 0.0;
     tj["peak_bytes"] = double(c.peak_blocks[t]) * double(table.block_bytes);
     tj["capacity_bytes"] = double(table.tiers[t].capacity_blocks) * double(table.block_bytes);
@@ -176,18 +188,35 @@ json engine_metrics(const EngineSetup& s, EngineCounters& c, const KvStore& kv, 
       if (std::isfinite(y) && y > 0) tj["years_to_wear_out"] = y;
     }
   }
-  // Decode's share of each link's time: from the first decode step to the last step's end.
-  m["links"] = link_metrics(platform, end);
+  return tiers;
+}
+
+// Per link, with decode's share of each link's time: from the first decode
+// step to the last step's end.
+json decode_link_metrics(const EngineCounters& c, Platform& platform, double end) {
+  json links = link_metrics(platform, end);
   if (!c.step_end.empty()) {
     // The snapshots follow platform.stats()' order (result.json's links are sorted by name).
     const double d = c.step_end.back() - c.decode_start;
     const auto& stats = platform.stats();
     for (size_t i = 0; i < stats.size() && i < c.link_busy_at_decode.size() && i < c.link_busy_after_decode.size(); ++i)
-      m["links"][stats[i].name]["decode_busy_fraction"] =
+      links[stats[i].name]["decode_busy_fraction"] =
           d > 0 ? std::min(1.0, (c.link_busy_after_decode[i] - c.link_busy_at_decode[i]) / d) : 0.0;
   }
+  return links;
+}
+}  // namespace
 
-  return m;
+// Names are the contract in docs/results.md.
+json engine_metrics(const EngineSetup& s, EngineCounters& c, const KvStore& kv, Platform& platform, double end) {
+  json m;
+  time_metrics(m, s, c, end);
+  block_metrics(m, s, c, kv);
+  scoring_metrics(m, s, c, end);
+  if (s.overlap_next_load) m["next_request"] = next_request_metrics(s, c, platform);
+  if (s.weights) m["weights"] = s.weights->metrics();  // policies.weights: where they live, what streamed
+  m["tiers"] = tier_metrics(s, c, kv.table(), end);
+  m["links"] = decode_link_metrics(c, platform, end);
   return m;
 }
 

@@ -4,7 +4,7 @@
 
 namespace kvtier {
 
-InvariantChecker::InvariantChecker(const EngineSetup& s, KvStore& kv, JobBoard& board, Platform& platform)
+InvariantChecker::InvariantChecker(const EngineSetup& s, const KvStore& kv, JobBoard& board, Platform& platform)
     : s_(s), kv_(kv), board_(board), platform_(platform) {
   submitted_.assign(platform_.stats().size(), 0.0);
   Stream::observe([this](const TransferJob& j) {

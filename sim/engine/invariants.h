@@ -36,7 +36,7 @@ struct InvariantError : std::runtime_error {
 
 class InvariantChecker {
  public:
-  InvariantChecker(const EngineSetup& s, KvStore& kv, JobBoard& board, Platform& platform);
+  InvariantChecker(const EngineSetup& s, const KvStore& kv, JobBoard& board, Platform& platform);
   ~InvariantChecker();
   void before_attention(uint32_t step, uint32_t layer, const std::vector<BlockId>& on_gpu);
   // `created_per_seq`: the blocks each sequence must have (serving, where
@@ -48,7 +48,7 @@ class InvariantChecker {
   [[noreturn]] void fail(const std::string& what) const;
   void check_time(const char* where);
   const EngineSetup& s_;
-  KvStore& kv_;
+  const KvStore& kv_;
   JobBoard& board_;
   Platform& platform_;
   double last_t_ = 0;

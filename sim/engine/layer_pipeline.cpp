@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "models/cpu_attention.h"
+#include "sim/core/progress.h"
 #include "sim/engine/kernel_cost.h"
 #include "sim/platform/weight_stream.h"
 
@@ -22,6 +23,7 @@ LayerPipeline::LayerPipeline(EngineSetup& s, EngineCounters& c, KvStore& kv, Tra
       board_(board),
       timeline_(timeline),
       gpu_(platform, s.gpu_dev, c, timeline, gpu_track) {
+  if (s_.pol.eval->scoring()) scoring_ = std::make_unique<AppScoring>(s_, c_, kv_, tp_, board_);
   mass_of_.assign(t_.blocks_per_seq_layer, 0.f);
   recs_.assign(s_.trace ? s_.trace->header().sequences : 0, AttentionRecord{});
   if (s_.gpu_tier)
@@ -72,13 +74,9 @@ uint32_t LayerPipeline::prefill_chunk(uint32_t s0, double per_seq) {
   if (s_.gpu_tier && budget() < 2 * per_seq) {
     const double block = static_cast<double>(t_.block_bytes) * gpu_tier_fraction_;
     const uint64_t give = static_cast<uint64_t>(std::ceil((2 * per_seq - budget()) / block));
-    TierInfo& g = t_.tiers[0];
-    const uint64_t cap = g.capacity_blocks > give ? g.capacity_blocks - give : 0;
-    g.capacity_blocks = cap + 1;  // make_room leaves one free slot below its capacity
-    kv_.make_room(0);
     // Blocks the tier cannot give up (pinned) keep their room; the staging
     // check at the end of the run reports an output that then does not fit.
-    g.capacity_blocks = std::max(cap, g.occupied_blocks());
+    kv_.reserve_room(0, give);
   }
   const uint32_t k = static_cast<uint32_t>(std::max(1.0, std::min(double(left), std::floor(budget() / (2 * per_seq)))));
   while (!prefill_staged_.empty() && room() < k * per_seq) {
@@ -139,21 +137,14 @@ void LayerPipeline::prefill() {
   const size_t src = n - 1;
   std::vector<std::vector<JobId>> loads(s_.model.layers);
   double below_per_seq = 0;
-  const uint64_t gpu_capacity = s_.gpu_tier ? t_.tiers[0].capacity_blocks : 0;
   for (uint32_t l = 0; l < s_.model.layers; ++l) {
-    t_.clock = 0;
-    t_.layer = l;
+    kv_.set_clock(0, l);
     // The prompt's own attention is what its blocks have been used for so
     // far: H2O's accumulated mass, top-k's history, HKM's ranking start from it.
     if (s_.trace)
       for (uint32_t s = 0; s < s_.batch; ++s)
         if (const std::vector<float>* pm = s_.trace->prompt(s % s_.trace->header().sequences, l))
-          for (uint32_t i = 0; i < ctx_blocks && i < pm->size(); ++i) {
-            const BlockId b = t_.id(s, l, i);
-            t_.mass[b] = (*pm)[i];
-            t_.last_mass[b] = (*pm)[i];
-            t_.access_count[b] = 1;
-          }
+          for (uint32_t i = 0; i < ctx_blocks && i < pm->size(); ++i) kv_.seed_prompt(t_.id(s, l, i), (*pm)[i]);
     // A computed layer's output sits in GPU memory until it is written to
     // its tier, so the layer runs in kernels of as many sequences as that
     // memory holds (prefill_chunk). What one sequence writes below: at most
@@ -201,13 +192,12 @@ void LayerPipeline::prefill() {
           if (s_.weights && s_.gpu_tier && t == 0) gpu_kept_tokens += double(kv_.held_tokens(b));
           if (t == kDropped || (!s_.prefill_compute && !s_.prefill_load)) continue;
           if (s_.prefill_load) {
-            if (t != src) kv_.pending(b) = tp_.add(src, t, l, kv_.data_bytes(b), kNoJob);
+            kv_.load_from(b, static_cast<TierId>(src), l);
             continue;
           }
           if (!(s_.gpu_tier && t == 0)) {
-            kv_.pending(b) = tp_.add(n, t, l, kv_.data_bytes(b), kNoJob);
-            kv_.pending_src(b) = KvStore::kNoSource;
-            if (out.jobs.empty() || out.jobs.back() != kv_.pending(b)) out.jobs.push_back(kv_.pending(b));
+            const JobId j = kv_.write_output(b, l);
+            if (out.jobs.empty() || out.jobs.back() != j) out.jobs.push_back(j);
             out.bytes += kv_.data_bytes(b);
           }
         }
@@ -230,7 +220,7 @@ void LayerPipeline::prefill() {
       s0 += k;
     }
   }
-  if (s_.gpu_tier) t_.tiers[0].capacity_blocks = gpu_capacity;  // the room prefill output took is free once written
+  if (s_.gpu_tier) kv_.release_room(0);  // the room prefill output took is free once written
   // The first token needs the last layer's KV in place.
   wait_rooms();
   if (!s_.prefill_load) return;
@@ -239,191 +229,6 @@ void LayerPipeline::prefill() {
     for (JobId j : loads[l]) board_.wait(j);
     compute(query_kernel_s(s_, q, T, s_.batch), "query", -1, l, 0);
   }
-}
-
-// APP: this layer's keys are scored where they live: the CPU scores those
-// in host memory, the FPGA those on its SmartSSD (its NAND read is a
-// transfer, so it contends with the SmartSSD's other traffic), the GPU those
-// in its hot pool (a memory-bound pass added to the layer's kernel). Keys a
-// split wants scored on the other side are moved there first. The layer's
-// fetches wait for all of it.
-void LayerPipeline::score(Slot& slot, uint32_t step, uint32_t layer, uint32_t n) {
-  ScoringSplit* sc = s_.pol.eval->scoring();
-  if (sc->attends_in_storage()) {
-    attend_in_storage(slot, step, layer);
-    return;
-  }
-  if (!sc->scores_at(step)) return;
-  const double kb = static_cast<double>(t_.block_bytes) / 2.0 * sc->bits() / 16.0;  // key bytes scored per block
-  double cpu_b = 0, fpga_b = 0, gpu_b = 0;
-  for (uint32_t s = 0; s < s_.batch; ++s)
-    for (uint32_t i = 0; i < n; ++i) {
-      const TierId t = t_.tier[t_.id(s, layer, i)];
-      if (t >= t_.tiers.size()) continue;
-      if (s_.gpu_tier && t == 0) gpu_b += kb;
-      else if (static_cast<int>(s_.tier_dev[t]) == s_.ssd_dev) fpga_b += kb;
-      else cpu_b += kb;
-    }
-  if (cpu_b + fpga_b + gpu_b == 0) return;
-  const ScoringPlan p = sc->plan(cpu_b, fpga_b);
-  slot.extra_gpu_s += gpu_b / s_.gpu_mem_Bps;
-  const size_t c = static_cast<size_t>(s_.cpu_dev), f = static_cast<size_t>(s_.fpga_dev);
-  const size_t ssd = static_cast<size_t>(s_.ssd_dev), host = static_cast<size_t>(s_.host_mem_dev);
-  JobId to_cpu = kNoJob, to_fpga = kNoJob;
-  if (p.moved_to_cpu > 0) {
-    to_cpu = board_.create();
-    tp_.stream(ssd, host).submit(TransferJob{to_cpu, ssd, host, p.moved_to_cpu, {}, -1, 0, "key move"});
-    slot.waits.push_back(to_cpu);
-  }
-  if (p.moved_to_fpga > 0) {
-    to_fpga = board_.create();
-    tp_.stream(host, f).submit(TransferJob{to_fpga, host, f, p.moved_to_fpga, {}, -1, 0, "key move"});
-    slot.waits.push_back(to_fpga);
-  }
-  // Keys the FPGA scores that are on its drive (the rest was moved to it):
-  // from NAND, or as far as the copy in its memory holds them, from there.
-  const double on_drive = p.bytes_fpga - p.moved_to_fpga;
-  const double from_mem = on_drive * key_copy_fit(kb);
-  const double nand = on_drive - from_mem;
-  double fpga_s = fpga_kernel_s(p.bytes_fpga / s_.fpga_compute_Bps);
-  slot.score_cpu = board_.create();
-  slot.score_fpga = board_.create();
-  std::vector<JobId> cdeps, fdeps;
-  add_dep(cdeps, to_cpu);
-  add_dep(fdeps, to_fpga);
-  tp_.stream(c, c).submit(TransferJob{slot.score_cpu, 0, 0, 0, std::move(cdeps), s_.cpu_dev, p.bytes_cpu / s_.rates.f_c, "score"});
-  // The FPGA streams keys from its NAND while it computes: read and compute overlap.
-  // From its own memory the kernel is bound by the slower of its datapath
-  // and that memory's bandwidth.
-  fpga_s = std::max(fpga_s, s_.fpga_mem.read_s(from_mem));
-  tp_.stream(f, f).submit(TransferJob{slot.score_fpga, 0, 0, 0, std::move(fdeps), s_.fpga_dev, fpga_s, "score"});
-  if (nand > 0) {
-    slot.score_read = board_.create();
-    // Each block's keys are a slice of their own (key half x bits/16), read
-    // as one request of that size, not of the FP16 block.
-    TransferJob read{slot.score_read, ssd, f, nand, {}, -1, 0, "key read"};
-    read.request_bytes = kb;
-    tp_.stream(ssd, f).submit(std::move(read));
-    slot.waits.push_back(slot.score_read);
-  }
-  c_.key_bytes_read_nand += nand;
-  c_.key_bytes_read_fpga_memory += from_mem;
-  slot.score_move_cpu = to_cpu;
-  c_.beta_sum += p.beta;
-  ++c_.scored_layers;
-  c_.key_bytes_scored_cpu += p.bytes_cpu;
-  c_.key_bytes_scored_fpga += p.bytes_fpga;
-  c_.key_bytes_scored_gpu += gpu_b;
-  c_.key_bytes_moved += p.moved_to_cpu + p.moved_to_fpga;
-  slot.waits.push_back(slot.score_cpu);
-  slot.waits.push_back(slot.score_fpga);
-}
-
-// The FPGA's kernel for `nominal_s` at its nominal clock, at the clock its
-// temperature gives now (thermal throttling), and the temperature after it.
-double LayerPipeline::fpga_kernel_s(double nominal_s) {
-  double fpga_s = nominal_s;
-  if (s_.thermal && fpga_s > 0) {
-    const double now = sg4::Engine::get_clock();
-    const double dt = std::max(0.0, now - thermal_t_);
-    const bool was = s_.thermal->throttled();
-    s_.thermal->advance(dt, 0.0);  // idle since the last burst
-    if (was) c_.throttled_s += dt;
-    fpga_s *= s_.thermal->params().nominal_clock_MHz / s_.thermal->clock_MHz();
-    if (s_.thermal->throttled()) c_.throttled_s += fpga_s;
-    s_.thermal->advance(fpga_s, 1.0);
-    thermal_t_ = now + fpga_s;
-    c_.thermal_peak_C = std::max(c_.thermal_peak_C, s_.thermal->temperature_C());
-  }
-  return fpga_s;
-}
-
-// Near-storage attention: the blocks of this layer that live on the
-// SmartSSD leave the selection (they never cross PCIe; their attention
-// mass was counted as used: attention is exact). The layer's query goes to
-// the FPGA, which reads their K and V (from its memory as far as the copy
-// there holds them, key_copy_fit, the rest off NAND at block-sized
-// requests, both streamed while it computes), attends them at its
-// full-attention kernel's rate and sends back the partial output with its
-// softmax normaliser (the running max and sum, FP32, per head) so the GPU
-// can merge it with its own part. The GPU's kernel waits for that output.
-// The layer runs its kernel after the drive's part instead of beside it:
-// the GPU's own attention over its few blocks is not overlapped.
-void LayerPipeline::attend_in_storage(Slot& slot, uint32_t step, uint32_t layer) {
-  const TierId st = static_cast<TierId>(s_.storage_attention_tier);
-  double kv_b = 0;
-  std::vector<JobId> writes;  // the drive's blocks still being written (the FPGA reads them after)
-  size_t w = 0;
-  for (BlockId b : sel_) {
-    if (t_.tier[b] != st) {
-      sel_[w++] = b;
-      continue;
-    }
-    kv_b += kv_.data_bytes(b);
-    c_.storage_attention_tokens += kv_.held_tokens(b);
-    ++c_.hits[st];
-    if (!board_.done(kv_.pending(b))) add_dep(writes, kv_.pending(b));
-  }
-  sel_.resize(w);
-  if (kv_b == 0) return;
-  const double from_mem = kv_b * key_copy_fit(static_cast<double>(t_.block_bytes));
-  const double nand = kv_b - from_mem;
-  const double heads = static_cast<double>(s_.batch) * s_.model.heads;
-  const double q_bytes = heads * s_.model.head_dim * 2.0;
-  const double out_bytes = heads * (s_.model.head_dim * 2.0 + 2 * 4.0);
-  const size_t gpu = s_.gpu_dev, f = static_cast<size_t>(s_.fpga_dev), ssd = static_cast<size_t>(s_.ssd_dev);
-  auto job = [&](size_t from, size_t to, double bytes, std::vector<JobId> deps, int exec_on, double sec, const char* label) {
-    TransferJob j{board_.create(), from, to, bytes, std::move(deps), exec_on, sec, label};
-    j.step = static_cast<int32_t>(step);
-    j.layer = static_cast<int32_t>(layer);
-    const JobId id = j.id;
-    tp_.stream(exec_on >= 0 ? f : from, exec_on >= 0 ? f : to).submit(std::move(j));
-    return id;
-  };
-  const JobId q = job(gpu, f, q_bytes, {}, -1, 0, "query");
-  JobId read = kNoJob;
-  if (nand > 0) read = job(ssd, f, nand, writes, -1, 0, "kv read");
-  // The device's thermal clock belongs to its scoring kernel; no throttling
-  // of the attention kernel is reported, so it runs at its own clock.
-  const double fpga_s = std::max(kv_b / s_.fpga_attention_Bps, s_.fpga_mem.read_s(from_mem));
-  writes.push_back(q);
-  const JobId attn = job(0, 0, 0, std::move(writes), s_.fpga_dev, fpga_s, "attention");
-  std::vector<JobId> done{attn};
-  add_dep(done, read);
-  const JobId out = job(f, gpu, out_bytes, std::move(done), -1, 0, "attention output");
-  slot.waits.push_back(out);
-  c_.fpga_score_s += fpga_s;
-  c_.storage_attention_kv_bytes += kv_b;
-  c_.key_bytes_read_nand += nand;
-  c_.key_bytes_read_fpga_memory += from_mem;
-  c_.storage_attention_pcie_bytes += q_bytes + out_bytes;
-  ++c_.scored_layers;
-}
-
-// The copy in the FPGA's memory (key_copy fpga_dram) of what the FPGA reads
-// of every block the SmartSSD holds, copies below a block read up included
-// (APP: the block's score_bits keys; near-storage attention: its FP16 K and
-// V, `key_bytes_per_block` then being the block's bytes), as far as it fits. Scoring reads all of a layer's keys and every
-// layer is scored alike, so which blocks fit does not change the time: the
-// copy is taken to hold the same share of each layer's blocks, capacity /
-// (the drive's blocks x key bytes per block), and the rest is read from
-// NAND. Blocks written to the drive since the last scoring (demotions,
-// prefill output) brought their keys in with their write: the FPGA is the
-// drive's PCIe switch, so it sees the write pass and no extra PCIe traffic
-// is needed; their bytes are counted. Returns the share held, 0 with the
-// copy on NAND.
-double LayerPipeline::key_copy_fit(double key_bytes_per_block) {
-  if (s_.key_copy_tier < 0) return 0.0;
-  const size_t t = static_cast<size_t>(s_.key_copy_tier);
-  const double keys = static_cast<double>(t_.tiers[t].used_blocks) * key_bytes_per_block;
-  const double fit = keys > s_.fpga_mem.bytes ? s_.fpga_mem.bytes / keys : 1.0;
-  const double written = c_.wear[t].host_bytes_written();
-  c_.key_copy_bytes_written +=
-      (written - c_.key_copy_seen_written) * key_bytes_per_block / static_cast<double>(t_.block_bytes) * fit;
-  c_.key_copy_seen_written = written;
-  c_.key_copy_peak_bytes = std::max(c_.key_copy_peak_bytes, std::min(keys, s_.fpga_mem.bytes));
-  c_.key_copy_min_fit = std::min(c_.key_copy_min_fit, fit);
-  return fit;
 }
 
 // What attention will read on the GPU (predictions may move blocks it
@@ -451,10 +256,7 @@ void LayerPipeline::select(uint64_t k) {
   const uint32_t L = s_.model.layers;
   const uint32_t step = static_cast<uint32_t>(k / L), layer = static_cast<uint32_t>(k % L);
   const size_t nt = t_.tiers.size();
-  t_.clock = k + 1;
-  t_.step = step;
-  t_.layer = layer;
-  t_.now_s = sg4::Engine::get_clock();
+  kv_.begin_layer(k + 1, step, layer, sg4::Engine::get_clock());
   Slot& slot = open_slot(k);
   // The trace's records of this (step, layer): one for every sequence, or
   // one per trace sequence (batch sequence s follows trace sequence s % S).
@@ -479,7 +281,7 @@ void LayerPipeline::select(uint64_t k) {
   // while pass 2 makes room.
   for (uint32_t s = 0; s < s_.batch; ++s) use_blocks(step, layer, s, n, s_.trace ? &recs_[s % recs_.size()] : nullptr);
 
-  if (s_.pol.eval->scoring()) score(slot, step, layer, n);
+  if (scoring_) scoring_->score(slot, step, layer, n, sel_);
 
   // Pass 2: fetch what is below the GPU, one transfer per source tier;
   // promote what the promotion policy says.
@@ -548,12 +350,7 @@ void LayerPipeline::use_blocks(uint32_t step, uint32_t layer, uint32_t s, uint32
       continue;
     }
     c_.used_mass += m;
-    t_.last_access[b] = t_.clock;
-    ++t_.access_count[b];
-    t_.mass[b] += m;
-    t_.last_mass[b] = m;
-    s_.pol.evict->on_access(b, t_.tier[b]);
-    s_.pol.promote->on_access(b, t_.tier[b], t_);
+    kv_.touch(b, m);
     sel_.push_back(b);
   }
   if (!dense) s_.pol.prefetch->observe(SelectInput{step, layer, s, n, &idx_, rec ? &obs_mass_ : nullptr}, t_);
@@ -588,19 +385,8 @@ void LayerPipeline::fetch_selected(Slot& slot, uint32_t layer) {
     slot.kv_tokens += kv_.held_tokens(b);
     // A block still being written down is read where its data is: the tier
     // it is leaving, which keeps the memory until the write lands.
-    const bool draining = kv_.pending_src(b) != KvStore::kNoSource && !board_.done(kv_.pending(b));
-    const TierId at = draining ? kv_.pending_src(b) : t;
-    ++c_.hits[at];
-    if (kv_.prefetched(b)) {
-      kv_.prefetched(b) = 0;
-      ++c_.prefetch.used_blocks;
-      if (s_.gpu_tier && at == 0) {
-        ++c_.prefetch.covered_blocks;
-        ++c_.prefetch.needed_blocks;
-      }
-    } else if (!(s_.gpu_tier && at == 0)) {
-      ++c_.prefetch.needed_blocks;
-    }
+    const bool draining = kv_.draining(b);
+    kv_.hit(b);
     if (s_.gpu_tier && t == 0) {
       if (!board_.done(kv_.pending(b))) slot.waits.push_back(kv_.pending(b));
       continue;
@@ -634,24 +420,18 @@ void LayerPipeline::fetch_selected(Slot& slot, uint32_t layer) {
       if (dest < t && kv_.make_room(dest)) {
         if (dest == 0) {
           if (static_cast<int>(t) == pageable_tier) host_raw += bb;
-          JobId fj = tp_.add(t, 0, layer, bb, kv_.pending(b));
-          kv_.move(b, t, 0);
-          kv_.pending(b) = fj;
+          kv_.read_up(b, t, 0, layer);
         } else {
           // Up to an intermediate tier; then on into the GPU where it fits
           // (its copy stays in the intermediate tier), else attention reads
           // it from there.
-          JobId pj = tp_.add(t, dest, layer, bb, kv_.pending(b));
-          kv_.move(b, t, dest);
-          kv_.pending(b) = pj;
+          kv_.read_up(b, t, dest, layer);
           if (kv_.make_room(0)) {
-            kv_.pending(b) = tp_.add(dest, 0, layer, bb, kv_.pending(b));
-            kv_.move(b, dest, 0);
+            kv_.read_up(b, dest, 0, layer);
           } else {
             tp_.add(dest, gpu_ep, layer, bb, kv_.pending(b));
           }
         }
-        kv_.pending_src(b) = KvStore::kNoSource;
         ++c_.promoted_blocks;
         continue;
       }
@@ -663,21 +443,11 @@ void LayerPipeline::fetch_selected(Slot& slot, uint32_t layer) {
 }
 
 void LayerPipeline::predict_for(uint32_t step1, uint32_t layer, uint32_t s, uint32_t n1) {
-  const size_t nt = t_.tiers.size();
   pred_.clear();
   s_.pol.prefetch->predict(SelectInput{step1, layer, s, n1, nullptr, nullptr}, t_, pred_);
   for (uint32_t i : pred_) {
     if (i >= n1) continue;
-    const BlockId b = t_.id(s, layer, i);
-    const TierId t = t_.tier[b];
-    if (t >= nt || t == 0 || kv_.prefetched(b) || !kv_.make_room(0)) continue;
-    const JobId pj = tp_.add_prefetch(t, layer, kv_.data_bytes(b), kv_.pending(b));
-    kv_.move(b, t, 0);
-    kv_.pending(b) = pj;
-    kv_.pending_src(b) = KvStore::kNoSource;
-    kv_.prefetched(b) = 1;
-    kv_.prefetch_src(b) = t;
-    ++c_.prefetch.prefetched_blocks;
+    kv_.prefetch_up(t_.id(s, layer, i), layer);
   }
 }
 
@@ -688,16 +458,8 @@ void LayerPipeline::append(uint64_t k) {
   const uint32_t step = static_cast<uint32_t>(k / L), layer = static_cast<uint32_t>(k % L);
   const uint32_t token = s_.ctx + step;
   const double tok_bytes = static_cast<double>(s_.model.kv_bytes_per_token_layer());
-  const size_t nt = t_.tiers.size();
   for (uint32_t s = 0; s < s_.batch; ++s) {
-    BlockId b = t_.id(s, layer, token / s_.bt);
-    const TierId t = t_.tier[b];
-    if (t == kDropped || t >= nt) continue;
-    t_.dirty[b] = 1;
-    kv_.invalidate_copies(b);
-    if (s_.gpu_tier && t == 0) continue;
-    kv_.pending(b) = tp_.add(nt, t, layer, tok_bytes, kv_.pending(b));
-    kv_.pending_src(b) = KvStore::kNoSource;
+    kv_.write_kv(t_.id(s, layer, token / s_.bt), layer, tok_bytes);
   }
   flush(nullptr);
 }
@@ -754,6 +516,7 @@ void LayerPipeline::load_next_request() {
 }
 
 void LayerPipeline::drive() {
+  Progress progress("decode", s_.steps, "steps");
   weight_iters_ = (s_.prefill_compute ? s_.model.layers : 0) + uint64_t(s_.steps) * s_.model.layers;
   prefill();
   c_.prefill_end = sg4::Engine::get_clock();
@@ -791,7 +554,7 @@ void LayerPipeline::drive() {
       step_t0 = now;
       gpu_busy_t0 = c_.gpu_busy_s;
     }
-    t_.pin_stamp = k + 1;
+    kv_.pin_from(k + 1);
     // This layer's weights (and, with overlap, the next layer's) are issued
     // before the next layer's KV is selected: FlexGen loads layer l+1's
     // weights as layer l starts, ahead of the cache loads of its GPU batches.
@@ -836,6 +599,7 @@ void LayerPipeline::drive() {
     append(k);
     if (k % s_.model.layers == s_.model.layers - 1) {
       c_.step_end.push_back(sg4::Engine::get_clock());
+      progress.update(static_cast<double>(c_.step_end.size()));
       if (k + 1 == N) c_.link_busy_after_decode = link_busy_now(platform_, c_.step_end.back());
       kv_.background_demotion();
       flush(nullptr);
@@ -948,10 +712,7 @@ void LayerPipeline::move_hidden(double bytes, int32_t step, uint32_t layer) {
 
 void LayerPipeline::select_iteration(uint64_t index, uint32_t layer, const std::vector<IterationSeq>& seqs) {
   const uint64_t k = clock_base_ + layer;
-  t_.clock = k + 1;
-  t_.step = static_cast<uint32_t>(index);
-  t_.layer = layer;
-  t_.now_s = sg4::Engine::get_clock();
+  kv_.begin_layer(k + 1, static_cast<uint32_t>(index), layer, sg4::Engine::get_clock());
   Slot& slot = open_slot(k);
   slot.seq_tokens.clear();
   sel_.clear();
@@ -998,16 +759,7 @@ void LayerPipeline::select_iteration(uint64_t index, uint32_t layer, const std::
 void LayerPipeline::append_iteration(uint32_t layer, const std::vector<IterationSeq>& seqs) {
   const double tok_bytes = static_cast<double>(s_.model.kv_bytes_per_token_layer());
   std::vector<StagedWrites> staged;
-  const size_t nt = t_.tiers.size();
-  auto write_into = [&](BlockId b, double bytes) {
-    const TierId t = t_.tier[b];
-    if (t >= nt) return;
-    t_.dirty[b] = 1;
-    kv_.invalidate_copies(b);
-    if (s_.gpu_tier && t == 0) return;
-    kv_.pending(b) = tp_.add(nt, t, layer, bytes, kv_.pending(b));
-    kv_.pending_src(b) = KvStore::kNoSource;
-  };
+  auto write_into = [&](BlockId b, double bytes) { kv_.write_kv(b, layer, bytes); };
   for (const IterationSeq& q : seqs) {
     if (!q.prefill) {
       write_into(t_.id(q.seq, layer, q.past / s_.bt), tok_bytes);
@@ -1026,15 +778,11 @@ void LayerPipeline::append_iteration(uint32_t layer, const std::vector<Iteration
       // The prompt's own attention is what its blocks have been used for so
       // far (as in the single-batch engine's prefill).
       if (const std::vector<float>* pm = q.attention ? q.attention->prompt(0, layer) : nullptr)
-        if (i < pm->size()) {
-          t_.mass[b] = t_.last_mass[b] = (*pm)[i];
-          t_.access_count[b] = 1;
-        }
+        if (i < pm->size()) kv_.seed_prompt(b, (*pm)[i]);
       const TierId t = kv_.allocate(b, end);
       if (t == kDropped || (s_.gpu_tier && t == 0)) continue;
-      kv_.pending(b) = tp_.add(nt, t, layer, kv_.data_bytes(b), kNoJob);
-      kv_.pending_src(b) = KvStore::kNoSource;
-      if (out.jobs.empty() || out.jobs.back() != kv_.pending(b)) out.jobs.push_back(kv_.pending(b));
+      const JobId j = kv_.write_output(b, layer);
+      if (out.jobs.empty() || out.jobs.back() != j) out.jobs.push_back(j);
       out.bytes += kv_.data_bytes(b);
     }
     kv_.defer_budget(false);
@@ -1058,7 +806,7 @@ void LayerPipeline::run_iteration(uint64_t index, const std::vector<IterationSeq
   uint32_t next = 0;
   for (uint32_t l = 0; l < L; ++l) {
     const uint64_t k = clock_base_ + l;
-    t_.pin_stamp = k + 1;
+    kv_.pin_from(k + 1);
     JobId weights = kNoJob;
     if (s_.weights) {
       // The next layer's load is issued now, across iterations too while requests remain.

@@ -9,11 +9,14 @@
 
 #include <deque>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "sim/engine/engine_metrics.h"
 #include "sim/core/engine_setup.h"
 #include "sim/engine/invariants.h"
+#include "sim/engine/layer_slot.h"
+#include "sim/engine/scoring.h"
 #include "sim/kv/kv_store.h"
 #include "sim/platform/gpu_stream.h"
 #include "sim/platform/transfer_planner.h"
@@ -53,19 +56,7 @@ class LayerPipeline {
   void release(uint32_t seq);
 
  private:
-  struct Slot {  // what one selected (step, layer) hands to the GPU
-    std::vector<JobId> waits;
-    uint64_t kv_blocks = 0;
-    uint64_t kv_tokens = 0;            // tokens those blocks hold (whole blocks unless transfer_unit is tokens)
-    uint64_t cpu_tokens = 0;           // of those, attended on the CPU where they live (policies.weights.cpu_attention)
-    double extra_gpu_s = 0;            // decompression on the GPU before attention
-    double staged_bytes = 0;           // KV read into GPU staging buffers (not the GPU tier) for this layer
-    double host_read_bytes = 0;        // of the KV read into the GPU, what comes from host memory (policies.weights)
-    std::vector<BlockId> on_gpu;       // with invariants checked: the blocks attention uses that live on the GPU
-    std::vector<uint64_t> seq_tokens;  // serving: per sequence of the iteration, the tokens its attention reads
-    JobId score_cpu = kNoJob, score_fpga = kNoJob;  // APP scoring of this layer
-    JobId score_read = kNoJob, score_move_cpu = kNoJob;  // the FPGA's NAND read; keys moved to the host
-  };
+  using Slot = LayerSlot;
   // Prompt KV computed in one prefill kernel and written below the GPU: the
   // writes carrying it, and its bytes.
   struct StagedWrites {
@@ -96,13 +87,6 @@ class LayerPipeline {
   double crossing_bytes(TierId t, uint32_t layer, double raw) const;
   // The work queue of the CPU (attention, copies into pinned buffers).
   Stream& cpu_stream() { return tp_.stream(static_cast<size_t>(s_.cpu_dev), static_cast<size_t>(s_.cpu_dev)); }
-  void score(Slot& slot, uint32_t step, uint32_t layer, uint32_t n);
-  // The share of the SmartSSD's keys its FPGA's memory holds (key_copy fpga_dram; 0 otherwise), brought up to date.
-  double key_copy_fit(double key_bytes_per_block);
-  // Near-storage attention of this layer's SmartSSD blocks (ScoringSplit::attends_in_storage).
-  void attend_in_storage(Slot& slot, uint32_t step, uint32_t layer);
-  // A kernel of `nominal_s` on the FPGA at the clock its temperature allows; advances the thermal model.
-  double fpga_kernel_s(double nominal_s);
   void append(uint64_t k);
   void compute(double seconds, const char* phase, int64_t step, uint32_t layer, uint64_t kv_blocks);
   void load_next_request();
@@ -129,7 +113,7 @@ class LayerPipeline {
   EngineSetup& s_;
   EngineCounters& c_;
   KvStore& kv_;
-  BlockTable& t_;
+  const BlockTable& t_;
   TransferPlanner& tp_;
   Platform& platform_;
   JobBoard& board_;
@@ -137,6 +121,7 @@ class LayerPipeline {
   GpuStream gpu_;
   uint32_t depth_ = 0;
   InvariantChecker* check_ = nullptr;
+  std::unique_ptr<AppScoring> scoring_;  // APP (the evaluation policy splits scoring), else null
   std::vector<Slot> ring_;
   // policies.weights.pin_cache false: the first share of each layer's KV
   // copy into pinned buffers issued since the last kernel, and the bytes
@@ -150,7 +135,6 @@ class LayerPipeline {
   std::vector<uint32_t> idx_;
   std::vector<uint32_t> pred_;
   std::vector<float> obs_mass_;
-  double thermal_t_ = 0;
   uint64_t weight_iter_ = 0, weight_iters_ = 0;  // layer computations so far, and in the run
   double gpu_tier_fraction_ = 0;         // stored / raw bytes of a GPU tier block, over layers
   double weights_codec_s_ = 0;           // GPU codec work of policies.weights for the next kernel

@@ -76,6 +76,7 @@ KvStore::KvStore(EngineSetup& s, EngineCounters& c) : s_(s), c_(c) {
     if (!c.on_gpu && c.compress_Bps + c.decompress_Bps > 0 && s_.cpu_dev < 0)
       throw ConfigError("policies.compression: the codec runs on the CPU; hardware.devices needs a device of kind cpu");
   t_.allocate(total_blocks, kNotCreated);
+  reserved_.assign(t_.tiers.size(), 0);
   // Every route a block may take must exist; this also reports unreachable devices now.
   for (size_t d : s_.tier_dev)
     if (d != s_.gpu_dev) {
@@ -92,6 +93,7 @@ void KvStore::start(MoveSink& sink) {
   copy_lists_.assign(t_.tiers.size(), RecencyLists{});
   drains_.assign(t_.tiers.size(), {});
   room_waits_.clear();
+  reserved_.assign(t_.tiers.size(), 0);
   for (auto& l : copy_lists_) l.setup(t_.size(), 1);
   prefetched_.assign(t_.size(), 0);
   prefetch_src_.assign(t_.size(), 0);
@@ -106,13 +108,15 @@ uint64_t KvStore::unused_prefetch_bytes() const {
   return bytes;
 }
 
+void KvStore::waste_prefetch(BlockId b) {
+  c_.prefetch.wasted_bytes += static_cast<uint64_t>(t_.block_bytes * s_.fraction(prefetch_src_[b], t_.layer_of(b)));
+  prefetched_[b] = 0;
+}
+
 void KvStore::move(BlockId b, TierId from, TierId to) {
   s_.pol.evict->on_remove(b, from);
   --t_.tiers[from].used_blocks;
-  if (from == 0 && prefetched_[b]) {  // predicted, never used, and now gone
-    c_.prefetch.wasted_bytes += static_cast<uint64_t>(t_.block_bytes * s_.fraction(prefetch_src_[b], t_.layer_of(b)));
-    prefetched_[b] = 0;
-  }
+  if (from == 0 && prefetched_[b]) waste_prefetch(b);  // predicted, never used, and now gone
   t_.tier[b] = to;
   count_use(to);
   s_.pol.evict->on_insert(b, to);
@@ -161,10 +165,7 @@ void KvStore::release(BlockId b) {
   const TierId t = t_.tier[b];
   if (t < t_.tiers.size()) {
     leave_tier(b);
-    if (prefetched_[b]) {  // predicted, never used, and now gone
-      c_.prefetch.wasted_bytes += static_cast<uint64_t>(t_.block_bytes * s_.fraction(prefetch_src_[b], t_.layer_of(b)));
-      prefetched_[b] = 0;
-    }
+    if (prefetched_[b]) waste_prefetch(b);  // predicted, never used, and now gone
   }
   t_.tier[b] = kNotCreated;
   t_.last_access[b] = 0;

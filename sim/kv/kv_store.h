@@ -16,6 +16,15 @@
 // oldest drain and must wait for its write (and for the writes the room
 // below it was waiting for) before putting data there: make_room hands
 // those jobs out through take_room_waits.
+//
+// Every change of a block's state is a method of the store named for what
+// happens (a read up, a prediction, a write of new KV, prefill output); the
+// callers keep the scheduling and read the state through const accessors,
+// so no reference into the store's arrays escapes it.
+//
+// Reservations: room of a tier set aside (prefill's output buffers share
+// the GPU's memory with its tier); the store places nothing there until
+// the reservation is released. Policies still see the tier's capacity.
 #pragma once
 
 #include <algorithm>
@@ -37,7 +46,6 @@ class KvStore {
   // are ConfigErrors naming the device.
   KvStore(EngineSetup& s, EngineCounters& c);
 
-  BlockTable& table() { return t_; }
   const BlockTable& table() const { return t_; }
   // Run state, once the run starts: moves that need bytes go to `sink`.
   void start(MoveSink& sink);
@@ -63,13 +71,50 @@ class KvStore {
   // (demotion, prefill output), the endpoint still holding the data
   // (kNoSource: the move is a read up, and a reader must wait for it).
   static constexpr uint8_t kNoSource = 255;
-  JobId& pending(BlockId b) { return pending_[b]; }
-  uint8_t& pending_src(BlockId b) { return pending_src_[b]; }
-  // Per block: brought to the GPU by a prediction and not used yet; from where.
-  uint8_t& prefetched(BlockId b) { return prefetched_[b]; }
-  TierId& prefetch_src(BlockId b) { return prefetch_src_[b]; }
+  JobId pending(BlockId b) const { return pending_[b]; }
+  uint8_t pending_src(BlockId b) const { return pending_src_[b]; }
+  // b is still being written down and its data is read where it was.
+  bool draining(BlockId b) const { return pending_src_[b] != kNoSource && !planner_->done(pending_[b]); }
+  // Per block: brought to the GPU by a prediction and not used yet.
+  bool prefetched(BlockId b) const { return prefetched_[b] != 0; }
   // Bytes of predicted blocks still unused (at the end of a run: wasted).
   uint64_t unused_prefetch_bytes() const;
+
+  // The policies' clock: layer computation `clock` of layer `layer` (and of
+  // decode step `step` at simulated time now_s); blocks accessed from
+  // `stamp` on are pinned (a layer in flight reads them).
+  void begin_layer(uint64_t clock, uint32_t step, uint32_t layer, double now_s);
+  void set_clock(uint64_t clock, uint32_t layer);
+  void pin_from(uint64_t stamp) { t_.pin_stamp = stamp; }
+
+  // The prompt's attention is what b has been used for so far (prefill).
+  void seed_prompt(BlockId b, float mass);
+  // Attention uses b (not dropped) with `mass`: its history and the
+  // eviction and promotion policies see the access.
+  void touch(BlockId b, float mass);
+  // A use of b by attention counts as a hit where its data is read, and
+  // settles what a prediction did for it; returns that tier.
+  TierId hit(BlockId b);
+  // b's data moves up from tier `from` to tier `to` (to < from, room made
+  // there by the caller): the job moving it, which b waits for from now.
+  JobId read_up(BlockId b, TierId from, TierId to, uint32_t layer);
+  // A prediction brings b (below the GPU tier, not predicted yet) to the
+  // GPU tier if room can be made there; whether it did.
+  bool prefetch_up(BlockId b, uint32_t layer);
+  // New KV (`bytes` of it) goes into b where it lives: its copies below go
+  // stale and, below the GPU, the bytes are written from the GPU.
+  void write_kv(BlockId b, uint32_t layer, double bytes);
+  // Prefill output: the whole of b, just allocated below the GPU, is
+  // written there from the GPU; the job writing it.
+  JobId write_output(BlockId b, uint32_t layer);
+  // MatKV: b's precomputed KV is copied from tier `from` into its tier.
+  void load_from(BlockId b, TierId from, uint32_t layer);
+
+  // Sets aside `blocks` more of tier t's room, as far as its blocks can
+  // leave (pinned ones keep theirs); held until release_room(t).
+  void reserve_room(TierId t, uint64_t blocks);
+  void release_room(TierId t) { reserved_[t] = 0; }
+  uint64_t reserved_blocks(TierId t) const { return reserved_[t]; }
 
   // A new block: placement picks a tier, eviction makes room (trying lower
   // tiers if every block of the chosen one is pinned). Returns its tier.
@@ -124,7 +169,9 @@ class KvStore {
   };
   void reclaim(TierId t);
   bool claim_drain(TierId t);
-  bool full(TierId t) const { return t_.tiers[t].occupied_blocks() >= t_.tiers[t].capacity_blocks; }
+  bool full(TierId t) const { return t_.tiers[t].occupied_blocks() + reserved_[t] >= t_.tiers[t].capacity_blocks; }
+  // A predicted block leaves the GPU unused: its bytes were read for nothing.
+  void waste_prefetch(BlockId b);
   // b has a valid copy below its tier: demoting it moves no bytes.
   bool free_demotion(BlockId b) const { return !s_.pol.evict->exclusive() && t_.copies[b] != 0; }
   // Whether b can leave tier t: freely, or into room made in the tier below.
@@ -149,6 +196,7 @@ class KvStore {
   std::vector<RecencyLists> copy_lists_;  // per tier
   std::vector<std::deque<Drain>> drains_;  // per tier, oldest first
   std::vector<JobId> room_waits_;
+  std::vector<uint64_t> reserved_;  // per tier: room set aside (reserve_room)
   Timeline* timeline_ = nullptr;
   std::vector<uint32_t> occupancy_track_;  // per tier: a timeline counter of its bytes in use
   std::vector<double> occupancy_value_;    // the values of the latest instant, not yet written

@@ -90,6 +90,108 @@ const Platform* g_active = nullptr;
 
 // SimGrid rejects a zero bandwidth factor.
 constexpr double kMinFactor = 1e-12;
+
+// The SimGrid links of a platform: each topology link's directions (one
+// SimGrid link per direction for split duplex, `both` where the directions
+// slow each other), and the media in front of each memory or storage device.
+struct SgLinks {
+  std::vector<SgLink> fwd, back, both;
+  std::vector<SgLink> media_read, media_write;  // per device
+};
+
+SgLinks make_links(sg4::NetZone* zone, const Hardware& hw, std::vector<LinkStat>& stats) {
+  auto new_link = [&](const std::string& name, double bw, double lat, sg4::Link::SharingPolicy pol) {
+    stats.push_back(LinkStat{name, bw});
+    auto* l = zone->create_link(name, bw)->set_latency(lat)->set_sharing_policy(pol);
+    return SgLink{l, static_cast<uint32_t>(stats.size() - 1)};
+  };
+  SgLinks k;
+  const size_t nl = hw.links.size(), nd = hw.devices.size();
+  k.fwd.resize(nl);
+  k.back.resize(nl);
+  k.both.assign(nl, SgLink{nullptr, 0});
+  for (size_t i = 0; i < nl; ++i) {
+    const auto& l = hw.links[i];
+    if (l.duplex == Duplex::Split) {
+      k.fwd[i] = new_link(l.name + ":" + l.a + "->" + l.b, l.bw_Bps, l.latency_s, sg4::Link::SharingPolicy::SHARED);
+      k.back[i] = new_link(l.name + ":" + l.b + "->" + l.a, l.bw_back_Bps, l.latency_s, sg4::Link::SharingPolicy::SHARED);
+      // Directions that slow each other: both also cross one shared
+      // constraint of the efficiency times their sum, which a lone flow never
+      // reaches (efficiency >= 0.5) and two opposite flows split.
+      if (l.duplex_efficiency < 1.0)
+        k.both[i] = new_link(l.name + ":both", l.duplex_efficiency * (l.bw_Bps + l.bw_back_Bps), 0.0,
+                             sg4::Link::SharingPolicy::SHARED);
+    } else {
+      auto pol = l.duplex == Duplex::Shared ? sg4::Link::SharingPolicy::SHARED : sg4::Link::SharingPolicy::FATPIPE;
+      k.fwd[i] = k.back[i] = new_link(l.name, l.bw_Bps, l.latency_s, pol);
+    }
+  }
+  k.media_read.assign(nd, SgLink{nullptr, 0});
+  k.media_write.assign(nd, SgLink{nullptr, 0});
+  for (size_t i = 0; i < nd; ++i) {
+    const auto& m = *hw.devices[i].model;
+    if (m.read_Bps() <= 0) continue;
+    const std::string& n = hw.devices[i].name;
+    if (m.media_shared()) {
+      k.media_read[i] = k.media_write[i] =
+          new_link(n + ".media", m.read_Bps(), m.media_latency_s(), sg4::Link::SharingPolicy::SHARED);
+    } else {
+      k.media_read[i] = new_link(n + ".read", m.read_Bps(), m.media_latency_s(), sg4::Link::SharingPolicy::SHARED);
+      k.media_write[i] = new_link(n + ".write", m.write_Bps(), m.media_latency_s(), sg4::Link::SharingPolicy::SHARED);
+    }
+  }
+  return k;
+}
+
+// The route from device a to device b: its SimGrid links in order (the
+// source's media, the topology's hops, the destination's media), and what
+// the factor callbacks need of it (constant and curved hops).
+std::vector<SgLink> make_route(const Hardware& hw, const SgLinks& k, const Route& hops, size_t a, size_t b,
+                               PlatformRoute& r, RouteFactors& f) {
+  std::vector<SgLink> path;
+  if (k.media_read[a].link) path.push_back(k.media_read[a]);
+  for (const Hop& h : hops) {
+    path.push_back(h.forward ? k.fwd[h.link] : k.back[h.link]);
+    if (k.both[h.link].link) path.push_back(k.both[h.link]);
+  }
+  if (k.media_write[b].link) path.push_back(k.media_write[b]);
+  f.const_min_Bps = std::numeric_limits<double>::infinity();
+  if (k.media_read[a].link) {
+    f.read_dev = hw.devices[a].model.get();
+    f.read_Bps = k.media_read[a].link->get_bandwidth();
+    f.read_lat_s = k.media_read[a].link->get_latency();
+    f.const_latency_s += k.media_read[a].link->get_latency();
+  }
+  for (const Hop& h : hops) {
+    const LinkEntry& le = hw.links[h.link];
+    if (!h.forward && le.pageable_back_Bps > 0)
+      r.pageable_Bps = r.pageable_Bps > 0 ? std::min(r.pageable_Bps, le.pageable_back_Bps) : le.pageable_back_Bps;
+    sg4::Link* l = h.forward ? k.fwd[h.link].link : k.back[h.link].link;
+    if (!(h.forward ? le.bw_curve : le.bw_back_curve).empty())
+      f.bw_curved.push_back(RouteFactors::CurvedHop{&le, h.forward, l->get_bandwidth()});
+    else
+      f.const_min_Bps = std::min(f.const_min_Bps, l->get_bandwidth());
+    if (!le.latency_curve.empty())
+      f.lat_curved.push_back(&le);
+    else
+      f.const_latency_s += l->get_latency();
+  }
+  if (k.media_write[b].link) {
+    f.write_dev = hw.devices[b].model.get();
+    f.write_Bps = k.media_write[b].link->get_bandwidth();
+    f.write_lat_s = k.media_write[b].link->get_latency();
+    f.const_latency_s += k.media_write[b].link->get_latency();
+  }
+  r.bottleneck_Bps = std::numeric_limits<double>::infinity();
+  for (const auto& l : path) {
+    r.stats.push_back(l.stat);
+    r.latency_s += l.link->get_latency();
+    r.bottleneck_Bps = std::min(r.bottleneck_Bps, l.link->get_bandwidth());
+  }
+  f.bottleneck_Bps = r.bottleneck_Bps;
+  f.latency_s = r.latency_s;
+  return path;
+}
 }  // namespace
 
 Platform::Platform(const Hardware& hw, const Topology& topo) : n_(hw.devices.size()) {
@@ -105,95 +207,17 @@ Platform::Platform(const Hardware& hw, const Topology& topo) : n_(hw.devices.siz
     double speed = d.model->flops() > 0 ? d.model->flops() : 1e9;
     hosts_[i] = zone->create_host(d.name, speed);
   }
-  auto new_link = [&](const std::string& name, double bw, double lat, sg4::Link::SharingPolicy pol) {
-    stats_.push_back(LinkStat{name, bw});
-    auto* l = zone->create_link(name, bw)->set_latency(lat)->set_sharing_policy(pol);
-    return SgLink{l, static_cast<uint32_t>(stats_.size() - 1)};
-  };
-  // Topology links: one SimGrid link per direction for split duplex.
-  std::vector<SgLink> fwd(hw.links.size()), back(hw.links.size()), both(hw.links.size(), SgLink{nullptr, 0});
-  for (size_t i = 0; i < hw.links.size(); ++i) {
-    const auto& l = hw.links[i];
-    if (l.duplex == Duplex::Split) {
-      fwd[i] = new_link(l.name + ":" + l.a + "->" + l.b, l.bw_Bps, l.latency_s, sg4::Link::SharingPolicy::SHARED);
-      back[i] = new_link(l.name + ":" + l.b + "->" + l.a, l.bw_back_Bps, l.latency_s, sg4::Link::SharingPolicy::SHARED);
-      // Directions that slow each other: both also cross one shared
-      // constraint of the efficiency times their sum, which a lone flow never
-      // reaches (efficiency >= 0.5) and two opposite flows split.
-      if (l.duplex_efficiency < 1.0)
-        both[i] = new_link(l.name + ":both", l.duplex_efficiency * (l.bw_Bps + l.bw_back_Bps), 0.0,
-                           sg4::Link::SharingPolicy::SHARED);
-    } else {
-      auto pol = l.duplex == Duplex::Shared ? sg4::Link::SharingPolicy::SHARED : sg4::Link::SharingPolicy::FATPIPE;
-      fwd[i] = back[i] = new_link(l.name, l.bw_Bps, l.latency_s, pol);
-    }
-  }
-  // Media in front of memory and storage devices.
-  std::vector<SgLink> media_read(n_, SgLink{nullptr, 0}), media_write(n_, SgLink{nullptr, 0});
-  for (size_t i = 0; i < n_; ++i) {
-    const auto& m = *hw.devices[i].model;
-    if (m.read_Bps() <= 0) continue;
-    const std::string& n = hw.devices[i].name;
-    if (m.media_shared()) {
-      media_read[i] = media_write[i] = new_link(n + ".media", m.read_Bps(), m.media_latency_s(), sg4::Link::SharingPolicy::SHARED);
-    } else {
-      media_read[i] = new_link(n + ".read", m.read_Bps(), m.media_latency_s(), sg4::Link::SharingPolicy::SHARED);
-      media_write[i] = new_link(n + ".write", m.write_Bps(), m.media_latency_s(), sg4::Link::SharingPolicy::SHARED);
-    }
-  }
+  const SgLinks links = make_links(zone, hw, stats_);
   routes_.assign(n_ * n_, PlatformRoute{});
   factors_.assign(n_ * n_, RouteFactors{});
   for (size_t a = 0; a < n_; ++a) {
     for (size_t b = 0; b < n_; ++b) {
       if (a == b || !hosts_[a] || !hosts_[b]) continue;
-      std::vector<SgLink> path;
-      const Route hops = topo.route(a, b);
-      if (media_read[a].link) path.push_back(media_read[a]);
-      for (const Hop& h : hops) {
-        path.push_back(h.forward ? fwd[h.link] : back[h.link]);
-        if (both[h.link].link) path.push_back(both[h.link]);
-      }
-      if (media_write[b].link) path.push_back(media_write[b]);
-      RouteFactors& f = factors_[a * n_ + b];
-      f.const_min_Bps = std::numeric_limits<double>::infinity();
-      if (media_read[a].link) {
-        f.read_dev = hw.devices[a].model.get();
-        f.read_Bps = media_read[a].link->get_bandwidth();
-        f.read_lat_s = media_read[a].link->get_latency();
-        f.const_latency_s += media_read[a].link->get_latency();
-      }
-      PlatformRoute& r = routes_[a * n_ + b];
-      for (const Hop& h : hops) {
-        const LinkEntry& le = hw.links[h.link];
-        if (!h.forward && le.pageable_back_Bps > 0)
-          r.pageable_Bps = r.pageable_Bps > 0 ? std::min(r.pageable_Bps, le.pageable_back_Bps) : le.pageable_back_Bps;
-        sg4::Link* l = h.forward ? fwd[h.link].link : back[h.link].link;
-        if (!(h.forward ? le.bw_curve : le.bw_back_curve).empty())
-          f.bw_curved.push_back(RouteFactors::CurvedHop{&le, h.forward, l->get_bandwidth()});
-        else
-          f.const_min_Bps = std::min(f.const_min_Bps, l->get_bandwidth());
-        if (!le.latency_curve.empty())
-          f.lat_curved.push_back(&le);
-        else
-          f.const_latency_s += l->get_latency();
-      }
-      if (media_write[b].link) {
-        f.write_dev = hw.devices[b].model.get();
-        f.write_Bps = media_write[b].link->get_bandwidth();
-        f.write_lat_s = media_write[b].link->get_latency();
-        f.const_latency_s += media_write[b].link->get_latency();
-      }
-      r.bottleneck_Bps = std::numeric_limits<double>::infinity();
+      const std::vector<SgLink> path =
+          make_route(hw, links, topo.route(a, b), a, b, routes_[a * n_ + b], factors_[a * n_ + b]);
       std::vector<sg4::LinkInRoute> sg;
-      for (const auto& l : path) {
-        sg.emplace_back(l.link);
-        r.stats.push_back(l.stat);
-        r.latency_s += l.link->get_latency();
-        r.bottleneck_Bps = std::min(r.bottleneck_Bps, l.link->get_bandwidth());
-      }
+      for (const auto& l : path) sg.emplace_back(l.link);
       zone->add_route(hosts_[a]->get_netpoint(), hosts_[b]->get_netpoint(), nullptr, nullptr, sg, false);
-      f.bottleneck_Bps = r.bottleneck_Bps;
-      f.latency_s = r.latency_s;
     }
   }
   zone->seal();

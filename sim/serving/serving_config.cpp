@@ -308,7 +308,7 @@ void ServingSimulation::build_kv_store() {
   c_.wear.clear();
   s_.gpu_tier = false;  // the KV store says whether the GPU is a tier
   kv_ = std::make_unique<KvStore>(s_, c_);
-  BlockTable& t = kv_->table();
+  const BlockTable& t = kv_->table();
   uint64_t capacity = 0;
   for (const TierInfo& ti : t.tiers) capacity += ti.capacity_blocks;
   limits_.gpu_blocks = capacity / s_.model.layers;

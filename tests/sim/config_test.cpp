@@ -202,3 +202,20 @@ TEST_CASE("a single-batch run past the model's trained context is refused unless
   CHECK(load_config(p, {"workload.decode_steps=48"})["workload"]["context_tokens"] == 2000);  // 2048 exactly fits
   CHECK(load_config(p, {"workload.past_trained_context=true"})["workload"]["past_trained_context"] == true);
 }
+
+TEST_CASE("messages stay on one line: control characters are written escaped") {
+  CHECK(one_line("c.json: work\nload\x1b[2J: unknown") == "c.json: work\\nload\\x1b[2J: unknown");
+  CHECK(one_line("a\tb\rc\x7f") == "a\\tb\\rc\\x7f");
+  CHECK(one_line("plain text, 13.4 GB") == "plain text, 13.4 GB");
+  CHECK(one_line("caf\xc3\xa9") == "caf\xc3\xa9");  // UTF-8 passes as it is
+}
+
+TEST_CASE("a directory given as the config is named as one") {
+  const std::string dir = "configs/systems";
+  try {
+    load_config(dir, {});
+    FAIL("a directory loaded as a config");
+  } catch (const ConfigError& e) {
+    CHECK(std::string(e.what()) == "configs/systems: is a directory; expected a config file (a JSON object, e.g. configs/default.json)");
+  }
+}

@@ -3,6 +3,9 @@
 // byte, and v1 files still read.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
+#include <memory>
+
 #include "trace_files.h"
 #include "traces/attention_binary.h"
 #include "traces/attention_source.h"
@@ -176,4 +179,46 @@ TEST_CASE("the factory knows every kind and checks a file's shape against the ru
   json bad = {{"kind", "magic"}};
   CHECK_THROWS_WITH(make_attention_source(bad, "workload.trace", 2, 100, 3, 16, 1, 1),
                     Catch::Contains("workload.trace.kind") && Catch::Contains("patterns"));
+}
+
+// A full disk (the writer's file is /dev/full): the first write that fails
+// stops the writer with a ConfigError, long before the records run out, and
+// the unfinished file is gone.
+TEST_CASE("trace writers stop at the first failed write and leave nothing behind") {
+  std::error_code ec;
+  if (!std::filesystem::exists("/dev/full", ec)) {
+    WARN("skipped: this system has no /dev/full");
+    return;
+  }
+  AttentionHeader h = small_header();
+  AttentionRecord rec;
+  rec.layer = 0;
+  rec.blocks.assign(64, 1);
+  rec.mass.assign(64, 0.01f);
+  for (int binary = 0; binary < 2; ++binary) {
+    const std::string p = tmp(binary ? "full.trace" : "full.jsonl");
+    std::filesystem::remove(p + ".tmp", ec);
+    std::filesystem::create_symlink("/dev/full", p + ".tmp");
+    uint64_t written = 0;
+    bool stopped = false;
+    try {
+      std::unique_ptr<AttentionWriter> w;
+      if (binary)
+        w = std::make_unique<BinaryTraceWriter>(p, h, 1, MassEncoding::F32, 1, 4096);
+      else
+        w = std::make_unique<JsonlTraceWriter>(p, h);
+      for (; written < 1000000; ++written) {
+        rec.step = static_cast<uint32_t>(written);
+        w->write(rec);
+      }
+      w->close();
+    } catch (const ConfigError& e) {
+      stopped = true;
+      CHECK(std::string(e.what()).find("write failed") != std::string::npos);
+    }
+    CHECK(stopped);
+    CHECK(written < 1000);  // stopped within a few stdio buffers, not at close
+    CHECK_FALSE(std::filesystem::exists(p, ec));
+    CHECK_FALSE(std::filesystem::is_symlink(p + ".tmp", ec));
+  }
 }

@@ -1,0 +1,110 @@
+// The KV store's moves that callers ask for by name: attention's uses of a
+// block, reads up, predictions, writes of new KV, prefill output and the
+// room prefill sets aside. Each keeps the block's state (its tier, copies,
+// the job moving it, where its data is read) consistent in one place.
+#include "sim/kv/kv_store.h"
+
+namespace kvtier {
+
+void KvStore::begin_layer(uint64_t clock, uint32_t step, uint32_t layer, double now_s) {
+  t_.clock = clock;
+  t_.step = step;
+  t_.layer = layer;
+  t_.now_s = now_s;
+}
+
+void KvStore::set_clock(uint64_t clock, uint32_t layer) {
+  t_.clock = clock;
+  t_.layer = layer;
+}
+
+void KvStore::seed_prompt(BlockId b, float mass) {
+  t_.mass[b] = mass;
+  t_.last_mass[b] = mass;
+  t_.access_count[b] = 1;
+}
+
+void KvStore::touch(BlockId b, float mass) {
+  t_.last_access[b] = t_.clock;
+  ++t_.access_count[b];
+  t_.mass[b] += mass;
+  t_.last_mass[b] = mass;
+  s_.pol.evict->on_access(b, t_.tier[b]);
+  s_.pol.promote->on_access(b, t_.tier[b], t_);
+}
+
+// A block still being written down is read where its data is: the tier it
+// is leaving, which keeps the memory until the write lands.
+TierId KvStore::hit(BlockId b) {
+  const TierId at = draining(b) ? static_cast<TierId>(pending_src_[b]) : t_.tier[b];
+  ++c_.hits[at];
+  const bool on_gpu = s_.gpu_tier && at == 0;
+  if (prefetched_[b]) {
+    prefetched_[b] = 0;
+    ++c_.prefetch.used_blocks;
+    if (on_gpu) {
+      ++c_.prefetch.covered_blocks;
+      ++c_.prefetch.needed_blocks;
+    }
+  } else if (!on_gpu) {
+    ++c_.prefetch.needed_blocks;
+  }
+  return at;
+}
+
+JobId KvStore::read_up(BlockId b, TierId from, TierId to, uint32_t layer) {
+  const JobId j = planner_->add(from, to, layer, data_bytes(b), pending_[b]);
+  move(b, from, to);
+  pending_[b] = j;
+  pending_src_[b] = kNoSource;
+  return j;
+}
+
+bool KvStore::prefetch_up(BlockId b, uint32_t layer) {
+  const TierId t = t_.tier[b];
+  if (t >= t_.tiers.size() || t == 0 || prefetched_[b] || !make_room(0)) return false;
+  const JobId j = planner_->add_prefetch(t, layer, data_bytes(b), pending_[b]);
+  move(b, t, 0);
+  pending_[b] = j;
+  pending_src_[b] = kNoSource;
+  prefetched_[b] = 1;
+  prefetch_src_[b] = t;
+  ++c_.prefetch.prefetched_blocks;
+  return true;
+}
+
+void KvStore::write_kv(BlockId b, uint32_t layer, double bytes) {
+  const size_t nt = t_.tiers.size();
+  const TierId t = t_.tier[b];
+  if (t >= nt) return;
+  t_.dirty[b] = 1;
+  invalidate_copies(b);
+  if (s_.gpu_tier && t == 0) return;
+  pending_[b] = planner_->add(nt, t, layer, bytes, pending_[b]);
+  pending_src_[b] = kNoSource;
+}
+
+JobId KvStore::write_output(BlockId b, uint32_t layer) {
+  pending_[b] = planner_->add(t_.tiers.size(), t_.tier[b], layer, data_bytes(b), kNoJob);
+  pending_src_[b] = kNoSource;
+  return pending_[b];
+}
+
+void KvStore::load_from(BlockId b, TierId from, uint32_t layer) {
+  const TierId t = t_.tier[b];
+  if (t != from) pending_[b] = planner_->add(from, t, layer, data_bytes(b), kNoJob);
+}
+
+// The room left is what the tier holds less `blocks`; make_room stops one
+// block below the room it is given, hence the one more it starts from.
+void KvStore::reserve_room(TierId t, uint64_t blocks) {
+  if (blocks == 0) return;
+  const uint64_t cap = t_.tiers[t].capacity_blocks;
+  const uint64_t room = cap - reserved_[t];
+  const uint64_t keep = room > blocks ? room - blocks : 0;
+  reserved_[t] = cap - (keep + 1);
+  make_room(t);
+  reserved_[t] = cap - std::max(keep, t_.tiers[t].occupied_blocks());
+}
+
+}  // namespace kvtier

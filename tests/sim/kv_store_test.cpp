@@ -1,0 +1,275 @@
+// The KV store on its own: a store built for a tiny one-sequence shape,
+// driven through a sink that records each move instead of simulating it
+// (no SimGrid engine), so every byte it moves and every tier's occupancy
+// can be checked exactly.
+#include <catch2/catch.hpp>
+
+#include <set>
+
+#include "sim_fixture.h"
+#include "sim/core/counters.h"
+#include "sim/kv/kv_store.h"
+
+using namespace kvtier;
+using namespace kvtier::test;
+
+namespace {
+
+// Each add() is one move; jobs are numbered from 1 and are done once the
+// test says so.
+class RecordingSink final : public MoveSink {
+ public:
+  struct Move {
+    size_t from, to;
+    uint32_t layer;
+    double bytes;
+    JobId wait_for;
+    bool prefetch;
+  };
+  JobId add(size_t from_ep, size_t to_ep, uint32_t layer, double raw_bytes, JobId wait_for) override {
+    moves.push_back({from_ep, to_ep, layer, raw_bytes, wait_for, false});
+    return static_cast<JobId>(moves.size());
+  }
+  JobId add_prefetch(size_t from, uint32_t layer, double raw_bytes, JobId wait_for) override {
+    moves.push_back({from, 0, layer, raw_bytes, wait_for, true});
+    return static_cast<JobId>(moves.size());
+  }
+  bool done(JobId j) const override { return j == kNoJob || finished_.count(j) != 0; }
+  void finish(JobId j) { finished_.insert(j); }
+  std::vector<Move> moves;
+
+ private:
+  std::set<JobId> finished_;
+};
+
+// One sequence of 9 blocks (1024-token prompt, one decode step, 128-token
+// blocks of 64 KiB) in one layer; tiers GPU, DRAM and SSD holding the
+// given numbers of blocks.
+struct KvRig {
+  EngineSetup s;
+  EngineCounters c;
+  std::unique_ptr<KvStore> kv;
+  RecordingSink sink;
+
+  KvRig(uint64_t gpu_blocks, uint64_t dram_blocks, const json& eviction = "lru") {
+    // Half a block more than asked: the tiny model's weights take a few bytes.
+    json hw = {{"devices",
+                {{"gpu", fast_gpu((double(gpu_blocks) + 0.5) * kBlock / 1e9)},
+                 {"dram", {{"kind", "dram"}, {"capacity_GB", (double(dram_blocks) + 0.5) * kBlock / 1e9},
+                           {"bandwidth_GBps", 100}, {"latency_us", 0}}},
+                 {"ssd", {{"kind", "nvme"}, {"capacity_GB", 100}, {"read_GBps", 7}, {"write_GBps", 6}}},
+                 {"rc", {{"kind", "switch"}}}}},
+               {"links",
+                {{"pcie", {{"ends", {"rc", "gpu"}}, {"bandwidth_GBps", 10}}},
+                 {"dbus", {{"ends", {"rc", "dram"}}, {"bandwidth_GBps", 100}}},
+                 {"s", {{"ends", {"rc", "ssd"}}, {"bandwidth_GBps", 7}}}}},
+               {"tiers", {"gpu", "dram", "ssd"}}};
+    s.hw = parse_hardware(hw, "hardware");
+    s.topo = std::make_unique<Topology>(s.hw);
+    json model = tiny_model(1);
+    s.model = parse_llm(model, "model");
+    s.batch = 1;
+    s.ctx = 1024;
+    s.steps = 1;
+    s.bt = 128;
+    json pol = {{"eviction", eviction}};
+    s.pol.create(pol, json{{"eviction", "lru"},
+                           {"promotion", "on_access"},
+                           {"placement", "top"},
+                           {"prefetch", "none"},
+                           {"evaluation", "exact"},
+                           {"compression", "none"}});
+    s.bind_gpu();
+    s.bind_host_devices();
+    kv = std::make_unique<KvStore>(s, c);
+    s.pol.setup(kv->table());
+    kv->start(sink);
+    REQUIRE(kv->table().size() == 9);
+    REQUIRE(kv->table().tiers[0].capacity_blocks == gpu_blocks);
+    REQUIRE(kv->table().tiers[1].capacity_blocks == dram_blocks);
+  }
+  const TierInfo& tier(TierId t) const { return kv->table().tiers[t]; }
+  TierId where(BlockId b) const { return kv->table().tier[b]; }
+  // Allocates blocks first..last in order, each a layer computation later.
+  void allocate(BlockId first, BlockId last) {
+    for (BlockId b = first; b <= last; ++b) {
+      kv->set_clock(b + 1, 0);
+      kv->allocate(b, 9);
+    }
+  }
+};
+
+}  // namespace
+
+TEST_CASE("kv store: demoting a victim of a full tier writes down exactly its bytes") {
+  KvRig r(2, 100);
+  r.allocate(0, 1);
+  CHECK(r.sink.moves.empty());
+  r.allocate(2, 2);  // the GPU is full: its least recently used block goes down
+  REQUIRE(r.sink.moves.size() == 1);
+  const auto& m = r.sink.moves[0];
+  CHECK(m.from == 0);
+  CHECK(m.to == 1);
+  CHECK(m.bytes == kBlock);
+  CHECK(m.wait_for == kNoJob);
+  CHECK(r.where(0) == 1);
+  CHECK(r.kv->pending(0) == 1);
+  // Its room on the GPU went to block 2 at once: a reader of block 0 waits
+  // for the write and reads DRAM, and what goes into the room waits too.
+  CHECK(r.kv->pending_src(0) == KvStore::kNoSource);
+  std::vector<JobId> waits;
+  r.kv->take_room_waits(waits);
+  CHECK(waits == std::vector<JobId>{1});
+  CHECK(r.tier(0).used_blocks == 2);
+  CHECK(r.tier(0).draining_blocks == 0);
+  CHECK(r.tier(1).used_blocks == 1);
+  CHECK(r.c.demoted_blocks == 1);
+  CHECK(r.c.written_back_blocks == 1);
+}
+
+TEST_CASE("kv store: a read up leaves a counted copy, and demoting the block again moves no bytes") {
+  KvRig r(2, 100);
+  r.allocate(0, 2);  // block 0 written down to DRAM
+  REQUIRE(r.sink.moves.size() == 1);
+  r.kv->set_clock(4, 0);
+  REQUIRE(r.kv->make_room(0));  // block 1 written down too
+  REQUIRE(r.sink.moves.size() == 2);
+  CHECK(r.where(1) == 1);
+  const JobId j = r.kv->read_up(0, 1, 0, 0);
+  REQUIRE(r.sink.moves.size() == 3);
+  CHECK(j == 3);
+  CHECK(r.sink.moves[2].from == 1);
+  CHECK(r.sink.moves[2].to == 0);
+  CHECK(r.sink.moves[2].bytes == kBlock);
+  CHECK(r.sink.moves[2].wait_for == 1);  // behind the write that brought it down
+  CHECK(r.where(0) == 0);
+  CHECK(r.kv->table().has_copy(0, 1));
+  CHECK(r.kv->pending(0) == j);
+  CHECK(r.kv->pending_src(0) == KvStore::kNoSource);
+  CHECK(r.tier(0).used_blocks == 2);  // blocks 2 and 0
+  CHECK(r.tier(1).used_blocks == 2);  // block 1 and block 0's copy
+  // Block 2 used since: block 0 is the GPU's least recently used.
+  r.kv->set_clock(5, 0);
+  r.kv->touch(2, 0.f);
+  REQUIRE(r.kv->make_room(0));
+  CHECK(r.sink.moves.size() == 3);  // its copy below became its own again
+  CHECK(r.where(0) == 1);
+  CHECK(!r.kv->table().has_copy(0, 1));
+  CHECK(r.tier(0).used_blocks == 1);
+  CHECK(r.tier(0).draining_blocks == 0);
+  CHECK(r.tier(1).used_blocks == 2);
+  CHECK(r.c.demoted_blocks == 3);
+  CHECK(r.c.written_back_blocks == 2);
+}
+
+TEST_CASE("kv store: exclusive tiers keep no copy, so the same demotion writes again") {
+  KvRig r(2, 100, json{{"name", "clock"}, {"write_back", false}});
+  r.allocate(0, 2);
+  r.kv->set_clock(4, 0);
+  REQUIRE(r.kv->make_room(0));
+  REQUIRE(r.sink.moves.size() == 2);
+  BlockId up = 0;
+  while (r.where(up) != 1) ++up;
+  r.kv->read_up(up, 1, 0, 0);
+  CHECK(r.kv->table().copies[up] == 0);
+  CHECK(r.tier(1).used_blocks == 1);
+  // The GPU (the block read up and block 2) full again: whichever goes
+  // down is written.
+  r.kv->set_clock(5, 0);
+  r.allocate(3, 3);
+  REQUIRE(r.sink.moves.size() == 4);
+  CHECK(r.sink.moves[3].from == 0);
+  CHECK(r.sink.moves[3].to == 1);
+  CHECK(r.sink.moves[3].bytes == kBlock);
+  CHECK(r.c.written_back_blocks == 3);
+}
+
+TEST_CASE("kv store: a drain keeps its room until its write is done, then reclaim_drains returns it") {
+  // HKM demotes DRAM (the middle tier) in the background above its watermark: 2 of 4 blocks.
+  KvRig r(2, 4, json{{"name", "hkm"}, {"watermark", 0.5}});
+  r.allocate(0, 4);  // blocks 0, 1, 2 written down to DRAM
+  REQUIRE(r.sink.moves.size() == 3);
+  CHECK(r.tier(1).used_blocks == 3);
+  r.kv->background_demotion();  // one DRAM block written to the SSD
+  REQUIRE(r.sink.moves.size() == 4);
+  const auto& m = r.sink.moves[3];
+  CHECK(m.from == 1);
+  CHECK(m.to == 2);
+  CHECK(m.bytes == kBlock);
+  CHECK(r.tier(1).used_blocks == 2);
+  CHECK(r.tier(1).draining_blocks == 1);
+  CHECK(r.tier(1).occupied_blocks() == 3);
+  CHECK(r.tier(2).used_blocks == 1);
+  r.kv->reclaim_drains();
+  CHECK(r.tier(1).draining_blocks == 1);  // the write has not landed
+  r.sink.finish(4);
+  r.kv->reclaim_drains();
+  CHECK(r.tier(1).draining_blocks == 0);
+  CHECK(r.tier(1).occupied_blocks() == 2);
+}
+
+TEST_CASE("kv store: a reservation keeps room free until it is released") {
+  KvRig r(4, 100);
+  r.allocate(0, 2);
+  REQUIRE(r.tier(0).used_blocks == 3);
+  r.kv->reserve_room(0, 2);  // two of four blocks set aside: one block leaves
+  CHECK(r.kv->reserved_blocks(0) == 2);
+  REQUIRE(r.sink.moves.size() == 1);
+  CHECK(r.sink.moves[0].from == 0);
+  CHECK(r.sink.moves[0].bytes == kBlock);
+  CHECK(r.tier(0).used_blocks == 2);
+  CHECK(r.tier(0).capacity_blocks == 4);  // policies still see the tier's capacity
+  r.allocate(3, 3);  // room for it only once another block left
+  CHECK(r.sink.moves.size() == 2);
+  CHECK(r.tier(0).used_blocks == 2);
+  r.kv->release_room(0);
+  CHECK(r.kv->reserved_blocks(0) == 0);
+  r.allocate(4, 5);  // the room is back: two more fit without a move
+  CHECK(r.sink.moves.size() == 2);
+  CHECK(r.tier(0).used_blocks == 4);
+}
+
+TEST_CASE("kv store: a reservation a tier's pinned blocks cannot make keeps what they hold") {
+  KvRig r(4, 100);
+  r.allocate(0, 2);
+  r.kv->pin_from(1);  // every block used from clock 1 on is in use by a layer in flight
+  for (BlockId b = 0; b <= 2; ++b) r.kv->touch(b, 0.f);
+  r.kv->reserve_room(0, 3);
+  CHECK(r.sink.moves.empty());
+  CHECK(r.kv->reserved_blocks(0) == 1);  // the room the three blocks leave
+  CHECK(r.tier(0).used_blocks == 3);
+}
+
+TEST_CASE("kv store: invalidate_copies and a new token's write drop the copies below") {
+  KvRig r(2, 100);
+  r.allocate(0, 2);
+  r.kv->set_clock(4, 0);
+  REQUIRE(r.kv->make_room(0));
+  r.kv->read_up(0, 1, 0, 0);
+  REQUIRE(r.kv->table().has_copy(0, 1));
+  REQUIRE(r.tier(1).used_blocks == 2);
+  r.kv->invalidate_copies(0);
+  CHECK(r.kv->table().copies[0] == 0);
+  CHECK(r.tier(1).used_blocks == 1);
+  // Read up again and written: on the GPU the token moves no bytes, its copy goes.
+  r.kv->set_clock(5, 0);
+  r.kv->touch(0, 0.f);
+  REQUIRE(r.kv->make_room(0));  // block 2 written down
+  const size_t before = r.sink.moves.size();
+  r.kv->read_up(1, 1, 0, 0);
+  REQUIRE(r.kv->table().has_copy(1, 1));
+  r.kv->write_kv(1, 0, 512);
+  CHECK(r.kv->table().copies[1] == 0);
+  CHECK(r.sink.moves.size() == before + 1);
+  // Below the GPU the token is written from the GPU (endpoint 3), behind the block's last move.
+  REQUIRE(r.where(2) == 1);
+  const JobId last = r.kv->pending(2);
+  r.kv->write_kv(2, 0, 512);
+  REQUIRE(r.sink.moves.size() == before + 2);
+  CHECK(r.sink.moves.back().from == 3);
+  CHECK(r.sink.moves.back().to == 1);
+  CHECK(r.sink.moves.back().bytes == 512);
+  CHECK(r.sink.moves.back().wait_for == last);
+  CHECK(r.kv->pending(2) == JobId(before + 2));
+  CHECK(r.kv->table().dirty[2] == 1);
+}
