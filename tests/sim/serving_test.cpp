@@ -63,6 +63,16 @@ json expanded(const json& cfg) {
   return load_config(path, {});
 }
 
+// A request of the scheduler's tests: its id, arrival and lengths.
+ServingRequest queued_request(uint32_t id, double arrival_s, uint32_t input_tokens, uint32_t output_tokens) {
+  ServingRequest r;
+  r.id = id;
+  r.arrival_s = arrival_s;
+  r.input_tokens = input_tokens;
+  r.output_tokens = output_tokens;
+  return r;
+}
+
 }  // namespace
 
 TEST_CASE("serving: one request alone has TTFT = prefill time and TPOT = the single-batch step time") {
@@ -420,14 +430,7 @@ TEST_CASE("serving: impossible requests and limits are config errors naming the 
 }
 
 TEST_CASE("scheduler: chunked prefill splits a prompt by the token budget; decode joins the batch") {
-  std::vector<ServingRequest> reqs(2);
-  reqs[0].id = 0;
-  reqs[0].input_tokens = 10000;
-  reqs[0].output_tokens = 3;
-  reqs[1].id = 1;
-  reqs[1].arrival_s = 1;
-  reqs[1].input_tokens = 100;
-  reqs[1].output_tokens = 5;
+  std::vector<ServingRequest> reqs{queued_request(0, 0, 10000, 3), queued_request(1, 1, 100, 5)};
   SchedulerLimits lim;
   lim.max_batched_tokens = 4096;
   lim.chunked_prefill = true;
@@ -449,13 +452,7 @@ TEST_CASE("scheduler: chunked prefill splits a prompt by the token budget; decod
 }
 
 TEST_CASE("scheduler: shortest_prompt admits the shorter waiting prompt first") {
-  std::vector<ServingRequest> reqs(2);
-  reqs[0].id = 0;
-  reqs[0].input_tokens = 3000;
-  reqs[0].output_tokens = 1;
-  reqs[1].id = 1;
-  reqs[1].input_tokens = 500;
-  reqs[1].output_tokens = 1;
+  const std::vector<ServingRequest> reqs{queued_request(0, 0, 3000, 1), queued_request(1, 0, 500, 1)};
   for (QueueOrder o : {QueueOrder::Fcfs, QueueOrder::ShortestPrompt}) {
     std::vector<ServingRequest> r = reqs;
     SchedulerLimits lim;
