@@ -2,6 +2,7 @@
 // the scheduler's bookkeeping on its own.
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -63,14 +64,17 @@ json expanded(const json& cfg) {
   return load_config(path, {});
 }
 
-// A request of the scheduler's tests: its id, arrival and lengths.
-ServingRequest queued_request(uint32_t id, double arrival_s, uint32_t input_tokens, uint32_t output_tokens) {
-  ServingRequest r;
-  r.id = id;
-  r.arrival_s = arrival_s;
-  r.input_tokens = input_tokens;
-  r.output_tokens = output_tokens;
-  return r;
+// The scheduler tests' requests, ids in order, each {arrival_s, input_tokens, output_tokens}.
+std::vector<ServingRequest> queued(std::initializer_list<std::array<double, 3>> list) {
+  std::vector<ServingRequest> out;
+  for (const auto& r : list) {
+    out.emplace_back();
+    out.back().id = static_cast<uint32_t>(out.size() - 1);
+    out.back().arrival_s = r[0];
+    out.back().input_tokens = static_cast<uint32_t>(r[1]);
+    out.back().output_tokens = static_cast<uint32_t>(r[2]);
+  }
+  return out;
 }
 
 }  // namespace
@@ -430,7 +434,7 @@ TEST_CASE("serving: impossible requests and limits are config errors naming the 
 }
 
 TEST_CASE("scheduler: chunked prefill splits a prompt by the token budget; decode joins the batch") {
-  std::vector<ServingRequest> reqs{queued_request(0, 0, 10000, 3), queued_request(1, 1, 100, 5)};
+  std::vector<ServingRequest> reqs = queued({{0, 10000, 3}, {1, 100, 5}});
   SchedulerLimits lim;
   lim.max_batched_tokens = 4096;
   lim.chunked_prefill = true;
@@ -452,7 +456,7 @@ TEST_CASE("scheduler: chunked prefill splits a prompt by the token budget; decod
 }
 
 TEST_CASE("scheduler: shortest_prompt admits the shorter waiting prompt first") {
-  const std::vector<ServingRequest> reqs{queued_request(0, 0, 3000, 1), queued_request(1, 0, 500, 1)};
+  const std::vector<ServingRequest> reqs = queued({{0, 3000, 1}, {0, 500, 1}});
   for (QueueOrder o : {QueueOrder::Fcfs, QueueOrder::ShortestPrompt}) {
     std::vector<ServingRequest> r = reqs;
     SchedulerLimits lim;
