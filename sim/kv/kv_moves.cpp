@@ -95,16 +95,17 @@ void KvStore::load_from(BlockId b, TierId from, uint32_t layer) {
   if (t != from) pending_[b] = planner_->add(from, t, layer, data_bytes(b), kNoJob);
 }
 
-// The room left is what the tier holds less `blocks`; make_room stops one
-// block below the room it is given, hence the one more it starts from.
+// The tier's capacity_blocks is the room left to placement and eviction
+// (policies size their queues by it); make_room stops one block below the
+// room it is given, hence the one more it starts from.
 void KvStore::reserve_room(TierId t, uint64_t blocks) {
-  if (blocks == 0) return;
-  const uint64_t cap = t_.tiers[t].capacity_blocks;
-  const uint64_t room = cap - reserved_[t];
-  const uint64_t keep = room > blocks ? room - blocks : 0;
-  reserved_[t] = cap - (keep + 1);
+  TierInfo& ti = t_.tiers[t];
+  const uint64_t keep = ti.capacity_blocks > blocks ? ti.capacity_blocks - blocks : 0;
+  ti.capacity_blocks = keep + 1;
   make_room(t);
-  reserved_[t] = cap - std::max(keep, t_.tiers[t].occupied_blocks());
+  ti.capacity_blocks = std::max(keep, ti.occupied_blocks());
 }
+
+void KvStore::release_room(TierId t) { t_.tiers[t].capacity_blocks = capacity_[t]; }
 
 }  // namespace kvtier

@@ -13,49 +13,12 @@ KvStore::KvStore(EngineSetup& s, EngineCounters& c) : s_(s), c_(c) {
   t_.block_tokens = s_.bt;
   t_.blocks_per_seq_layer = s_.blocks_at(s_.steps - 1);
   t_.block_bytes = uint64_t(s_.bt) * model.kv_bytes_per_token_layer();
-  const double bb = static_cast<double>(t_.block_bytes);
   const uint64_t total_blocks = uint64_t(s_.batch) * model.layers * t_.blocks_per_seq_layer;
   if (total_blocks >= kNoBlock) throw ConfigError("workload: too many KV blocks (" + std::to_string(total_blocks) + ")");
   const Hardware& hw = s_.hw;
+  for (size_t i = 0; i < hw.tiers.size(); ++i) add_tier(i);
   uint64_t capacity_blocks = 0;
-  for (size_t i = 0; i < hw.tiers.size(); ++i) {
-    const size_t d = static_cast<size_t>(hw.device_index(hw.tiers[i]));
-    s_.tier_dev.push_back(d);
-    double cap = hw.devices[d].model->capacity_bytes();
-    std::string why;
-    if (d == s_.gpu_dev) {
-      s_.gpu_tier = true;
-      // With policies.weights, the GPU keeps its share of the weights and
-      // the buffers streamed layers land in.
-      const double w = s_.weights ? s_.weights->gpu_bytes() + s_.weights->gpu_staging_bytes() : model.weight_bytes();
-      cap -= w;
-      why = " after " + std::to_string(w / 1e9) + " GB of weights";
-    } else if (s_.weights && s_.weights->tier_bytes(static_cast<int>(i)) > 0) {
-      // Host memory and disk hold the weights' other shares (DRAM also the
-      // buffer disk weights pass through); KV gets the rest.
-      const double w = s_.weights->tier_bytes(static_cast<int>(i));
-      cap -= w;
-      why = " after " + std::to_string(w / 1e9) + " GB of weights (policies.weights)";
-    }
-    TierInfo ti;
-    ti.name = hw.tiers[i];
-    ti.kind = hw.devices[d].kind;
-    // A tier that stores blocks compressed holds proportionally more of them.
-    double frac = 0;
-    for (uint32_t l = 0; l < model.layers; ++l) {
-      // policies.weights.compress_cache: group-wise 4-bit KV in every tier.
-      s_.codec.push_back(s_.weights && s_.weights->plan().compress_cache ? s_.weights->cache_codec(s_.gpu_mem_Bps)
-                                                                         : s_.pol.compress->spec(static_cast<TierId>(i), l));
-      frac += s_.codec.back().stored_fraction() / model.layers;
-    }
-    ti.capacity_blocks = cap > 0 ? static_cast<uint64_t>(cap / (bb * frac)) : 0;
-    c_.wear.emplace_back(*hw.devices[d].model);
-    if (ti.capacity_blocks == 0)
-      throw ConfigError("hardware.devices." + ti.name + ": capacity" + why + " holds no KV block of " +
-                        std::to_string(t_.block_bytes) + " bytes (" + std::to_string(s_.bt) + " tokens)");
-    capacity_blocks += ti.capacity_blocks;
-    t_.tiers.push_back(ti);
-  }
+  for (const TierInfo& ti : t_.tiers) capacity_blocks += ti.capacity_blocks;
   if (t_.tiers.size() > 8) throw ConfigError("hardware.tiers: at most 8 tiers");
   // What the GPU has for KV: its tier (if it is one) and the staging buffers
   // KV streamed through it lands in.
@@ -76,7 +39,7 @@ KvStore::KvStore(EngineSetup& s, EngineCounters& c) : s_(s), c_(c) {
     if (!c.on_gpu && c.compress_Bps + c.decompress_Bps > 0 && s_.cpu_dev < 0)
       throw ConfigError("policies.compression: the codec runs on the CPU; hardware.devices needs a device of kind cpu");
   t_.allocate(total_blocks, kNotCreated);
-  reserved_.assign(t_.tiers.size(), 0);
+  for (const TierInfo& ti : t_.tiers) capacity_.push_back(ti.capacity_blocks);
   // Every route a block may take must exist; this also reports unreachable devices now.
   for (size_t d : s_.tier_dev)
     if (d != s_.gpu_dev) {
@@ -86,6 +49,49 @@ KvStore::KvStore(EngineSetup& s, EngineCounters& c) : s_(s), c_(c) {
   for (size_t i = 0; i + 1 < s_.tier_dev.size(); ++i) s_.topo->route(s_.tier_dev[i], s_.tier_dev[i + 1]);
 }
 
+// Tier i of hardware.tiers: its device, codecs, wear model and the blocks
+// its capacity holds once any weights it keeps are taken off.
+void KvStore::add_tier(size_t i) {
+  const LlmSpec& model = s_.model;
+  const Hardware& hw = s_.hw;
+  const double bb = static_cast<double>(t_.block_bytes);
+  const size_t d = static_cast<size_t>(hw.device_index(hw.tiers[i]));
+  s_.tier_dev.push_back(d);
+  double cap = hw.devices[d].model->capacity_bytes();
+  std::string why;
+  if (d == s_.gpu_dev) {
+    s_.gpu_tier = true;
+    // With policies.weights, the GPU keeps its share of the weights and
+    // the buffers streamed layers land in.
+    const double w = s_.weights ? s_.weights->gpu_bytes() + s_.weights->gpu_staging_bytes() : model.weight_bytes();
+    cap -= w;
+    why = " after " + std::to_string(w / 1e9) + " GB of weights";
+  } else if (s_.weights && s_.weights->tier_bytes(static_cast<int>(i)) > 0) {
+    // Host memory and disk hold the weights' other shares (DRAM also the
+    // buffer disk weights pass through); KV gets the rest.
+    const double w = s_.weights->tier_bytes(static_cast<int>(i));
+    cap -= w;
+    why = " after " + std::to_string(w / 1e9) + " GB of weights (policies.weights)";
+  }
+  TierInfo ti;
+  ti.name = hw.tiers[i];
+  ti.kind = hw.devices[d].kind;
+  // A tier that stores blocks compressed holds proportionally more of them.
+  double frac = 0;
+  for (uint32_t l = 0; l < model.layers; ++l) {
+    // policies.weights.compress_cache: group-wise 4-bit KV in every tier.
+    s_.codec.push_back(s_.weights && s_.weights->plan().compress_cache ? s_.weights->cache_codec(s_.gpu_mem_Bps)
+                                                                       : s_.pol.compress->spec(static_cast<TierId>(i), l));
+    frac += s_.codec.back().stored_fraction() / model.layers;
+  }
+  ti.capacity_blocks = cap > 0 ? static_cast<uint64_t>(cap / (bb * frac)) : 0;
+  c_.wear.emplace_back(*hw.devices[d].model);
+  if (ti.capacity_blocks == 0)
+    throw ConfigError("hardware.devices." + ti.name + ": capacity" + why + " holds no KV block of " +
+                      std::to_string(t_.block_bytes) + " bytes (" + std::to_string(s_.bt) + " tokens)");
+  t_.tiers.push_back(ti);
+}
+
 void KvStore::start(MoveSink& sink) {
   planner_ = &sink;
   pending_.assign(t_.size(), kNoJob);
@@ -93,7 +99,6 @@ void KvStore::start(MoveSink& sink) {
   copy_lists_.assign(t_.tiers.size(), RecencyLists{});
   drains_.assign(t_.tiers.size(), {});
   room_waits_.clear();
-  reserved_.assign(t_.tiers.size(), 0);
   for (auto& l : copy_lists_) l.setup(t_.size(), 1);
   prefetched_.assign(t_.size(), 0);
   prefetch_src_.assign(t_.size(), 0);

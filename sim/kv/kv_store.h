@@ -24,7 +24,8 @@
 //
 // Reservations: room of a tier set aside (prefill's output buffers share
 // the GPU's memory with its tier); the store places nothing there until
-// the reservation is released. Policies still see the tier's capacity.
+// the reservation is released. While it holds, the tier's capacity_blocks
+// is the room left, which is what placement and eviction size themselves by.
 #pragma once
 
 #include <algorithm>
@@ -113,8 +114,8 @@ class KvStore {
   // Sets aside `blocks` more of tier t's room, as far as its blocks can
   // leave (pinned ones keep theirs); held until release_room(t).
   void reserve_room(TierId t, uint64_t blocks);
-  void release_room(TierId t) { reserved_[t] = 0; }
-  uint64_t reserved_blocks(TierId t) const { return reserved_[t]; }
+  void release_room(TierId t);
+  uint64_t reserved_blocks(TierId t) const { return capacity_[t] - t_.tiers[t].capacity_blocks; }
 
   // A new block: placement picks a tier, eviction makes room (trying lower
   // tiers if every block of the chosen one is pinned). Returns its tier.
@@ -122,9 +123,6 @@ class KvStore {
   // While deferred (a whole prompt arriving), budgets wait for enforce_budget.
   void defer_budget(bool on) { defer_budget_ = on; }
   void enforce_budget(uint32_t seq, uint32_t layer);
-  // Moves b's own tier. A read up (to < from) leaves the copy it was read
-  // from in place; a move down finds the room already made by the caller.
-  void move(BlockId b, TierId from, TierId to);
   // Room in tier t: copies go first, then the room of blocks already being
   // written down (the caller waits for their writes: take_room_waits), then
   // the policy's victims; false if nothing can leave.
@@ -150,6 +148,10 @@ class KvStore {
   void close_occupancy();
 
  private:
+  void add_tier(size_t i);
+  // Moves b's own tier. A read up (to < from) leaves the copy it was read
+  // from in place; a move down finds the room already made by the caller.
+  void move(BlockId b, TierId from, TierId to);
   // b leaves its own tier and every copy below (the policy is told).
   void leave_tier(BlockId b);
   void add_copy(BlockId b, TierId t);
@@ -169,7 +171,7 @@ class KvStore {
   };
   void reclaim(TierId t);
   bool claim_drain(TierId t);
-  bool full(TierId t) const { return t_.tiers[t].occupied_blocks() + reserved_[t] >= t_.tiers[t].capacity_blocks; }
+  bool full(TierId t) const { return t_.tiers[t].occupied_blocks() >= t_.tiers[t].capacity_blocks; }
   // A predicted block leaves the GPU unused: its bytes were read for nothing.
   void waste_prefetch(BlockId b);
   // b has a valid copy below its tier: demoting it moves no bytes.
@@ -196,7 +198,7 @@ class KvStore {
   std::vector<RecencyLists> copy_lists_;  // per tier
   std::vector<std::deque<Drain>> drains_;  // per tier, oldest first
   std::vector<JobId> room_waits_;
-  std::vector<uint64_t> reserved_;  // per tier: room set aside (reserve_room)
+  std::vector<uint64_t> capacity_;  // per tier: its capacity with no room reserved
   Timeline* timeline_ = nullptr;
   std::vector<uint32_t> occupancy_track_;  // per tier: a timeline counter of its bytes in use
   std::vector<double> occupancy_value_;    // the values of the latest instant, not yet written

@@ -218,12 +218,13 @@ TEST_CASE("kv store: a reservation keeps room free until it is released") {
   CHECK(r.sink.moves[0].from == 0);
   CHECK(r.sink.moves[0].bytes == kBlock);
   CHECK(r.tier(0).used_blocks == 2);
-  CHECK(r.tier(0).capacity_blocks == 4);  // policies still see the tier's capacity
+  CHECK(r.tier(0).capacity_blocks == 2);  // what placement and eviction see is the room left
   r.allocate(3, 3);  // room for it only once another block left
   CHECK(r.sink.moves.size() == 2);
   CHECK(r.tier(0).used_blocks == 2);
   r.kv->release_room(0);
   CHECK(r.kv->reserved_blocks(0) == 0);
+  CHECK(r.tier(0).capacity_blocks == 4);
   r.allocate(4, 5);  // the room is back: two more fit without a move
   CHECK(r.sink.moves.size() == 2);
   CHECK(r.tier(0).used_blocks == 4);
@@ -272,4 +273,27 @@ TEST_CASE("kv store: invalidate_copies and a new token's write drop the copies b
   CHECK(r.sink.moves.back().wait_for == last);
   CHECK(r.kv->pending(2) == JobId(before + 2));
   CHECK(r.kv->table().dirty[2] == 1);
+}
+
+TEST_CASE("kv store: eviction sizes itself by the room a reservation leaves (prefill's output buffers)") {
+  // The GPU's memory holds 1.9 sequences' layer of prompt KV, less than the
+  // two kernels' output that prefill double-buffers: prefill reserves GPU
+  // tier room for it. 2Q decides whether a tier is full from its capacity;
+  // were the reservation hidden from it, it would keep the room prefill set
+  // aside and the output would not fit.
+  const double seq_layer = 1024.0 * 512;
+  json cfg = {{"hardware",
+               {{"devices",
+                 {{"gpu", fast_gpu(1.9 * seq_layer / 1e9)},
+                  {"dram", {{"kind", "dram"}, {"capacity_GB", 1}, {"bandwidth_GBps", 1e6}, {"latency_us", 0}}}}},
+                {"links", {{"pcie", {{"ends", {"gpu", "dram"}}, {"bandwidth_GBps", 1}, {"latency_us", 0}}}}},
+                {"tiers", {"gpu", "dram"}}}},
+              {"model", tiny_model(4)},
+              {"workload", {{"batch", 4}, {"context_tokens", 1024}, {"decode_steps", 4}, {"block_tokens", 128},
+                            {"prefill", "compute"}, {"trace", {{"kind", "none"}}}}},
+              {"policies", {{"evaluation", "exact"}, {"eviction", "twoq"}, {"placement", "top"}}}};
+  json m = simulate(cfg);
+  INFO(m.dump());
+  REQUIRE(m.contains("ttft_s"));
+  CHECK(m["prefill_staging_peak_bytes"].get<double>() <= 1.9 * seq_layer);
 }
