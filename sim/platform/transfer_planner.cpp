@@ -301,11 +301,10 @@ JobId TransferPlanner::move(size_t from, size_t to, double bytes, std::vector<Jo
   TransferJob job{j, from, to, bytes, std::move(deps), -1, 0, what};
   job.layer = layer;
   stream(from, to).submit(std::move(job));
-  if (s_.hw.devices[to].model->is_storage()) {
-    c_.ssd_bytes_written += bytes;
+  // Tiers are distinct devices (hardware.tiers lists each once): one tier wears.
+  if (s_.hw.devices[to].model->is_storage())
     for (size_t t = 0; t < s_.tiers(); ++t)
-      if (s_.tier_dev[t] == to) c_.wear[t].record_write(bytes);
-  }
+      if (s_.tier_dev[t] == to) record_write(t, bytes);
   return j;
 }
 

@@ -2,6 +2,7 @@
 // the scheduler's bookkeeping on its own.
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -61,6 +62,19 @@ json expanded(const json& cfg) {
       (std::filesystem::temp_directory_path() / ("kvtier_serving_test_" + std::to_string(getpid()) + ".json")).string();
   std::ofstream(path) << cfg.dump();
   return load_config(path, {});
+}
+
+// The scheduler tests' requests, ids in order, each {arrival_s, input_tokens, output_tokens}.
+std::vector<ServingRequest> queued(std::initializer_list<std::array<double, 3>> list) {
+  std::vector<ServingRequest> out;
+  for (const auto& r : list) {
+    out.emplace_back();
+    out.back().id = static_cast<uint32_t>(out.size() - 1);
+    out.back().arrival_s = r[0];
+    out.back().input_tokens = static_cast<uint32_t>(r[1]);
+    out.back().output_tokens = static_cast<uint32_t>(r[2]);
+  }
+  return out;
 }
 
 }  // namespace
@@ -420,14 +434,7 @@ TEST_CASE("serving: impossible requests and limits are config errors naming the 
 }
 
 TEST_CASE("scheduler: chunked prefill splits a prompt by the token budget; decode joins the batch") {
-  std::vector<ServingRequest> reqs(2);
-  reqs[0].id = 0;
-  reqs[0].input_tokens = 10000;
-  reqs[0].output_tokens = 3;
-  reqs[1].id = 1;
-  reqs[1].arrival_s = 1;
-  reqs[1].input_tokens = 100;
-  reqs[1].output_tokens = 5;
+  std::vector<ServingRequest> reqs = queued({{0, 10000, 3}, {1, 100, 5}});
   SchedulerLimits lim;
   lim.max_batched_tokens = 4096;
   lim.chunked_prefill = true;
@@ -449,13 +456,7 @@ TEST_CASE("scheduler: chunked prefill splits a prompt by the token budget; decod
 }
 
 TEST_CASE("scheduler: shortest_prompt admits the shorter waiting prompt first") {
-  std::vector<ServingRequest> reqs(2);
-  reqs[0].id = 0;
-  reqs[0].input_tokens = 3000;
-  reqs[0].output_tokens = 1;
-  reqs[1].id = 1;
-  reqs[1].input_tokens = 500;
-  reqs[1].output_tokens = 1;
+  const std::vector<ServingRequest> reqs = queued({{0, 3000, 1}, {0, 500, 1}});
   for (QueueOrder o : {QueueOrder::Fcfs, QueueOrder::ShortestPrompt}) {
     std::vector<ServingRequest> r = reqs;
     SchedulerLimits lim;
