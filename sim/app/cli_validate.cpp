@@ -71,22 +71,10 @@ std::vector<double> engine_storage_us(const json& hw, const std::vector<StorageP
   json r = in_child([&]() -> json {
     json h = hw;
     Hardware hwp = parse_hardware(h, "validate");
-    Topology topo(hwp);
-    start_simgrid();
-    Platform p(hwp, topo);
     const size_t disk = static_cast<size_t>(hwp.device_index("disk")), cpu = static_cast<size_t>(hwp.device_index(hwp.gpu));
-    std::vector<double> out;
-    sg4::Actor::create("storage", p.controller(), [&] {
-      for (const auto& q : pts) {
-        p.set_request_bytes(q.request_bytes);
-        const double t0 = sg4::Engine::get_clock();
-        sg4::CommPtr c = sg4::Comm::sendto_async(p.host(write ? cpu : disk), p.host(write ? disk : cpu),
-                                                 static_cast<uint64_t>(q.request_bytes * q.queue_depth));
-        c->wait();
-        out.push_back((sg4::Engine::get_clock() - t0) * 1e6);
-      }
-    });
-    sg4::Engine::get_instance()->run();
+    std::vector<TimedTransfer> transfers;
+    for (const auto& q : pts) transfers.push_back(TimedTransfer{q.request_bytes, q.request_bytes * q.queue_depth});
+    const std::vector<double> out = time_transfers_us(hwp, write ? cpu : disk, write ? disk : cpu, transfers);
     return json(out);
   });
   return r.get<std::vector<double>>();

@@ -321,4 +321,22 @@ double Platform::latency_cb(double size, const sg4::Host* src, const sg4::Host* 
   return g_active->latency_factor(a, b, size);
 }
 
+std::vector<double> time_transfers_us(const Hardware& hw, size_t from, size_t to, const std::vector<TimedTransfer>& transfers) {
+  Topology topo(hw);
+  start_simgrid();
+  Platform p(hw, topo);
+  std::vector<double> out;
+  sg4::Actor::create("transfers", p.controller(), [&] {
+    for (const TimedTransfer& x : transfers) {
+      p.set_request_bytes(x.request_bytes);
+      const double t0 = sg4::Engine::get_clock();
+      sg4::CommPtr c = sg4::Comm::sendto_async(p.host(from), p.host(to), static_cast<uint64_t>(x.bytes));
+      c->wait();
+      out.push_back((sg4::Engine::get_clock() - t0) * 1e6);
+    }
+  });
+  sg4::Engine::get_instance()->run();
+  return out;
+}
+
 }  // namespace kvtier

@@ -144,4 +144,14 @@ class Platform {
                            const std::vector<sg4::Link*>& links, const std::unordered_set<sg4::NetZone*>& zones);
 };
 
+// One transfer of `bytes`, issued as requests of `request_bytes`.
+struct TimedTransfer {
+  double request_bytes = 0, bytes = 0;
+};
+// Each transfer alone, one after the other, from device `from` to device
+// `to` of a platform built from `hw`: its simulated time in microseconds
+// (what `kvtier validate` holds against a measured storage probe). Runs
+// SimGrid in this process: call it where a simulation may start (a child).
+std::vector<double> time_transfers_us(const Hardware& hw, size_t from, size_t to, const std::vector<TimedTransfer>& transfers);
+
 }  // namespace kvtier

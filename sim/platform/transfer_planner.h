@@ -52,7 +52,7 @@ class TransferPlanner final : public MoveSink {
   JobId add(size_t from_ep, size_t to_ep, uint32_t layer, double raw_bytes, JobId wait_for) override;
   // A predicted block of `layer` read from tier `from` into the GPU tier, off
   // the critical path; bytes and codec work as add().
-  JobId add_prefetch(size_t from, uint32_t layer, double raw_bytes, JobId wait_for);
+  JobId add_prefetch(size_t from, uint32_t layer, double raw_bytes, JobId wait_for) override;
   // The open transfer from_ep -> to_ep, if any, also waits for j.
   void depend(size_t from_ep, size_t to_ep, JobId j);
   // The ids of every open transfer.
