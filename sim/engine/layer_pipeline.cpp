@@ -21,86 +21,19 @@ LayerPipeline::LayerPipeline(EngineSetup& s, EngineCounters& c, KvStore& kv, Tra
       platform_(platform),
       board_(board),
       timeline_(timeline),
-      gpu_(platform, s.gpu_dev, c, timeline, gpu_track) {
+      gpu_(platform, s.gpu_dev, c, timeline, gpu_track),
+      output_(s, c, kv, board) {
   if (s_.pol.eval->scoring()) scoring_ = std::make_unique<AppScoring>(s_, c_, kv_, tp_, board_);
   if (s_.weights) offload_ = std::make_unique<WeightOffload>(s_, tp_, board_);
   mass_of_.assign(t_.blocks_per_seq_layer, 0.f);
   recs_.assign(s_.trace ? s_.trace->header().sequences : 0, AttentionRecord{});
-  if (s_.gpu_tier)
-    for (uint32_t l = 0; l < s_.model.layers; ++l) gpu_tier_fraction_ += s_.fraction(0, l) / s_.model.layers;
 }
 
 // Staging buffers in use now, beside the KV the GPU tier holds now: their
 // peaks, and the most GPU memory the two take together.
 void LayerPipeline::note_staging(double staged) {
   c_.staging_peak_bytes = std::max(c_.staging_peak_bytes, staged);
-  c_.gpu_kv_and_staging_peak_bytes = std::max(c_.gpu_kv_and_staging_peak_bytes, staged + gpu_tier_bytes());
-}
-
-double LayerPipeline::gpu_tier_bytes() const {
-  // Blocks still being written down from the GPU hold their memory until the write lands.
-  return s_.gpu_tier ? static_cast<double>(t_.tiers[0].occupied_blocks()) * static_cast<double>(t_.block_bytes) * gpu_tier_fraction_
-                     : 0.0;
-}
-
-// Prompt KV computed on the GPU and still being written to its tier: drops
-// the writes that have landed.
-double LayerPipeline::prefill_staged_bytes() {
-  while (!prefill_staged_.empty()) {
-    const StagedWrites& w = prefill_staged_.front();
-    for (JobId j : w.jobs)
-      if (!board_.done(j)) return prefill_staged_sum_;
-    prefill_staged_sum_ -= w.bytes;
-    prefill_staged_.pop_front();
-  }
-  prefill_staged_sum_ = 0;  // no rounding left behind
-  return 0;
-}
-
-// How many sequences, from s0, the next prefill kernel of this layer runs,
-// each writing up to `per_seq` bytes below the GPU. All that are left if
-// their output fits in the GPU memory the GPU tier and the writes still
-// draining leave. Else double-buffered: kernels of half the memory the tier
-// leaves, each once the writes before it leave it room, so that one
-// kernel's output is written while the next computes. If the tier leaves
-// less than two sequences' output, it gives up blocks (demoted by its
-// eviction policy) for the rest of prefill: the output's buffers and the
-// tier share one memory.
-uint32_t LayerPipeline::prefill_chunk(uint32_t s0, double per_seq) {
-  const uint32_t left = s_.batch - s0;
-  auto budget = [&] { return s_.gpu_free_bytes - gpu_tier_bytes(); };
-  auto room = [&] { return budget() - prefill_staged_bytes(); };
-  if (per_seq <= 0 || double(left) * per_seq <= room()) return left;
-  if (s_.gpu_tier && budget() < 2 * per_seq) {
-    const double block = static_cast<double>(t_.block_bytes) * gpu_tier_fraction_;
-    const uint64_t give = static_cast<uint64_t>(std::ceil((2 * per_seq - budget()) / block));
-    // Blocks the tier cannot give up (pinned) keep their room; the staging
-    // check at the end of the run reports an output that then does not fit.
-    kv_.reserve_room(0, give);
-  }
-  const uint32_t k = static_cast<uint32_t>(std::max(1.0, std::min(double(left), std::floor(budget() / (2 * per_seq)))));
-  while (!prefill_staged_.empty() && room() < k * per_seq) {
-    const double t0 = sg4::Engine::get_clock();
-    for (JobId j : prefill_staged_.front().jobs) board_.wait(j);
-    c_.prefill_write_wait_s += sg4::Engine::get_clock() - t0;
-  }
-  return k;
-}
-
-void LayerPipeline::wait_rooms() {
-  const double t0 = sg4::Engine::get_clock();
-  for (JobId j : room_waits_) board_.wait(j);
-  room_waits_.clear();
-  c_.prefill_write_wait_s += sg4::Engine::get_clock() - t0;
-}
-
-void LayerPipeline::note_prefill_output(StagedWrites&& w) {
-  if (w.bytes <= 0) return;
-  const double staged = prefill_staged_bytes() + w.bytes;
-  prefill_staged_sum_ = staged;
-  prefill_staged_.push_back(std::move(w));
-  c_.prefill_staging_peak_bytes = std::max(c_.prefill_staging_peak_bytes, staged);
-  c_.gpu_kv_and_staging_peak_bytes = std::max(c_.gpu_kv_and_staging_peak_bytes, staged + gpu_tier_bytes());
+  c_.gpu_kv_and_staging_peak_bytes = std::max(c_.gpu_kv_and_staging_peak_bytes, staged + output_.gpu_tier_bytes());
 }
 
 void LayerPipeline::flush(Slot* slot) {
@@ -152,10 +85,10 @@ void LayerPipeline::prefill() {
     const double est = below_per_seq;
     below_per_seq = 0;
     for (uint32_t s0 = 0; s0 < s_.batch;) {
-      const uint32_t k = s_.prefill_compute ? prefill_chunk(s0, est) : s_.batch - s0;
+      const uint32_t k = s_.prefill_compute ? output_.chunk(s0, est) : s_.batch - s0;
       // The blocks the last kernel's output took were still being written
       // out of that room: this kernel waits until they have left.
-      wait_rooms();
+      output_.wait_rooms();
       if (s_.prefill_compute) {
         auto kernel = [&] { return prefill_kernel_s(s_, T, k); };
         // The layer's weights first; compressed weights are restored for every GPU batch.
@@ -166,7 +99,7 @@ void LayerPipeline::prefill() {
       // it, once its masses are known, not block by block as it is allocated.
       kv_.defer_budget(true);
       double gpu_kept_tokens = 0;  // prompt KV that stays on the GPU (compress_cache quantizes it there)
-      StagedWrites out;
+      PrefillOutput::StagedWrites out;
       for (uint32_t s = s0; s < s0 + k; ++s) {
         const double before = out.bytes;
         for (uint32_t i = 0; i < ctx_blocks; ++i) {
@@ -196,14 +129,14 @@ void LayerPipeline::prefill() {
         // KV assumed in place: settle every move without simulating it.
         tp_.settle();
       }
-      if (s_.prefill_compute) note_prefill_output(std::move(out));
-      kv_.take_room_waits(room_waits_);
+      if (s_.prefill_compute) output_.note(std::move(out));
+      output_.take_room_waits();
       s0 += k;
     }
   }
   if (s_.gpu_tier) kv_.release_room(0);  // the room prefill output took is free once written
   // The first token needs the last layer's KV in place.
-  wait_rooms();
+  output_.wait_rooms();
   if (!s_.prefill_load) return;
   const double q = s_.query_tokens;
   for (uint32_t l = 0; l < s_.model.layers; ++l) {
@@ -636,7 +569,7 @@ void LayerPipeline::select_iteration(uint64_t index, uint32_t layer, const std::
 // with the chunk's budget applied once all of it has arrived.
 void LayerPipeline::append_iteration(uint32_t layer, const std::vector<IterationSeq>& seqs) {
   const double tok_bytes = static_cast<double>(s_.model.kv_bytes_per_token_layer());
-  std::vector<StagedWrites> staged;
+  std::vector<PrefillOutput::StagedWrites> staged;
   auto write_into = [&](BlockId b, double bytes) { kv_.write_kv(b, layer, bytes); };
   for (const IterationSeq& q : seqs) {
     if (!q.prefill) {
@@ -644,7 +577,7 @@ void LayerPipeline::append_iteration(uint32_t layer, const std::vector<Iteration
       continue;
     }
     const uint32_t first = q.past / s_.bt, end = (q.past + q.tokens + s_.bt - 1) / s_.bt;
-    StagedWrites out;  // the chunk's new blocks written below, from GPU memory
+    PrefillOutput::StagedWrites out;  // the chunk's new blocks written below, from GPU memory
     kv_.defer_budget(true);
     for (uint32_t i = first; i < end; ++i) {
       const BlockId b = t_.id(q.seq, layer, i);
@@ -669,7 +602,7 @@ void LayerPipeline::append_iteration(uint32_t layer, const std::vector<Iteration
   }
   flush(nullptr);
   // Held in GPU memory until written (measured; serving does not hold prefill back for it).
-  for (StagedWrites& w : staged) note_prefill_output(std::move(w));
+  for (PrefillOutput::StagedWrites& w : staged) output_.note(std::move(w));
   staged.clear();
 }
 
@@ -700,12 +633,12 @@ void LayerPipeline::run_iteration(uint64_t index, const std::vector<IterationSeq
     if (s_.weights) s_.weights->await(weights, board_);
     if (check_) check_->before_attention(static_cast<uint32_t>(index), l, slot.on_gpu);
     // As in the single-batch prefill: the rooms the last layer's new blocks took must be free first.
-    wait_rooms();
+    output_.wait_rooms();
     compute(iteration_kernel_s(s_, s_.bt, shape, &slot.seq_tokens) + restore_s + slot.extra_gpu_s, "iteration", static_cast<int64_t>(index), l, slot.kv_blocks);
     append_iteration(l, seqs);
-    kv_.take_room_waits(room_waits_);
+    output_.take_room_waits();
   }
-  wait_rooms();
+  output_.wait_rooms();
   clock_base_ += L;
   kv_.background_demotion();
   flush(nullptr);

@@ -17,6 +17,7 @@
 #include "sim/engine/invariants.h"
 #include "sim/engine/layer_slot.h"
 #include "sim/engine/offload.h"
+#include "sim/engine/prefill_output.h"
 #include "sim/engine/scoring.h"
 #include "sim/kv/kv_store.h"
 #include "sim/platform/gpu_stream.h"
@@ -58,19 +59,7 @@ class LayerPipeline {
 
  private:
   using Slot = LayerSlot;
-  // Prompt KV computed in one prefill kernel and written below the GPU: the
-  // writes carrying it, and its bytes.
-  struct StagedWrites {
-    std::vector<JobId> jobs;
-    double bytes = 0;
-  };
   void prefill();
-  uint32_t prefill_chunk(uint32_t s0, double seq_out);
-  void note_prefill_output(StagedWrites&& w);
-  // Prefill: waits for the writes out of the rooms its output took.
-  void wait_rooms();
-  double prefill_staged_bytes();
-  double gpu_tier_bytes() const;  // the KV the GPU tier holds now
   void note_staging(double staged);
   void select(uint64_t k);
   // A slot of the ring for layer computation k, emptied for its selection.
@@ -101,6 +90,7 @@ class LayerPipeline {
   JobBoard& board_;
   Timeline& timeline_;
   GpuStream gpu_;
+  PrefillOutput output_;  // prompt KV computed on the GPU until written below it
   uint32_t depth_ = 0;
   InvariantChecker* check_ = nullptr;
   std::unique_ptr<AppScoring> scoring_;  // APP (the evaluation policy splits scoring), else null
@@ -113,11 +103,7 @@ class LayerPipeline {
   std::vector<uint32_t> idx_;
   std::vector<uint32_t> pred_;
   std::vector<float> obs_mass_;
-  double gpu_tier_fraction_ = 0;         // stored / raw bytes of a GPU tier block, over layers
   uint64_t clock_base_ = 0;               // serving: layer computations of the iterations so far
-  std::deque<StagedWrites> prefill_staged_;  // prefill output still being written down, oldest first
-  double prefill_staged_sum_ = 0;
-  std::vector<JobId> room_waits_;  // prefill: writes out of the rooms the last kernel's output took
 };
 
 }  // namespace kvtier

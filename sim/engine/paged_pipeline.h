@@ -19,6 +19,8 @@
 
 namespace kvtier {
 
+class JobBoard;
+class Platform;
 class TransferPlanner;
 
 struct PagedIteration {
