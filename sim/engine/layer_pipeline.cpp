@@ -56,25 +56,63 @@ void LayerPipeline::compute(double seconds, const char* phase, int64_t step, uin
   }
 }
 
+// The prompt's own attention is what its blocks have been used for so far:
+// H2O's accumulated mass, top-k's history, HKM's ranking start from it.
+void LayerPipeline::seed_prompt_attention(uint32_t l, uint32_t ctx_blocks) {
+  if (!s_.trace) return;
+  for (uint32_t s = 0; s < s_.batch; ++s)
+    if (const std::vector<float>* pm = s_.trace->prompt(s % s_.trace->header().sequences, l))
+      for (uint32_t i = 0; i < ctx_blocks && i < pm->size(); ++i) kv_.seed_prompt(t_.id(s, l, i), (*pm)[i]);
+}
+
+// The prompt blocks of layer l of sequences [s0, s0 + k) placed where
+// placement puts them: written from the GPU below it (into `out`), or with
+// MatKV loaded from flash (the lowest tier) into a higher one. Returns the
+// most bytes one sequence wrote below.
+double LayerPipeline::place_prompt(uint32_t l, uint32_t s0, uint32_t k, uint32_t ctx_blocks,
+                                   PrefillOutput::StagedWrites& out) {
+  double most = 0;
+  // The whole prompt arrives at once: budgets (H2O) apply to the whole of
+  // it, once its masses are known, not block by block as it is allocated.
+  kv_.defer_budget(true);
+  double gpu_kept_tokens = 0;  // prompt KV that stays on the GPU (compress_cache quantizes it there)
+  for (uint32_t s = s0; s < s0 + k; ++s) {
+    const double before = out.bytes;
+    for (uint32_t i = 0; i < ctx_blocks; ++i) {
+      BlockId b = t_.id(s, l, i);
+      const TierId t = kv_.allocate(b, ctx_blocks);
+      if (s_.weights && s_.gpu_tier && t == 0) gpu_kept_tokens += double(kv_.held_tokens(b));
+      if (t == kDropped || (!s_.prefill_compute && !s_.prefill_load)) continue;
+      if (s_.prefill_load) {
+        kv_.load_from(b, static_cast<TierId>(t_.tiers.size() - 1), l);
+        continue;
+      }
+      if (!(s_.gpu_tier && t == 0)) {
+        const JobId j = kv_.write_output(b, l);
+        if (out.jobs.empty() || out.jobs.back() != j) out.jobs.push_back(j);
+        out.bytes += kv_.data_bytes(b);
+      }
+    }
+    most = std::max(most, out.bytes - before);
+  }
+  kv_.defer_budget(false);
+  if (offload_) offload_->compress_kept_prompt(gpu_kept_tokens);
+  for (uint32_t s = s0; s < s0 + k; ++s) kv_.enforce_budget(s, l);
+  return most;
+}
+
 void LayerPipeline::prefill() {
   const uint32_t ctx_blocks = (s_.ctx + s_.bt - 1) / s_.bt;
   kv_.set_tokens_now(s_.ctx);
   const double T = s_.ctx;
-  const size_t n = t_.tiers.size();
   // MatKV: the prompt's KV was computed once and stored on flash (the lowest
   // tier); prefill loads what placement puts higher, layer by layer, and
   // computes only the query tokens once a layer's KV is there.
-  const size_t src = n - 1;
   std::vector<std::vector<JobId>> loads(s_.model.layers);
   double below_per_seq = 0;
   for (uint32_t l = 0; l < s_.model.layers; ++l) {
     kv_.set_clock(0, l);
-    // The prompt's own attention is what its blocks have been used for so
-    // far: H2O's accumulated mass, top-k's history, HKM's ranking start from it.
-    if (s_.trace)
-      for (uint32_t s = 0; s < s_.batch; ++s)
-        if (const std::vector<float>* pm = s_.trace->prompt(s % s_.trace->header().sequences, l))
-          for (uint32_t i = 0; i < ctx_blocks && i < pm->size(); ++i) kv_.seed_prompt(t_.id(s, l, i), (*pm)[i]);
+    seed_prompt_attention(l, ctx_blocks);
     // A computed layer's output sits in GPU memory until it is written to
     // its tier, so the layer runs in kernels of as many sequences as that
     // memory holds (prefill_chunk). What one sequence writes below: at most
@@ -95,33 +133,8 @@ void LayerPipeline::prefill() {
         const double extra = offload_ ? offload_->before_prefill_kernel(l, s0 == 0, T * k) : 0.0;
         compute(kernel() + extra, "prefill", -1, l, 0);
       }
-      // The whole prompt arrives at once: budgets (H2O) apply to the whole of
-      // it, once its masses are known, not block by block as it is allocated.
-      kv_.defer_budget(true);
-      double gpu_kept_tokens = 0;  // prompt KV that stays on the GPU (compress_cache quantizes it there)
       PrefillOutput::StagedWrites out;
-      for (uint32_t s = s0; s < s0 + k; ++s) {
-        const double before = out.bytes;
-        for (uint32_t i = 0; i < ctx_blocks; ++i) {
-          BlockId b = t_.id(s, l, i);
-          const TierId t = kv_.allocate(b, ctx_blocks);
-          if (s_.weights && s_.gpu_tier && t == 0) gpu_kept_tokens += double(kv_.held_tokens(b));
-          if (t == kDropped || (!s_.prefill_compute && !s_.prefill_load)) continue;
-          if (s_.prefill_load) {
-            kv_.load_from(b, static_cast<TierId>(src), l);
-            continue;
-          }
-          if (!(s_.gpu_tier && t == 0)) {
-            const JobId j = kv_.write_output(b, l);
-            if (out.jobs.empty() || out.jobs.back() != j) out.jobs.push_back(j);
-            out.bytes += kv_.data_bytes(b);
-          }
-        }
-        below_per_seq = std::max(below_per_seq, out.bytes - before);
-      }
-      kv_.defer_budget(false);
-      if (offload_) offload_->compress_kept_prompt(gpu_kept_tokens);
-      for (uint32_t s = s0; s < s0 + k; ++s) kv_.enforce_budget(s, l);
+      below_per_seq = std::max(below_per_seq, place_prompt(l, s0, k, ctx_blocks, out));
       if (s_.prefill_compute || s_.prefill_load) {
         tp_.open_ids(loads[l]);
         flush(nullptr);
@@ -423,6 +436,48 @@ void LayerPipeline::load_next_request() {
   });
 }
 
+// Adaptive prefetch reads, once a step ends, how busy the GPU was over it
+// and the utilization (bytes / (bandwidth x time)) of the links fetches into
+// the GPU cross.
+void LayerPipeline::start_depth_adaptation() {
+  step_t0_ = c_.decode_start;
+  gpu_busy_t0_ = c_.gpu_busy_s;
+  fetch_links_.clear();
+  for (size_t d : s_.tier_dev)
+    if (d != s_.gpu_dev)
+      for (uint32_t i : platform_.route(d, s_.gpu_dev).stats)
+        if (std::find(fetch_links_.begin(), fetch_links_.end(), i) == fetch_links_.end()) fetch_links_.push_back(i);
+  link_bytes_t0_.assign(platform_.stats().size(), 0.0);
+}
+
+void LayerPipeline::adapt_depth() {
+  const double now = sg4::Engine::get_clock(), dt = now - step_t0_;
+  double link_busy = 0;
+  auto& st = platform_.stats();
+  for (uint32_t i : fetch_links_) {
+    if (dt > 0 && st[i].bandwidth_Bps > 0)
+      link_busy = std::max(link_busy, (st[i].bytes - link_bytes_t0_[i]) / (st[i].bandwidth_Bps * dt));
+    link_bytes_t0_[i] = st[i].bytes;
+  }
+  depth_ = std::min<uint32_t>(
+      s_.pol.prefetch->adapt_depth(dt > 0 ? (c_.gpu_busy_s - gpu_busy_t0_) / dt : 0.0, std::min(1.0, link_busy)), 64);
+  step_t0_ = now;
+  gpu_busy_t0_ = c_.gpu_busy_s;
+}
+
+// Decode layer computation k: its kernel, or under policies.weights its GPU
+// batches sharing the weight load `weights_job`.
+void LayerPipeline::compute_layer(Slot& slot, uint64_t k, JobId weights_job) {
+  const int64_t step = static_cast<int64_t>(k / s_.model.layers);
+  const uint32_t layer = static_cast<uint32_t>(k % s_.model.layers);
+  if (offload_) {
+    offload_->run_layer(slot, k, weights_job, [&](double seconds) { compute(seconds, "decode", step, layer, slot.kv_blocks); });
+    return;
+  }
+  compute(decode_kernel_s(s_, s_.batch, static_cast<double>(slot.kv_tokens)) + slot.extra_gpu_s, "decode", step, layer,
+          slot.kv_blocks);
+}
+
 void LayerPipeline::drive() {
   Progress progress("decode", s_.steps, "steps");
   if (offload_) offload_->set_iterations((s_.prefill_compute ? s_.model.layers : 0) + uint64_t(s_.steps) * s_.model.layers);
@@ -436,32 +491,9 @@ void LayerPipeline::drive() {
   ring_.assign(65, Slot{});  // room for the deepest prefetch a policy may ask for (64)
   depth_ = std::min<uint32_t>(s_.pol.prefetch->depth(), 64);
   uint64_t next = 0;
-  double step_t0 = c_.decode_start, gpu_busy_t0 = c_.gpu_busy_s;
-  // The links that fetches into the GPU cross: their utilization (bytes /
-  // (bandwidth x time)) over the last step is what adaptive prefetch reads.
-  std::vector<uint32_t> fetch_links;
-  for (size_t d : s_.tier_dev)
-    if (d != s_.gpu_dev)
-      for (uint32_t i : platform_.route(d, s_.gpu_dev).stats)
-        if (std::find(fetch_links.begin(), fetch_links.end(), i) == fetch_links.end()) fetch_links.push_back(i);
-  std::vector<double> link_bytes_t0(platform_.stats().size(), 0.0);
+  start_depth_adaptation();
   for (uint64_t k = 0; k < N; ++k) {
-    if (k % s_.model.layers == 0 && k > 0) {
-      // Adaptive prefetch sees the last step's utilisation.
-      const double now = sg4::Engine::get_clock(), dt = now - step_t0;
-      double link_busy = 0;
-      auto& st = platform_.stats();
-      for (uint32_t i : fetch_links) {
-        if (dt > 0 && st[i].bandwidth_Bps > 0)
-          link_busy = std::max(link_busy, (st[i].bytes - link_bytes_t0[i]) / (st[i].bandwidth_Bps * dt));
-        link_bytes_t0[i] = st[i].bytes;
-      }
-      depth_ = std::min<uint32_t>(s_.pol.prefetch->adapt_depth(dt > 0 ? (c_.gpu_busy_s - gpu_busy_t0) / dt : 0.0,
-                                                          std::min(1.0, link_busy)),
-                                  64);
-      step_t0 = now;
-      gpu_busy_t0 = c_.gpu_busy_s;
-    }
+    if (k % s_.model.layers == 0 && k > 0) adapt_depth();
     kv_.pin_from(k + 1);
     // This layer's weights (and, with overlap, the next layer's) are issued
     // before the next layer's KV is selected: FlexGen loads layer l+1's
@@ -486,26 +518,8 @@ void LayerPipeline::drive() {
     for (uint64_t j = k; j < next; ++j) staged += ring_[j % ring_.size()].staged_bytes;
     note_staging(staged);
     if (check_) check_->before_attention(static_cast<uint32_t>(k / s_.model.layers), static_cast<uint32_t>(k % s_.model.layers), slot.on_gpu);
-    if (slot.score_cpu != kNoJob) {
-      const double tc = board_.duration(slot.score_cpu) +
-                        (slot.score_move_cpu != kNoJob ? board_.duration(slot.score_move_cpu) : 0.0);
-      const double tf = std::max(board_.duration(slot.score_fpga),
-                                 slot.score_read != kNoJob ? board_.duration(slot.score_read) : 0.0);
-      s_.pol.eval->scoring()->report(tc, tf);
-      c_.cpu_score_s += tc;
-      c_.fpga_score_s += tf;
-      c_.cpu_idle_s += std::max(0.0, tf - tc);
-      c_.fpga_idle_s += std::max(0.0, tc - tf);
-    }
-    if (s_.weights) {
-      const int64_t step = static_cast<int64_t>(k / s_.model.layers);
-      const uint32_t layer = static_cast<uint32_t>(k % s_.model.layers);
-      offload_->run_layer(slot, k, weights_job, [&](double seconds) { compute(seconds, "decode", step, layer, slot.kv_blocks); });
-    } else {
-      compute(decode_kernel_s(s_, s_.batch, static_cast<double>(slot.kv_tokens)) + slot.extra_gpu_s, "decode",
-              static_cast<int64_t>(k / s_.model.layers),
-              static_cast<uint32_t>(k % s_.model.layers), slot.kv_blocks);
-    }
+    if (scoring_) scoring_->report(slot);
+    compute_layer(slot, k, weights_job);
     append(k);
     if (k % s_.model.layers == s_.model.layers - 1) {
       c_.step_end.push_back(sg4::Engine::get_clock());

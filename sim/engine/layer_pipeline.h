@@ -60,6 +60,8 @@ class LayerPipeline {
  private:
   using Slot = LayerSlot;
   void prefill();
+  void seed_prompt_attention(uint32_t l, uint32_t ctx_blocks);
+  double place_prompt(uint32_t l, uint32_t s0, uint32_t k, uint32_t ctx_blocks, PrefillOutput::StagedWrites& out);
   void note_staging(double staged);
   void select(uint64_t k);
   // A slot of the ring for layer computation k, emptied for its selection.
@@ -76,6 +78,9 @@ class LayerPipeline {
   void fetch_selected(Slot& slot, uint32_t layer);
   double crossing_bytes(TierId t, uint32_t layer, double raw) const;
   void append(uint64_t k);
+  void compute_layer(Slot& slot, uint64_t k, JobId weights_job);
+  void start_depth_adaptation();
+  void adapt_depth();  // adaptive prefetch, once a step has ended
   void compute(double seconds, const char* phase, int64_t step, uint32_t layer, uint64_t kv_blocks);
   void load_next_request();
   // Samples tier occupancy, then submits every open transfer.
@@ -92,6 +97,9 @@ class LayerPipeline {
   GpuStream gpu_;
   PrefillOutput output_;  // prompt KV computed on the GPU until written below it
   uint32_t depth_ = 0;
+  double step_t0_ = 0, gpu_busy_t0_ = 0;  // when the last step started, and the GPU's busy time then
+  std::vector<uint32_t> fetch_links_;     // the links fetches into the GPU cross
+  std::vector<double> link_bytes_t0_;     // per link: its bytes when the last step started
   InvariantChecker* check_ = nullptr;
   std::unique_ptr<AppScoring> scoring_;  // APP (the evaluation policy splits scoring), else null
   std::unique_ptr<WeightOffload> offload_;  // policies.weights other than "gpu", else null

@@ -296,4 +296,20 @@ double AppScoring::key_copy_fit(double key_bytes_per_block) {
   return fit;
 }
 
+// Once a scored layer's kernel may start: how long each side took (the CPU
+// with its key moves, the FPGA with its NAND read), for the policy's split
+// of the next layers and the run's busy and idle times.
+void AppScoring::report(const LayerSlot& slot) {
+  if (slot.score_cpu == kNoJob) return;
+  const double tc = board_.duration(slot.score_cpu) +
+                    (slot.score_move_cpu != kNoJob ? board_.duration(slot.score_move_cpu) : 0.0);
+  const double tf = std::max(board_.duration(slot.score_fpga),
+                             slot.score_read != kNoJob ? board_.duration(slot.score_read) : 0.0);
+  s_.pol.eval->scoring()->report(tc, tf);
+  c_.cpu_score_s += tc;
+  c_.fpga_score_s += tf;
+  c_.cpu_idle_s += std::max(0.0, tf - tc);
+  c_.fpga_idle_s += std::max(0.0, tc - tf);
+}
+
 }  // namespace kvtier

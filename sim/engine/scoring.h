@@ -37,6 +37,8 @@ class AppScoring {
   // its jobs to `slot`; near-storage attention also takes the SmartSSD's
   // blocks out of `sel` (the drive attends them).
   void score(LayerSlot& slot, uint32_t step, uint32_t layer, uint32_t n, std::vector<BlockId>& sel);
+  // When the layer's kernel may start: the time each side of its scoring took.
+  void report(const LayerSlot& slot);
 
  private:
   static void bind_storage_attention(EngineSetup& s);  // the FPGA kernel, the drive's tier, the schedule
