@@ -175,7 +175,7 @@ bool unknown_command(CLI::App& app, const char* word) {
     names += (names.empty() ? "" : ", ") + c->get_name();
   }
   if (!known)
-    std::cerr << "kvtier: error: unknown command '" << word << "'; commands: " << names << " (see kvtier --help)\n";
+    std::cerr << "kvtier: error: unknown command '" << one_line(word) << "'; commands: " << names << " (see kvtier --help)\n";
   return !known;
 }
 
@@ -190,7 +190,7 @@ int parse(CLI::App& app, int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::cerr << "kvtier: error: " << e.what() << " (see kvtier --help)\n";
+    std::cerr << "kvtier: error: " << one_line(e.what()) << " (see kvtier --help)\n";
     return kBadInput;
   }
   return -1;
@@ -229,10 +229,10 @@ int main(int argc, char** argv) {
   try {
     return dispatch(c);
   } catch (const ConfigError& e) {
-    std::cerr << "kvtier: error: " << plain_numbers(e.what()) << "\n";
+    std::cerr << "kvtier: error: " << one_line(plain_numbers(e.what())) << "\n";
     return kBadInput;
   } catch (const std::exception& e) {
-    std::cerr << "kvtier: internal error: " << e.what() << "\n";
+    std::cerr << "kvtier: internal error: " << one_line(e.what()) << "\n";
     return 1;
   }
 }

@@ -1,9 +1,12 @@
 #include "sim/app/run.h"
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <iostream>
 
 #include "sim/core/config.h"
+#include "sim/core/progress.h"
 #include "sim/core/result.h"
 #include "sim/engine/engine.h"
 #include "sim/serving/serving.h"
@@ -87,6 +90,8 @@ int run_on(json& cfg, bool quiet) {
 }  // namespace
 
 int cmd_run(const RunOptions& o) {
+  // Progress of a long run where someone watches: stderr a terminal, no -q.
+  Progress::enable(!o.quiet && isatty(STDERR_FILENO));
   json cfg = load_config(o.config, o.sets);
   if (!o.seed.empty()) cfg["sim"]["seed"] = parse_seed(o.seed.front(), "--seed");
   if (!o.out.empty()) cfg["sim"]["out_dir"] = o.out;

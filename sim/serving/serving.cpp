@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "sim/core/config.h"
+#include "sim/core/progress.h"
 #include "sim/core/timeline.h"
 #include "sim/engine/engine_metrics.h"
 #include "sim/engine/invariants.h"
@@ -150,7 +151,9 @@ void ServingSimulation::drive() {
   size_t next = 0;
   uint64_t done = 0;
   const bool check = invariants_requested();
+  Progress progress("serving", static_cast<double>(reqs_.size()), "requests");
   while (done < reqs_.size()) {
+    progress.update(static_cast<double>(done));
     const double now = sg4::Engine::get_clock();
     while (next < reqs_.size() && reqs_[next].arrival_s <= now) sched_->arrive(static_cast<uint32_t>(next++));
     if (sched_->idle()) {

@@ -1,0 +1,60 @@
+"""Progress of a long run: a line on the terminal while it runs, rewritten in
+place and cleared at the end; nothing when stderr is not a terminal or with
+-q, and the same result.json either way."""
+
+import json
+import os
+import pty
+import select
+import subprocess
+import time
+
+from conftest import DEFAULT_CONFIG, kvtier_binary
+
+# About 2-4 s of decode steps here: past the 2 s before a line is drawn.
+LONG = ["--set", "workload.decode_steps=40000", "--set", "workload.warmup_steps=1"]
+
+
+def run_in_terminal(args, cwd):
+    """Runs kvtier with stdout and stderr on a pseudo-terminal; returns (rc, text)."""
+    master, slave = pty.openpty()
+    p = subprocess.Popen([str(kvtier_binary())] + args, cwd=cwd, stdout=slave, stderr=slave, stdin=subprocess.DEVNULL)
+    os.close(slave)
+    out = b""
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        r, _, _ = select.select([master], [], [], 1.0)
+        if r:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # the child closed the terminal
+                break
+            if not chunk:
+                break
+            out += chunk
+        elif p.poll() is not None:
+            break
+    rc = p.wait(timeout=60)
+    os.close(master)
+    return rc, out.decode("utf-8", "replace")
+
+
+def test_a_long_run_shows_progress_on_a_terminal_and_clears_it(tmp_path):
+    rc, text = run_in_terminal(["run", str(DEFAULT_CONFIG), "--out", "a"] + LONG, tmp_path)
+    assert rc == 0, text
+    assert "kvtier: decode " in text and "% (" in text and " of 40000 steps)" in text, text[-2000:]
+    assert "\r\x1b[K" in text  # the line is cleared before the summary
+    assert "kvtier: wrote" in text
+
+
+def test_no_progress_when_piped_or_quiet(tmp_path):
+    r = subprocess.run([str(kvtier_binary()), "run", str(DEFAULT_CONFIG), "--out", "b"] + LONG, cwd=tmp_path,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "kvtier: decode" not in r.stderr and "\r" not in r.stderr
+    rc, text = run_in_terminal(["run", str(DEFAULT_CONFIG), "--out", "c", "-q"] + LONG, tmp_path)
+    assert rc == 0 and text == "", text[-2000:]
+    # What a run writes does not depend on where its progress went.
+    b = json.loads((tmp_path / "b" / "result.json").read_text())
+    c = json.loads((tmp_path / "c" / "result.json").read_text())
+    assert b["metrics"] == c["metrics"]
