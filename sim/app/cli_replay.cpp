@@ -1,5 +1,7 @@
 #include "sim/app/cli_replay.h"
 
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cmath>
@@ -12,6 +14,7 @@
 #include "models/llm.h"
 #include "policies/policy.h"
 #include "sim/core/config.h"
+#include "sim/core/progress.h"
 #include "sim/replay/replay.h"
 #include "sim/core/result.h"
 #include "traces/oracle_general.h"
@@ -271,9 +274,12 @@ void replay_streamed(const ReplayCli& o, const Input& in, const ReplayConfig& ba
     }
   std::vector<uint32_t> buf;
   Request r;
+  Progress progress("replay", double(in.n_refs) * base.repeat, "references");
+  double done = 0;
   for (uint32_t rep = 0; rep < base.repeat; ++rep) {
     auto again = open_input(o.trace, o.synthetic);
     while (again->next(r)) {
+      progress.update(done += double(r.blocks.size()));
       buf.clear();
       for (uint64_t b : r.blocks) {
         auto it = in.dense.find(b);
@@ -293,8 +299,11 @@ void replay_streamed(const ReplayCli& o, const Input& in, const ReplayConfig& ba
 void replay_in_memory(const ReplayCli& o, const BlockStream& s, const ReplayConfig& base,
                       const std::vector<uint64_t>& cap_blocks, const std::vector<std::string>& policies, Runs& out) {
   std::unique_ptr<NextReferences> next;
+  Progress progress("replay", double(policies.size() * cap_blocks.size()), "runs");
+  double done = 0;
   for (const auto& p : policies)
     for (uint64_t c0 : cap_blocks) {
+      progress.update(done++);
       ReplayConfig c = run_config(base, p, c0, o.policy_params);
       if (!next && replay_needs_next(c)) next = std::make_unique<NextReferences>(next_references(s, c.repeat));
       const ReplayResult res = replay(s, c, next.get());
@@ -329,6 +338,7 @@ void write_replay(const ReplayCli& o, const json& out, const Runs& runs) {
 }
 
 int run_replay(ReplayCli& o) {
+  Progress::enable(!o.quiet && isatty(STDERR_FILENO));  // a long replay shows where it is on a terminal
   auto t0 = std::chrono::steady_clock::now();
   LlmSpec model = load_model(o.model);
   std::vector<std::string> policies = checked_policies(o);

@@ -1,10 +1,13 @@
 #include "sim/app/cli_trace.h"
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <iostream>
 
 #include "sim/app/cli_replay.h"
 #include "sim/core/config.h"
+#include "sim/core/progress.h"
 #include "sim/core/result.h"
 #include "traces/attention_binary.h"
 #include "traces/attention_fit.h"
@@ -58,10 +61,11 @@ uint64_t copy_all(AttentionSource& src, AttentionWriter& w) {
       if (const auto* p = src.prompt(s, l)) w.prompt(l, s, *p);
   AttentionRecord rec;
   uint64_t n = 0;
+  Progress progress("trace", double(h.steps) * h.layers * std::max<uint32_t>(1, h.sequences), "records");
   while (src.next(rec)) {
     const auto* g = file && file->head_groups() > 1 ? &file->group_mass() : nullptr;
     w.write(rec, g);
-    ++n;
+    progress.update(double(++n));
   }
   w.close();
   return n;
@@ -241,6 +245,7 @@ std::shared_ptr<TraceCommands> add_trace_commands(CLI::App& trace) {
 }
 
 bool run_trace_commands(TraceCommands& c, int& rc) {
+  Progress::enable(isatty(STDERR_FILENO));  // a long conversion or generation shows where it is on a terminal
   c.seed = parse_seed(c.seed_text, "--seed");
   if (c.convert && *c.convert) rc = cmd_convert(c);
   else if (c.stats && *c.stats) rc = cmd_stats(c);

@@ -125,10 +125,13 @@ int cmd_trace_gen(const std::string& config, const std::vector<std::string>& set
   JsonlAttentionWriter writer(out, h);
   AttentionRecord rec;
   uint64_t n = 0;
+  Progress::enable(isatty(STDERR_FILENO));
+  Progress progress("trace", double(h.steps) * h.layers * std::max<uint32_t>(1, h.sequences), "records");
   while (gen.next(rec)) {
     writer.write(rec);
-    ++n;
+    progress.update(double(++n));
   }
+  progress.finish();
   writer.close();
   std::cout << "kvtier: wrote " << n << " records to " << out << "\n";
   return 0;

@@ -23,8 +23,12 @@ Progress::Progress(std::string what, double total, std::string unit)
   next_ = start_ + kQuiet;
 }
 
-Progress::~Progress() {
+Progress::~Progress() { finish(); }
+
+void Progress::finish() {
   if (drawn_) std::fputs("\r\033[K", stderr);  // the line goes; what follows starts clean
+  drawn_ = false;
+  next_ = std::chrono::steady_clock::time_point::max();  // and is not drawn again
 }
 
 void Progress::update(double done) {

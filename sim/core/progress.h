@@ -25,6 +25,9 @@ class Progress {
   // `done` units so far; cheap enough to call per unit of work at a
   // thousand units a second (the clock is read, the line written rarely).
   void update(double done);
+  // Clears the line (the destructor does too): call it before printing
+  // anything else while the Progress is still alive.
+  void finish();
 
  private:
   void draw(double done, double elapsed_s);
