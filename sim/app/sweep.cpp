@@ -94,6 +94,12 @@ struct WorkDir {
 
 // Appends one line with a single write() on an O_APPEND descriptor: a crash
 // leaves whole lines only (done_keys cuts off anything else).
+// A result line that could not be written (a full disk): the sweep stops
+// there, keeping what it wrote.
+struct WriteFailed : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 class LineAppender {
  public:
   explicit LineAppender(const std::string& path) : path_(path) {
@@ -118,7 +124,7 @@ class LineAppender {
       int err = n < 0 ? errno : ENOSPC;
       if (n > 0 && before >= 0 && ::ftruncate(fd_, before) != 0) {
       }
-      throw std::runtime_error(path_ + ": write failed: " + strerror(err));
+      throw WriteFailed(path_ + ": write failed: " + strerror(err));
     }
   }
 
@@ -280,10 +286,15 @@ class SweepRun {
       if (it == running_.end()) continue;
       Running r = it->second;
       running_.erase(it);
-      finish(r, status);
+      try {
+        finish(r, status);
+      } catch (const WriteFailed& e) {
+        write_error_ = e.what();
+        break;
+      }
     }
     const int stop = signals.received();
-    if (stop) end_running();
+    if (stop || !write_error_.empty()) end_running();
     if (live_) std::cerr << "\n";
     return stop;
   }
@@ -314,6 +325,10 @@ class SweepRun {
     manifest["set"] = o_.sets;
     write_file_atomic(paths_.manifest, manifest.dump(2) + "\n");
   }
+
+  // A result that could not be written ended the sweep: what it kept.
+  const std::string& write_error() const { return write_error_; }
+  size_t points_kept() const { return finished_ - failed_ - 1; }
 
   // The last words on stdout (or stderr when interrupted); the exit status.
   int report(int stop) const {
@@ -439,6 +454,7 @@ class SweepRun {
   const std::string started_ = utc_now();
   const std::chrono::steady_clock::time_point t_start_ = std::chrono::steady_clock::now();
   bool live_ = false;
+  std::string write_error_;  // the write that stopped the sweep, if one did
 };
 
 }  // namespace
@@ -462,6 +478,18 @@ int run_sweep(const SweepOptions& o) {
   Sweep sw = load_sweep(o.file, o.sets, work.path, o.quiet);
   SweepRun run(o, sw, work.path);
   const int stop = run.run();
+  if (!run.write_error().empty()) {
+    // The points written before the failure stay in sweep.jsonl (a re-run
+    // skips them); the tables are written for them if the disk lets us.
+    std::string tables = "; the CSV and manifest list them";
+    try {
+      run.write_tables(stop);
+    } catch (const std::exception& e) {
+      tables = "; the CSV and manifest could not be written either (" + std::string(e.what()) + ")";
+    }
+    throw ConfigError(run.write_error() + "; the sweep stopped with " + std::to_string(run.points_kept()) +
+                      " finished points kept" + tables + "; free space and re-run to finish");
+  }
   run.write_tables(stop);
   return run.report(stop);
 }

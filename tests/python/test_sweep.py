@@ -323,3 +323,37 @@ def test_sweep_killed_again_and_again_resumes_to_every_point_once(tmp_path):
     assert len(csv_rows) == 13
     m = json.loads((out.parent / "killed.manifest.json").read_text())
     assert m["points_done"] == 12 and m["points_failed"] == 0
+
+
+def test_a_full_disk_stops_the_sweep_with_exit_2_and_keeps_what_finished(kvtier, tiny, tmp_path):
+    """A result line that cannot be written (here: a file-size limit just
+    above one line, the way a full disk refuses the next write) ends the
+    sweep with one line and exit 2; the points written before it stay, the
+    CSV and manifest list them, and a re-run without the limit finishes."""
+    import resource
+    import signal
+    import subprocess
+    from conftest import kvtier_binary
+
+    line = max(len(l) for l in (tiny[2]).read_text().splitlines()) + 1
+    sweep = write_sweep(tmp_path / "tiny.json")
+    out = tmp_path / "res" / "tiny.jsonl"
+
+    def limit():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails (EFBIG) instead of killing
+        resource.setrlimit(resource.RLIMIT_FSIZE, (int(line * 1.5), int(line * 1.5)))
+
+    p = subprocess.run([str(kvtier_binary()), "sweep", str(sweep), "--out", str(out), "--jobs", "1"], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=300, preexec_fn=limit)
+    assert p.returncode == 2, p.stderr
+    err = [l for l in p.stderr.splitlines() if "error" in l]
+    assert len(err) == 1 and "tiny.jsonl: write failed" in err[0] and "1 finished points kept" in err[0], p.stderr
+    assert "internal error" not in p.stderr
+    assert len(read_lines(out)) == 1  # the point that failed to write left no partial line
+    manifest = json.loads((tmp_path / "res" / "tiny.manifest.json").read_text())
+    assert manifest["points_done"] == 1
+    csv = (tmp_path / "res" / "tiny.csv").read_text().splitlines()
+    assert len(csv) == 2  # header and the kept point
+    again = kvtier("sweep", sweep, "--out", out, "--jobs", "2", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert by_key(read_lines(out)) == by_key(read_lines(tiny[2]))
