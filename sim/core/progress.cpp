@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <utility>
 
 namespace kvtier {
@@ -11,7 +12,16 @@ namespace {
 bool g_progress_on = false;
 constexpr std::chrono::milliseconds kRedraw{500};
 // Runs shorter than this never draw: a quick run prints what it always did.
-constexpr std::chrono::seconds kQuiet{2};
+// KVTIER_PROGRESS_AFTER_S changes it (the tests draw at once, on short runs).
+std::chrono::steady_clock::duration quiet_period() {
+  double s = 2.0;
+  if (const char* e = std::getenv("KVTIER_PROGRESS_AFTER_S")) {
+    char* end = nullptr;
+    const double v = std::strtod(e, &end);
+    if (end != e && *end == '\0' && v >= 0 && v < 1e6) s = v;
+  }
+  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(s));
+}
 }  // namespace
 
 void Progress::enable(bool on) { g_progress_on = on; }
@@ -20,7 +30,7 @@ bool Progress::enabled() { return g_progress_on; }
 Progress::Progress(std::string what, double total, std::string unit)
     : what_(std::move(what)), unit_(std::move(unit)), total_(total) {
   start_ = std::chrono::steady_clock::now();
-  next_ = start_ + kQuiet;
+  next_ = start_ + quiet_period();
 }
 
 Progress::~Progress() { finish(); }
