@@ -199,7 +199,7 @@ ReplayConfig base_config(const ReplayCli& o, const LlmSpec& model, const BlockSt
   for (const auto& spec : o.tiers) base.tiers.push_back(parse_tier(spec, base, s, o.policy_params));
   if (base.tiers.empty()) {
     if (!have_capacities) throw ConfigError("replay: give --capacity (one or more) or --tier NAME:CAPACITY[:POLICY]");
-    base.tiers.push_back({"cache", 0, json{{"name", "lru"}}});
+    base.tiers.push_back({"cache", 0, json{{"name", "lru"}}, ""});
   }
   return base;
 }

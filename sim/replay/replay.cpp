@@ -36,7 +36,8 @@ class ReplayHierarchy {
     if (c.admission == ReplayAdmission::Second) seen_.assign(blocks, 0);
     if (want_next) next_.assign(blocks, kNeverAgain);
     for (uint32_t i = 0; i < n_tiers_; ++i) {
-      std::string where = "replay.tiers[" + std::to_string(i) + "].policy";
+      const std::string where =
+          c.tiers[i].where.empty() ? "replay.tiers[" + std::to_string(i) + "].policy" : c.tiers[i].where;
       auto p = Registry<EvictionPolicy>::instance().create(c.tiers[i].policy, where);
       if (auto* na = dynamic_cast<NextAccessEviction*>(p.get())) {
         if (!want_next) throw ConfigError(where + ": needs next-reference times (internal: not computed)");
@@ -191,7 +192,7 @@ void check_config(const ReplayConfig& c) {
 bool replay_needs_next(const ReplayConfig& c) {
   for (const auto& t : c.tiers) {
     json p = t.policy;
-    auto e = Registry<EvictionPolicy>::instance().create(p, "replay policy");
+    auto e = Registry<EvictionPolicy>::instance().create(p, t.where.empty() ? "replay policy" : t.where);
     if (dynamic_cast<NextAccessEviction*>(e.get())) return true;
   }
   return false;

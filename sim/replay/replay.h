@@ -40,6 +40,9 @@ struct ReplayTierSpec {
   std::string name;
   uint64_t capacity_blocks = 0;
   json policy;  // {"name": ..., parameters}; resolved in place by replay()
+  // Where the policy came from, as error messages name it (a JSON path or
+  // an option); empty: replay.tiers[i].policy.
+  std::string where;
 };
 
 struct ReplayConfig {

@@ -81,6 +81,7 @@ void PrefixCache::setup_tiers(json& pc, const EngineSetup& s, const Room& room) 
                         (swap_here ? " besides the swap space" : "") +
                         (room.weight_bytes[t] > 0 ? " and the weights (policies.weights)" : ""));
     ts.policy = pc["policy"].is_string() ? json{{"name", pc["policy"]}} : pc["policy"];
+    ts.where = "serving.prefix_cache.policy";
     cfg_->tiers.push_back(ts);
     dev_.push_back(s.tier_dev[t]);
   }

@@ -32,7 +32,7 @@ ReplayConfig one_tier(const std::string& policy, uint64_t cap) {
   ReplayConfig c;
   c.block_tokens = 512;
   c.block_bytes = 1;
-  c.tiers.push_back({"cache", cap, json{{"name", policy}}});
+  c.tiers.push_back({"cache", cap, json{{"name", policy}}, ""});
   return c;
 }
 
@@ -142,7 +142,7 @@ TEST_CASE("replay: LRU stack distances give every capacity's hits in one pass") 
   // Exclusive LRU tiers with promotion are one LRU stack split at the capacities.
   StackDistances sd = lru_stack_distances(s, ReplaySemantics::Block, 1);
   ReplayConfig c = one_tier("lru", 300);
-  c.tiers.push_back({"dram", 1200, json{{"name", "lru"}}});
+  c.tiers.push_back({"dram", 1200, json{{"name", "lru"}}, ""});
   ReplayResult r = replay(s, c, nullptr);
   CHECK(r.tiers[0].hits == sd.hits_within(300));
   CHECK(r.tiers[1].hits == sd.hits_within(1500) - sd.hits_within(300));
@@ -169,7 +169,7 @@ TEST_CASE("replay: exclusive and inclusive tiers, promotion on hit") {
   // Capacities 1 and 2; stream A B A C B.
   BlockStream s = stream_of({{1}, {2}, {1}, {3}, {2}});
   ReplayConfig c = one_tier("lru", 1);
-  c.tiers.push_back({"dram", 2, json{{"name", "lru"}}});
+  c.tiers.push_back({"dram", 2, json{{"name", "lru"}}, ""});
   ReplayResult ex = replay(s, c, nullptr);
   CHECK(ex.tiers[0].hits == 0);
   CHECK(ex.tiers[1].hits == 2);  // A and B come back from the lower tier
@@ -181,7 +181,7 @@ TEST_CASE("replay: exclusive and inclusive tiers, promotion on hit") {
   // Without promotion a block hit below stays there.
   BlockStream t = stream_of({{1}, {2}, {1}, {1}});
   ReplayConfig p = one_tier("lru", 1);
-  p.tiers.push_back({"dram", 2, json{{"name", "lru"}}});
+  p.tiers.push_back({"dram", 2, json{{"name", "lru"}}, ""});
   ReplayResult pr = replay(t, p, nullptr);
   CHECK(pr.tiers[0].hits == 1);
   CHECK(pr.tiers[1].hits == 1);
@@ -205,7 +205,7 @@ TEST_CASE("replay: every registered eviction policy runs in replay within capaci
   for (const auto& kv : Registry<EvictionPolicy>::instance().entries()) {
     DYNAMIC_SECTION(kv.first) {
       ReplayConfig c = one_tier(kv.first, 500);
-      c.tiers.push_back({"dram", 1500, json{{"name", kv.first}}});
+      c.tiers.push_back({"dram", 1500, json{{"name", kv.first}}, ""});
       NextReferences nr = next_references(s, 1);
       ReplayResult r = replay(s, c, &nr);
       CHECK(r.hits() + r.misses == r.references);
