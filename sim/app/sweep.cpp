@@ -328,7 +328,7 @@ class SweepRun {
 
   // A result that could not be written ended the sweep: what it kept.
   const std::string& write_error() const { return write_error_; }
-  size_t points_kept() const { return finished_ - failed_ - 1; }
+  size_t points_kept() const { return written_; }
 
   // The last words on stdout (or stderr when interrupted); the exit status.
   int report(int stop) const {
@@ -421,6 +421,7 @@ class SweepRun {
                   << ": the run's resolved config differs from the validated one\n";
       json line{{"key", p.key}, {"index", p.index}, {"overrides", p.overrides}, {"result", result}};
       sink_->append(line.dump() + "\n");
+      ++written_;
     } else {
       ++failed_;
       failures_.push_back(json{{"index", p.index}, {"overrides", p.overrides}, {"error", why}});
@@ -455,6 +456,7 @@ class SweepRun {
   const std::chrono::steady_clock::time_point t_start_ = std::chrono::steady_clock::now();
   bool live_ = false;
   std::string write_error_;  // the write that stopped the sweep, if one did
+  size_t written_ = 0;       // result lines this run appended
 };
 
 }  // namespace

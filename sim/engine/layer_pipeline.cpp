@@ -306,8 +306,8 @@ void LayerPipeline::fetch_selected(Slot& slot, uint32_t layer) {
     slot.kv_tokens += kv_.held_tokens(b);
     // A block still being written down is read where its data is: the tier
     // it is leaving, which keeps the memory until the write lands.
-    const bool draining = kv_.draining(b);
-    kv_.hit(b);
+    const TierId at = kv_.hit(b);
+    const bool draining = at != t;  // a block is read from elsewhere only while it drains
     if (s_.gpu_tier && t == 0) {
       if (!board_.done(kv_.pending(b))) slot.waits.push_back(kv_.pending(b));
       continue;
@@ -331,7 +331,7 @@ void LayerPipeline::fetch_selected(Slot& slot, uint32_t layer) {
     // write). Prefill output written from the GPU's staging buffer is not
     // kept: that buffer is reused layer after layer, so a read waits for the write.
     if (draining) {
-      const size_t src = kv_.pending_src(b);
+      const size_t src = at;
       if (s_.gpu_tier && src == 0) continue;  // still on the GPU
       tp_.add(src, gpu_ep, layer, bb, kNoJob);
       continue;

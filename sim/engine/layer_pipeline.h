@@ -7,7 +7,6 @@
 // Selection runs `depth` layers ahead of compute (layer-ahead prefetch).
 #pragma once
 
-#include <deque>
 #include <functional>
 #include <memory>
 #include <vector>
