@@ -557,7 +557,7 @@ void LayerPipeline::select_iteration(uint64_t index, uint32_t layer, const std::
       bool more = q.attention->next(iter_rec_);
       while (more && iter_rec_.step < q.step) more = q.attention->next(iter_rec_);
       if (!more || iter_rec_.step != q.step || iter_rec_.layer != layer)
-        throw std::logic_error("serving.attention: request " + std::to_string(q.seq) + " has no record of step " +
+        throw std::logic_error("serving.attention: sequence " + std::to_string(q.seq) + " has no record of step " +
                                std::to_string(q.step) + ", layer " + std::to_string(layer));
       rec = &iter_rec_;
     }

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <stdexcept>
 
 #include "sim/core/config.h"
 #include "sim/core/progress.h"
@@ -96,16 +98,38 @@ void ServingSimulation::paged_iteration(const IterationPlan& p, uint64_t index, 
   ++iterations_;
 }
 
+// A request's KV lives in a block-table sequence from its first iteration
+// until it finishes or is recomputed: the lowest one free, so that a run is
+// the same whatever ran before.
+uint32_t ServingSimulation::take_slot(uint32_t id) {
+  if (slot_of_[id] != kNoSlot) return slot_of_[id];
+  if (free_slots_.empty())
+    throw std::logic_error("serving: more requests hold KV than serving.max_running allows");
+  std::pop_heap(free_slots_.begin(), free_slots_.end(), std::greater<uint32_t>());
+  slot_of_[id] = free_slots_.back();
+  free_slots_.pop_back();
+  return slot_of_[id];
+}
+
+// Its blocks leave every tier and the sequence is free for another request.
+void ServingSimulation::give_back_slot(uint32_t id) {
+  if (slot_of_[id] == kNoSlot) return;
+  pipeline_->release(slot_of_[id]);
+  free_slots_.push_back(slot_of_[id]);
+  std::push_heap(free_slots_.begin(), free_slots_.end(), std::greater<uint32_t>());
+  slot_of_[id] = kNoSlot;
+}
+
 // serving.kv "tiered": the iteration runs through the layer pipeline, which
 // selects, fetches, computes and appends layer by layer as in decode.
 void ServingSimulation::tiered_iteration(const IterationPlan& p, uint64_t index, bool more_after) {
-  for (uint32_t id : p.recomputed) pipeline_->release(id);  // its KV is dropped; prefill computes it again
+  for (uint32_t id : p.recomputed) give_back_slot(id);  // its KV is dropped; prefill computes it again
   recomputed_ += p.recomputed.size();
   std::vector<LayerPipeline::IterationSeq> seqs;
   seqs.reserve(p.items.size());
   for (const IterationItem& it : p.items) {
     ServingRequest& r = reqs_[it.req];
-    LayerPipeline::IterationSeq q{it.req, it.past, it.tokens, it.prefill};
+    LayerPipeline::IterationSeq q{take_slot(it.req), it.past, it.tokens, it.prefill};
     q.attention = attention_of(r);
     if (!it.prefill) {
       q.step = it.past - r.input_tokens;  // 0: the first token after the one prefill produced
@@ -190,7 +214,7 @@ void ServingSimulation::after_iteration(const IterationPlan& p, uint64_t& done) 
     if (write_through && it.completes_prefill && reqs_[it.req].generated == 0) cache_->write_down(reqs_[it.req]);
   for (uint32_t id : sched_->complete(end)) {
     ++done;
-    if (pipeline_) pipeline_->release(id);
+    if (pipeline_) give_back_slot(id);
     if (!attention_.empty()) attention_[id].reset();
     if (!write_through) cache_->write_down(reqs_[id]);
     cache_->free_to_gpu(reqs_[id]);

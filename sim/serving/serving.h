@@ -64,6 +64,10 @@ class ServingSimulation {
   void bind_policies();
   void bind_kv_policies();
   void build_kv_store();
+  uint32_t kv_slots() const;
+  // serving.kv "tiered": the block-table sequence request `id` keeps its KV in.
+  uint32_t take_slot(uint32_t id);
+  void give_back_slot(uint32_t id);
   void start_engines(const std::string& timeline_path);
   AttentionSource* attention_of(const ServingRequest& r);
   double weight_bytes_in(size_t dev) const;  // weights (policies.weights) a device below the GPU holds
@@ -85,6 +89,9 @@ class ServingSimulation {
   json attention_cfg_;   // serving.attention ({}: none)
   uint64_t seed_ = 0;
   std::vector<std::unique_ptr<AttentionSource>> attention_;  // per request, while it runs
+  static constexpr uint32_t kNoSlot = UINT32_MAX;
+  std::vector<uint32_t> slot_of_;     // per request: its block-table sequence while it holds KV
+  std::vector<uint32_t> free_slots_;  // block-table sequences no request holds (a min-heap)
   double slo_ttft_s_ = 0, slo_tpot_s_ = 0;
   int swap_dev_ = -1;              // the host memory that holds swapped-out sequences
 

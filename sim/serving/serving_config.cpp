@@ -102,6 +102,9 @@ ServingSimulation::ServingSimulation(json& cfg) : cfg_(cfg), cache_(std::make_un
   RequestStream rs = load_requests(sv);
   reqs_ = std::move(rs.reqs);
   source_name_ = rs.source_name;
+  if (tiered_ && sv["prefix_cache"]["enabled"].get<bool>() && rs.distinct_blocks > 0)
+    throw ConfigError("serving.prefix_cache.enabled: with serving.kv \"tiered\" the tiers hold running sequences' KV, "
+                      "not a prefix cache; set false");
   if (tiered_) build_kv_store();
   check_requests(reqs_, source_name_, limits_, s_.model, tiered_ ? "tiers hold " : "GPU holds ");
   configure_prefix_cache(sv["prefix_cache"], swap_bytes, rs.prefix_block_tokens, rs.distinct_blocks);
@@ -198,9 +201,6 @@ double ServingSimulation::configure_swap(const json& sv) {
 // size, beside the swap space and the weights there.
 void ServingSimulation::configure_prefix_cache(json& pc, double swap_bytes, uint32_t prefix_block_tokens,
                                                uint64_t distinct_blocks) {
-  if (tiered_ && pc["enabled"].get<bool>() && distinct_blocks > 0)
-    throw ConfigError("serving.prefix_cache.enabled: with serving.kv \"tiered\" the tiers hold running sequences' KV, "
-                      "not a prefix cache; set false");
   PrefixCache::Room room;
   room.swap_dev = swap_dev_;
   room.swap_bytes = limits_.preemption == PreemptionMode::Swap ? swap_bytes : 0.0;
@@ -282,26 +282,37 @@ double ServingSimulation::weight_bytes_in(size_t dev) const {
   return 0;
 }
 
-// serving.kv "tiered": one block-table sequence per request (each keeps its
-// own block range; the scheduler admits requests against what the tiers
-// hold), the tiers' capacity as the scheduler's pool.
+// serving.kv "tiered": the block table holds one block range per request
+// that holds KV (a slot: taken at its first iteration, given back when it
+// finishes or is recomputed), as many slots as requests can run at once; the
+// scheduler admits requests against what the tiers hold, the tiers' capacity
+// as its pool. Its size is checked before anything is allocated.
+uint32_t ServingSimulation::kv_slots() const {
+  return static_cast<uint32_t>(std::min<uint64_t>(reqs_.size(), limits_.max_running));
+}
+
 void ServingSimulation::build_kv_store() {
   uint64_t longest = 1;
   for (const ServingRequest& q : reqs_) longest = std::max<uint64_t>(longest, uint64_t(q.input_tokens) + q.output_tokens);
   const uint64_t bt = limits_.block_tokens;
-  const uint64_t blocks = uint64_t(reqs_.size()) * s_.model.layers * ((longest + bt - 1) / bt);
+  const uint64_t slots = kv_slots();
+  const uint64_t blocks = slots * s_.model.layers * ((longest + bt - 1) / bt);
   if (blocks > (uint64_t(1) << 26))
-    throw ConfigError("serving.kv: \"tiered\" keeps a block range per request: " + std::to_string(reqs_.size()) +
-                      " requests x " + std::to_string(s_.model.layers) + " layers x " + std::to_string((longest + bt - 1) / bt) +
-                      " blocks of the longest is " + std::to_string(blocks) +
-                      " blocks, above 2^26 (67,108,864); serve fewer requests (serving.limit) or use larger blocks "
+    throw ConfigError("serving.kv: \"tiered\" keeps a block range for each request that can run at once: " +
+                      std::to_string(slots) + " (serving.max_running, or the requests if fewer) x " +
+                      std::to_string(s_.model.layers) + " layers x " + std::to_string((longest + bt - 1) / bt) +
+                      " blocks of the longest request is " + std::to_string(blocks) +
+                      " blocks, above 2^26 (67,108,864); lower serving.max_running or use larger blocks "
                       "(workload.block_tokens)");
-  s_.batch = static_cast<uint32_t>(reqs_.size());
+  s_.batch = static_cast<uint32_t>(slots);
   s_.ctx = 0;
   s_.steps = static_cast<uint32_t>(longest);
   s_.bt = static_cast<uint32_t>(bt);
   s_.admitted_by_scheduler = true;
   if (!attention_cfg_.empty()) attention_.resize(reqs_.size());
+  slot_of_.assign(reqs_.size(), kNoSlot);
+  free_slots_.clear();
+  for (uint32_t i = 0; i < slots; ++i) free_slots_.push_back(i);  // a min-heap: the lowest free slot first
   s_.bind_host_devices();  // the devices a CPU codec works with
   // The KV store names the tiers' devices, codecs and wear itself.
   s_.tier_dev.clear();

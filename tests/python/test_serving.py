@@ -109,8 +109,9 @@ def test_mooncake_head_runs_and_is_deterministic(kvtier, tmp_path):
      "serving.attention: expected {\"kind\": \"synthetic\""),
     (["serving.kv=tiered", "serving.preemption=recompute", 'serving.attention={"kind": "synthetic", "heavy": 1}'],
      "serving.attention.heavy"),
-    (["serving.kv=tiered", "serving.preemption=recompute", "serving.requests.count=100000"],
-     "serving.kv: \"tiered\" keeps a block range per request"),
+    (["serving.kv=tiered", "serving.preemption=recompute", "serving.requests.count=1000",
+      "serving.requests.input_tokens=100000", "workload.block_tokens=8"],
+     "serving.kv: \"tiered\" keeps a block range for each request that can run at once"),
     (["workload.batch=4"], "workload.batch: not read in a serving config"),
     (['policies.weights={"name": "offload", "gpu_percent": 50, "cpu_percent": 50, "gpu_batches": 2}'],
      "policies.weights.gpu_batches"),
@@ -150,10 +151,27 @@ def test_tiered_kv_refuses_a_prefix_cache(kvtier, tmp_path):
     """With the KV in tiers the tiers hold running sequences' KV: a request
     trace's prefix cache cannot share them, and saying so is the user's call."""
     p = kvtier("run", SERVING / "mooncake.json", "--out", tmp_path / "out", "--set", "serving.kv=tiered", "--set",
-               "serving.preemption=recompute", "--set", "serving.limit=10", cwd=tmp_path)
+               "serving.preemption=recompute", cwd=tmp_path)
     assert p.returncode == 2, p.stderr
     assert "serving.prefix_cache.enabled: with serving.kv \"tiered\"" in p.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_tiered_kv_block_table_holds_the_requests_that_run_at_once(kvtier, tmp_path):
+    """The block table keeps a range for each request that can run at once
+    (serving.max_running), not for every request of the stream: a thousand
+    100K-token requests in 8-token blocks are refused at 256 running (above
+    2^26 blocks) and resolve at 4, whatever the stream's length."""
+    sets = ["serving.kv=tiered", "serving.preemption=recompute", "serving.requests.count=1000",
+            "serving.requests.input_tokens=100000", "workload.block_tokens=8"]
+    args = ["config", ROOT / "configs" / "systems" / "vllm_swap.json"]
+    for s in sets:
+        args += ["--set", s]
+    p = kvtier(*args, cwd=tmp_path)
+    assert p.returncode == 2 and "256 (serving.max_running" in p.stderr, p.stderr
+    p = kvtier(*args, "--set", "serving.max_running=4", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["serving"]["max_running"] == 4
 
 
 def test_config_resolves_a_serving_config(kvtier, tmp_path):

@@ -249,6 +249,25 @@ TEST_CASE("serving, KV in tiers: with all of it on the GPU, the paged pool's tim
   CHECK(tiered["kv"]["fetched_bytes"].get<double>() == 0);
 }
 
+TEST_CASE("serving, KV in tiers: requests take a block range while they hold KV and give it back, the paged pool's times") {
+  // 40 requests, two running at a time: the block table holds two ranges
+  // (serving.max_running), each used by 20 requests in turn.
+  json req{{"kind", "identical"}, {"count", 40}, {"input_tokens", 700}, {"output_tokens", 9}, {"interval_s", 0.01}};
+  json opts{{"preemption", "recompute"}, {"max_running", 2}};
+  json p = opts;
+  p["coarsen"] = false;
+  json paged = serve(expanded(serving_config(req, p)));
+  json t = opts;
+  t["kv"] = "tiered";
+  json tiered = serve(expanded(serving_config(req, t)));
+  REQUIRE(tiered.contains("kv"));
+  CHECK(tiered["requests"].get<uint64_t>() == 40);
+  CHECK(rel(tiered["simulated_time_s"].get<double>(), paged["simulated_time_s"].get<double>()) < 1e-12);
+  CHECK(rel(tiered["ttft_s"]["p99"].get<double>(), paged["ttft_s"]["p99"].get<double>()) < 1e-12);
+  CHECK(rel(tiered["tpot_s"]["mean"].get<double>(), paged["tpot_s"]["mean"].get<double>()) < 1e-12);
+  CHECK(tiered["tiers"]["gpu"]["hit_rate"].get<double>() == 1.0);
+}
+
 TEST_CASE("serving, KV in tiers: N identical requests at time 0 give the single-batch engine's result, KV spilling to DRAM") {
   // 16 GB of GPU memory: 1.6 GB of KV room for 4 x 2K tokens (4.2 GB); LRU
   // demotes to DRAM, promotion on access brings blocks back.
