@@ -109,10 +109,8 @@ JobId TransferPlanner::add(size_t from_ep, size_t to_ep, uint32_t layer, double 
   return bt.id;
 }
 
-void TransferPlanner::accumulate(Batch& bt, size_t from_ep, size_t to_ep, uint32_t layer, double raw_bytes,
-                                 JobId wait_for) {
+void TransferPlanner::open_layer(Batch& bt, size_t from_ep, size_t to_ep, uint32_t layer) const {
   const size_t n = s_.tiers();
-  if (bt.id == kNoJob) bt.id = board_.create();
   const size_t low = (from_ep == n) ? to_ep : (to_ep == n) ? from_ep : std::max(from_ep, to_ep);
   const size_t high = (from_ep == n || to_ep == n) ? n : std::min(from_ep, to_ep);
   const CompressionSpec& c = s_.codec[low * s_.model.layers + layer];
@@ -122,18 +120,29 @@ void TransferPlanner::accumulate(Batch& bt, size_t from_ep, size_t to_ep, uint32
   // ones cross PCIe (submit_through_host). A GPU codec (quantization, nvCOMP)
   // moves the compressed bytes all the way and runs on the GPU.
   const bool host_codec_at_gpu = f < 1.0 && !c.on_gpu && (high == n || (s_.gpu_tier && high == 0));
-  bt.bytes += raw_bytes * (host_codec_at_gpu ? 1.0 : f);
-  bt.stored += raw_bytes * f;
-  ++bt.pieces;
+  bt.layer = layer;
+  bt.wire_f = host_codec_at_gpu ? 1.0 : f;
+  bt.stored_f = f;
   bt.host_codec_at_gpu = host_codec_at_gpu;
+  bt.codec_Bps = 0;
   const bool high_plain = high == n || s_.fraction(high, layer) >= 1.0;
   if (f < 1.0 && high_plain) {
     const bool decompress = from_ep == low;
-    const double bps = decompress ? c.decompress_Bps : c.compress_Bps;
-    if (bps > 0) bt.codec_s += raw_bytes / bps;
+    bt.codec_Bps = decompress ? c.decompress_Bps : c.compress_Bps;
     bt.decompress = decompress;
     bt.threads = c.threads;
   }
+}
+
+// Per block: the factors are the batch's while its layer stays the same.
+void TransferPlanner::accumulate(Batch& bt, size_t from_ep, size_t to_ep, uint32_t layer, double raw_bytes,
+                                 JobId wait_for) {
+  if (bt.id == kNoJob) bt.id = board_.create();
+  if (bt.layer != layer) open_layer(bt, from_ep, to_ep, layer);
+  bt.bytes += raw_bytes * bt.wire_f;
+  bt.stored += raw_bytes * bt.stored_f;
+  ++bt.pieces;
+  if (bt.codec_Bps > 0) bt.codec_s += raw_bytes / bt.codec_Bps;
   if (!board_.done(wait_for)) add_dep(bt.deps, wait_for);
 }
 

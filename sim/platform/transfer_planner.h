@@ -88,7 +88,13 @@ class TransferPlanner final : public MoveSink {
     bool host_codec_at_gpu = false;  // a CPU codec at the GPU's side: the copy moves uncompressed bytes
     uint32_t threads = 0;            // a CPU codec's threads (CompressionSpec::threads)
     std::vector<JobId> deps;
+    // What a raw byte of `layer` adds (the codec of a tier pair and layer
+    // does not change): on the wire, as stored, codec seconds.
+    uint32_t layer = UINT32_MAX;
+    double wire_f = 1, stored_f = 1, codec_Bps = 0;
   };
+  // The per-byte factors of bt for its endpoints and `layer`.
+  void open_layer(Batch& bt, size_t from_ep, size_t to_ep, uint32_t layer) const;
   void accumulate(Batch& bt, size_t from_ep, size_t to_ep, uint32_t layer, double raw_bytes, JobId wait_for);
   void submit(Batch& bt, size_t a, size_t b, bool critical, std::vector<JobId>* waits, double* gpu_codec_s);
   void submit_through_host(Batch& bt, size_t a, size_t b);
