@@ -144,31 +144,39 @@ inline double hash_unit(uint64_t x) {
   return (double(x >> 11) + 0.5) * (1.0 / 9007199254740992.0);
 }
 
-// Per-tier recency order as an intrusive doubly linked list over flat arrays
-// (one node per block, since a block lives in one tier): push, unlink and the
-// least recent block are O(1) and allocate nothing. Front = most recent.
+// Per-tier recency order as an intrusive doubly linked list over a flat
+// array (one node per block, since a block lives in one tier; a node's two
+// links share a cache line): push, unlink and the least recent block are
+// O(1) and allocate nothing. Front = most recent.
 struct RecencyLists {
-  std::vector<BlockId> prev, next, head, tail;
+  struct Links {
+    BlockId prev = kNoBlock, next = kNoBlock;
+  };
+  std::vector<Links> links;
+  std::vector<BlockId> head, tail;
 
   void setup(size_t blocks, size_t tiers) {
-    prev.assign(blocks, kNoBlock);
-    next.assign(blocks, kNoBlock);
+    links.assign(blocks, Links{});
     head.assign(tiers, kNoBlock);
     tail.assign(tiers, kNoBlock);
   }
+  BlockId prev(BlockId b) const { return links[b].prev; }
+  BlockId next(BlockId b) const { return links[b].next; }
   void push_front(BlockId b, TierId t) {
-    prev[b] = kNoBlock;
-    next[b] = head[t];
-    if (head[t] != kNoBlock) prev[head[t]] = b;
+    Links& l = links[b];
+    l.prev = kNoBlock;
+    l.next = head[t];
+    if (head[t] != kNoBlock) links[head[t]].prev = b;
     head[t] = b;
     if (tail[t] == kNoBlock) tail[t] = b;
   }
   void unlink(BlockId b, TierId t) {
-    if (prev[b] != kNoBlock) next[prev[b]] = next[b];
-    else if (head[t] == b) head[t] = next[b];
-    if (next[b] != kNoBlock) prev[next[b]] = prev[b];
-    else if (tail[t] == b) tail[t] = prev[b];
-    prev[b] = next[b] = kNoBlock;
+    Links& l = links[b];
+    if (l.prev != kNoBlock) links[l.prev].next = l.next;
+    else if (head[t] == b) head[t] = l.next;
+    if (l.next != kNoBlock) links[l.next].prev = l.prev;
+    else if (tail[t] == b) tail[t] = l.prev;
+    l.prev = l.next = kNoBlock;
   }
 };
 

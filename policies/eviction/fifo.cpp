@@ -20,7 +20,7 @@ class FifoEviction : public EvictionPolicy {
   BlockId victim(TierId t) override {
     // Unlike LRU, a use does not move a block, so pinned blocks can sit
     // anywhere: walk from the oldest to the first unpinned one.
-    for (BlockId b = lists_.tail[t]; b != kNoBlock; b = lists_.prev[b])
+    for (BlockId b = lists_.tail[t]; b != kNoBlock; b = lists_.prev(b))
       if (!table_->pinned(b)) return b;
     return kNoBlock;
   }

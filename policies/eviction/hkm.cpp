@@ -65,7 +65,7 @@ class HkmEviction : public EvictionPolicy {
     const BlockTable& tb = *table_;
     BlockId best = kNoBlock;
     uint32_t best_hits = 0, seen = 0;
-    for (BlockId b = lists_.tail[t]; b != kNoBlock && seen < candidates_; b = lists_.prev[b]) {
+    for (BlockId b = lists_.tail[t]; b != kNoBlock && seen < candidates_; b = lists_.prev(b)) {
       if (!eligible(b, t)) continue;
       uint32_t h = hits_.hits(b, tb.step);
       if (best == kNoBlock || h < best_hits) {

@@ -27,7 +27,7 @@ class SieveEviction : public EvictionPolicy {
   }
   void on_access(BlockId b, TierId) override { visited_[b] = 1; }
   void on_remove(BlockId b, TierId t) override {
-    if (hand_[t] == b) hand_[t] = lists_.prev[b];
+    if (hand_[t] == b) hand_[t] = lists_.prev(b);
     lists_.unlink(b, t);
     --size_[t];
   }
@@ -38,11 +38,11 @@ class SieveEviction : public EvictionPolicy {
     // block is pinned.
     for (uint64_t i = 0, limit = 2 * size_[t] + 1; i < limit; ++i) {
       if (!visited_[b] && !table_->pinned(b)) {
-        hand_[t] = lists_.prev[b];
+        hand_[t] = lists_.prev(b);
         return b;
       }
       visited_[b] = 0;
-      b = lists_.prev[b] != kNoBlock ? lists_.prev[b] : lists_.tail[t];
+      b = lists_.prev(b) != kNoBlock ? lists_.prev(b) : lists_.tail[t];
     }
     return kNoBlock;
   }

@@ -36,11 +36,11 @@ void KvStore::touch(BlockId b, float mass) {
 // A block still being written down is read where its data is: the tier it
 // is leaving, which keeps the memory until the write lands.
 TierId KvStore::hit(BlockId b) {
-  const TierId at = draining(b) ? static_cast<TierId>(pending_src_[b]) : t_.tier[b];
+  const TierId at = draining(b) ? static_cast<TierId>(motion_[b].src) : t_.tier[b];
   ++c_.hits[at];
   const bool on_gpu = s_.gpu_tier && at == 0;
-  if (prefetched_[b]) {
-    prefetched_[b] = 0;
+  if (motion_[b].predicted) {
+    motion_[b].predicted = 0;
     ++c_.prefetch.used_blocks;
     if (on_gpu) {
       ++c_.prefetch.covered_blocks;
@@ -53,22 +53,22 @@ TierId KvStore::hit(BlockId b) {
 }
 
 JobId KvStore::read_up(BlockId b, TierId from, TierId to, uint32_t layer) {
-  const JobId j = planner_->add(from, to, layer, data_bytes(b), pending_[b]);
+  const JobId j = planner_->add(from, to, layer, data_bytes(b), motion_[b].job);
   move(b, from, to);
-  pending_[b] = j;
-  pending_src_[b] = kNoSource;
+  motion_[b].job = j;
+  motion_[b].src = kNoSource;
   return j;
 }
 
 bool KvStore::prefetch_up(BlockId b, uint32_t layer) {
   const TierId t = t_.tier[b];
-  if (t >= t_.tiers.size() || t == 0 || prefetched_[b] || !make_room(0)) return false;
-  const JobId j = planner_->add_prefetch(t, layer, data_bytes(b), pending_[b]);
+  if (t >= t_.tiers.size() || t == 0 || motion_[b].predicted || !make_room(0)) return false;
+  const JobId j = planner_->add_prefetch(t, layer, data_bytes(b), motion_[b].job);
   move(b, t, 0);
-  pending_[b] = j;
-  pending_src_[b] = kNoSource;
-  prefetched_[b] = 1;
-  prefetch_src_[b] = t;
+  motion_[b].job = j;
+  motion_[b].src = kNoSource;
+  motion_[b].predicted = 1;
+  motion_[b].predicted_from = t;
   ++c_.prefetch.prefetched_blocks;
   return true;
 }
@@ -80,19 +80,19 @@ void KvStore::write_kv(BlockId b, uint32_t layer, double bytes) {
   t_.dirty[b] = 1;
   invalidate_copies(b);
   if (s_.gpu_tier && t == 0) return;
-  pending_[b] = planner_->add(nt, t, layer, bytes, pending_[b]);
-  pending_src_[b] = kNoSource;
+  motion_[b].job = planner_->add(nt, t, layer, bytes, motion_[b].job);
+  motion_[b].src = kNoSource;
 }
 
 JobId KvStore::write_output(BlockId b, uint32_t layer) {
-  pending_[b] = planner_->add(t_.tiers.size(), t_.tier[b], layer, data_bytes(b), kNoJob);
-  pending_src_[b] = kNoSource;
-  return pending_[b];
+  motion_[b].job = planner_->add(t_.tiers.size(), t_.tier[b], layer, data_bytes(b), kNoJob);
+  motion_[b].src = kNoSource;
+  return motion_[b].job;
 }
 
 void KvStore::load_from(BlockId b, TierId from, uint32_t layer) {
   const TierId t = t_.tier[b];
-  if (t != from) pending_[b] = planner_->add(from, t, layer, data_bytes(b), kNoJob);
+  if (t != from) motion_[b].job = planner_->add(from, t, layer, data_bytes(b), kNoJob);
 }
 
 // The tier's capacity_blocks is the room left to placement and eviction

@@ -92,34 +92,31 @@ void KvStore::add_tier(size_t i) {
 
 void KvStore::start(MoveSink& sink) {
   planner_ = &sink;
-  pending_.assign(t_.size(), kNoJob);
-  pending_src_.assign(t_.size(), kNoSource);
+  motion_.assign(t_.size(), Motion{});
   copy_lists_.assign(t_.tiers.size(), RecencyLists{});
   drains_.assign(t_.tiers.size(), {});
   room_waits_.clear();
   for (auto& l : copy_lists_) l.setup(t_.size(), 1);
-  prefetched_.assign(t_.size(), 0);
-  prefetch_src_.assign(t_.size(), 0);
   c_.peak_blocks.assign(t_.tiers.size(), 0);
 }
 
 uint64_t KvStore::unused_prefetch_bytes() const {
   uint64_t bytes = 0;
-  for (size_t b = 0; b < prefetched_.size(); ++b)
-    if (prefetched_[b])
-      bytes += static_cast<uint64_t>(t_.block_bytes * s_.fraction(prefetch_src_[b], t_.layer_of(static_cast<BlockId>(b))));
+  for (size_t b = 0; b < motion_.size(); ++b)
+    if (motion_[b].predicted)
+      bytes += static_cast<uint64_t>(t_.block_bytes * s_.fraction(motion_[b].predicted_from, t_.layer_of(static_cast<BlockId>(b))));
   return bytes;
 }
 
 void KvStore::waste_prefetch(BlockId b) {
-  c_.prefetch.wasted_bytes += static_cast<uint64_t>(t_.block_bytes * s_.fraction(prefetch_src_[b], t_.layer_of(b)));
-  prefetched_[b] = 0;
+  c_.prefetch.wasted_bytes += static_cast<uint64_t>(t_.block_bytes * s_.fraction(motion_[b].predicted_from, t_.layer_of(b)));
+  motion_[b].predicted = 0;
 }
 
 void KvStore::move(BlockId b, TierId from, TierId to) {
   s_.pol.evict->on_remove(b, from);
   --t_.tiers[from].used_blocks;
-  if (from == 0 && prefetched_[b]) waste_prefetch(b);  // predicted, never used, and now gone
+  if (from == 0 && motion_[b].predicted) waste_prefetch(b);  // predicted, never used, and now gone
   t_.tier[b] = to;
   count_use(to);
   s_.pol.evict->on_insert(b, to);
@@ -168,7 +165,7 @@ void KvStore::release(BlockId b) {
   const TierId t = t_.tier[b];
   if (t < t_.tiers.size()) {
     leave_tier(b);
-    if (prefetched_[b]) waste_prefetch(b);  // predicted, never used, and now gone
+    if (motion_[b].predicted) waste_prefetch(b);  // predicted, never used, and now gone
   }
   t_.tier[b] = kNotCreated;
   t_.last_access[b] = 0;
@@ -192,10 +189,10 @@ void KvStore::demote(BlockId v, TierId from, size_t mark) {
     move(v, from, c);
     return;
   }
-  JobId j = planner_->add(from, to, t_.layer_of(v), data_bytes(v), pending_[v]);
+  JobId j = planner_->add(from, to, t_.layer_of(v), data_bytes(v), motion_[v].job);
   move(v, from, to);
-  pending_[v] = j;
-  pending_src_[v] = from;
+  motion_[v].job = j;
+  motion_[v].src = from;
   t_.dirty[v] = 0;
   ++c_.written_back_blocks;
   Drain d;
@@ -243,7 +240,7 @@ bool KvStore::claim_drain(TierId t) {
   const Drain d = *it;
   q.erase(it);
   --t_.tiers[t].draining_blocks;
-  if (pending_[d.block] == d.write) pending_src_[d.block] = kNoSource;
+  if (motion_[d.block].job == d.write) motion_[d.block].src = kNoSource;
   if (!planner_->done(d.write)) room_waits_.push_back(d.write);
   for (uint8_t i = 0; i < d.n_after; ++i)
     if (!planner_->done(d.after[i])) room_waits_.push_back(d.after[i]);

@@ -72,12 +72,12 @@ class KvStore {
   // (demotion, prefill output), the endpoint still holding the data
   // (kNoSource: the move is a read up, and a reader must wait for it).
   static constexpr uint8_t kNoSource = 255;
-  JobId pending(BlockId b) const { return pending_[b]; }
-  uint8_t pending_src(BlockId b) const { return pending_src_[b]; }
+  JobId pending(BlockId b) const { return motion_[b].job; }
+  uint8_t pending_src(BlockId b) const { return motion_[b].src; }
   // b is still being written down and its data is read where it was.
-  bool draining(BlockId b) const { return pending_src_[b] != kNoSource && !planner_->done(pending_[b]); }
+  bool draining(BlockId b) const { return motion_[b].src != kNoSource && !planner_->done(motion_[b].job); }
   // Per block: brought to the GPU by a prediction and not used yet.
-  bool prefetched(BlockId b) const { return prefetched_[b] != 0; }
+  bool prefetched(BlockId b) const { return motion_[b].predicted != 0; }
   // Bytes of predicted blocks still unused (at the end of a run: wasted).
   uint64_t unused_prefetch_bytes() const;
 
@@ -191,10 +191,16 @@ class KvStore {
   MoveSink* planner_ = nullptr;
   uint64_t tokens_now_ = 0;
   bool defer_budget_ = false;
-  std::vector<JobId> pending_;
-  std::vector<uint8_t> pending_src_;
-  std::vector<uint8_t> prefetched_;
-  std::vector<TierId> prefetch_src_;
+  // Per block, together (a move reads and writes them at once): the job
+  // moving it and, while that is a write down, the endpoint still holding
+  // the data; whether a prediction brought it to the GPU, and from where.
+  struct Motion {
+    JobId job = kNoJob;
+    uint8_t src = kNoSource;
+    uint8_t predicted = 0;
+    TierId predicted_from = 0;
+  };
+  std::vector<Motion> motion_;
   std::vector<RecencyLists> copy_lists_;  // per tier
   std::vector<std::deque<Drain>> drains_;  // per tier, oldest first
   std::vector<JobId> room_waits_;
