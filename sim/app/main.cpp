@@ -101,6 +101,9 @@ void add_run(CLI::App& app, Commands& c) {
   c.run->add_option("--timeline", o.timeline, "write a Chrome trace-event timeline to this file");
   c.run->add_option("--seed", o.seed, "seed (overrides sim.seed)")->expected(1);
   c.run->add_flag("--quiet,-q", o.quiet, "print nothing on success");
+  c.run->add_option("--max-memory", o.max_memory,
+                    "refuse a run whose estimated memory exceeds this (e.g. 4G, 512M; default: the machine's "
+                    "available memory less a tenth)");
   c.run->add_flag("--check-invariants", c.check_invariants,
                   "check the engine's invariants while it runs (capacities, block states, data on the GPU before "
                   "attention, link bytes); a violation stops the run");

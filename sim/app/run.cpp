@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "sim/core/config.h"
+#include "sim/core/footprint.h"
 #include "sim/core/progress.h"
 #include "sim/core/result.h"
 #include "sim/engine/engine.h"
@@ -78,7 +79,9 @@ int run_on(json& cfg, bool quiet) {
   json metrics = sim.run(tl_stage);
   write_extra(sim, cfg, dir, outputs);
   const std::string result = (fs::path(dir) / "result.json").string();
-  outputs.write(result, make_result(cfg, metrics).dump(2) + "\n", "--out");
+  json r = make_result(cfg, metrics);
+  r["resources"] = footprint_json();
+  outputs.write(result, r.dump(2) + "\n", "--out");
   outputs.commit();
   if (!quiet) {
     print_summary(sim, cfg, metrics);
@@ -92,6 +95,7 @@ int run_on(json& cfg, bool quiet) {
 int cmd_run(const RunOptions& o) {
   // Progress of a long run where someone watches: stderr a terminal, no -q.
   Progress::enable(!o.quiet && isatty(STDERR_FILENO));
+  if (!o.max_memory.empty()) set_memory_limit(parse_memory_size(o.max_memory, "--max-memory"));
   json cfg = load_config(o.config, o.sets);
   if (!o.seed.empty()) cfg["sim"]["seed"] = parse_seed(o.seed.front(), "--seed");
   if (!o.out.empty()) cfg["sim"]["out_dir"] = o.out;

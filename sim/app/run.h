@@ -32,6 +32,7 @@ struct RunOptions {
   std::string timeline;            // --timeline ("" = sim.timeline)
   std::vector<std::string> seed;   // --seed (at most one)
   bool quiet = false;
+  std::string max_memory;         // --max-memory ("" = the machine's available memory less a tenth)
 };
 
 // `kvtier run`: loads, resolves and runs the config on its engine and writes

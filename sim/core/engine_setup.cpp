@@ -1,5 +1,9 @@
 #include "sim/core/engine_setup.h"
 
+#include <algorithm>
+
+#include "sim/core/footprint.h"
+
 #include "models/fpga_ku15p.h"
 
 namespace kvtier {
@@ -15,6 +19,7 @@ void EnginePolicies::create(json& pol, const json& defaults) {
     }
   for (auto d = defaults.begin(); d != defaults.end(); ++d)
     if (!pol.contains(d.key())) pol[d.key()] = *d;
+  spec_ = pol;
   evict = Registry<EvictionPolicy>::instance().create(pol["eviction"], "policies.eviction");
   promote = Registry<PromotionPolicy>::instance().create(pol["promotion"], "policies.promotion");
   place = Registry<PlacementPolicy>::instance().create(pol["placement"], "policies.placement");
@@ -30,6 +35,32 @@ void EngineSetup::bind_host_devices() {
     if (hw.devices[i].kind == "dram" && staging_dev < 0) staging_dev = static_cast<int>(i);
   }
   if (staging_dev < 0) staging_dev = cpu_dev;
+}
+
+double EnginePolicies::state_bytes_per_block(const BlockTable& shape) const {
+  // A few layers of short sequences: what a policy keeps per sequence and
+  // layer then counts against fewer blocks than in the run (an
+  // overestimate), and the measurement stays cheap for any shape.
+  const uint32_t layers = std::min<uint32_t>(shape.layers, 4), blocks = std::min<uint32_t>(shape.blocks_per_seq_layer, 128);
+  auto measure = [&](uint32_t seqs) {
+    BlockTable t;
+    t.batch = seqs;
+    t.layers = layers;
+    t.blocks_per_seq_layer = blocks;
+    t.block_tokens = shape.block_tokens;
+    t.block_bytes = shape.block_bytes;
+    t.tiers = shape.tiers;
+    t.allocate(size_t(seqs) * layers * blocks, kNotCreated);
+    json spec = spec_;
+    const double before = heap_bytes_in_use();
+    EnginePolicies copy;
+    copy.create(spec, spec_);
+    copy.setup(t);
+    return heap_bytes_in_use() - before;
+  };
+  const double per_seq = double(layers) * blocks;
+  if (per_seq <= 0) return 0;
+  return std::max(0.0, (measure(2) - measure(1)) / per_seq);
 }
 
 void EnginePolicies::setup(const BlockTable& t) {

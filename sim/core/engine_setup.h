@@ -43,6 +43,13 @@ struct EnginePolicies {
   // Once the block table has its shape: eviction bound to placement, then
   // every policy's setup().
   void setup(const BlockTable& t);
+  // Heap bytes the policies keep per block of a table shaped like `shape`,
+  // measured on fresh copies of them set up on two small tables (one and two
+  // sequences of its layers and blocks): what the real setup will add.
+  double state_bytes_per_block(const BlockTable& shape) const;
+
+ private:
+  json spec_;  // policies.* as created, to make the copies from
 };
 
 struct EngineSetup {
@@ -59,9 +66,9 @@ struct EngineSetup {
   bool prefill_compute = false, prefill_load = false;
   uint32_t query_tokens = 0;
   bool overlap_next_load = false;
-  // Serving with the KV in tiers: `batch` is every request of the stream,
-  // which never all hold KV at once; the scheduler admits them against the
-  // tiers' capacity, so the KV store does not require room for all.
+  // Serving with the KV in tiers: `batch` is as many sequences as requests
+  // can run at once, which need not all fit together; the scheduler admits
+  // them against the tiers' capacity, so the KV store does not require room for all.
   bool admitted_by_scheduler = false;
 
   EnginePolicies pol;

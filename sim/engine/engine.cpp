@@ -5,6 +5,7 @@
 
 #include "models/fpga_ku15p.h"
 #include "sim/core/config.h"
+#include "sim/core/footprint.h"
 #include "sim/engine/invariants.h"
 #include "sim/engine/layer_pipeline.h"
 #include "sim/engine/scoring.h"
@@ -20,6 +21,7 @@ namespace kvtier {
 Simulation::~Simulation() = default;
 
 Simulation::Simulation(json& cfg) : cfg_(cfg) {
+  reset_footprint();  // this run's memory, committed part by part as it is built
   s_.hw = parse_hardware(cfg_["hardware"], "hardware");
   s_.topo = std::make_unique<Topology>(s_.hw);
   s_.model = parse_llm(cfg_["model"], "model");

@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "sim/core/checks.h"
+#include "sim/core/footprint.h"
 
 namespace kvtier {
 
@@ -37,6 +38,7 @@ KvStore::KvStore(EngineSetup& s, EngineCounters& c) : s_(s), c_(c) {
   for (const auto& c : s_.codec)
     if (!c.on_gpu && c.compress_Bps + c.decompress_Bps > 0 && s_.cpu_dev < 0)
       throw ConfigError("policies.compression: the codec runs on the CPU; hardware.devices needs a device of kind cpu");
+  commit_block_table(total_blocks);
   t_.allocate(total_blocks, kNotCreated);
   for (const TierInfo& ti : t_.tiers) capacity_.push_back(ti.capacity_blocks);
   // Every route a block may take must exist; this also reports unreachable devices now.
@@ -46,6 +48,22 @@ KvStore::KvStore(EngineSetup& s, EngineCounters& c) : s_(s), c_(c) {
       s_.topo->route(s_.gpu_dev, d);
     }
   for (size_t i = 0; i + 1 < s_.tier_dev.size(); ++i) s_.topo->route(s_.tier_dev[i], s_.tier_dev[i + 1]);
+}
+
+// The block table's memory, committed before it is allocated: the table's
+// per-block arrays, the store's (a block's move state, a copy-list node per
+// tier) and what the policies keep per block, measured on copies of them.
+void KvStore::commit_block_table(uint64_t blocks) const {
+  const double table = sizeof(TierId) + sizeof(uint64_t) + sizeof(uint32_t) + 2 * sizeof(float) + sizeof(uint64_t) +
+                       2 * sizeof(uint8_t);
+  const double store = sizeof(Motion) + double(t_.tiers.size()) * sizeof(RecencyLists::Links);
+  const double per_block = table + store + s_.pol.state_bytes_per_block(t_);
+  const std::string knob = s_.admitted_by_scheduler
+                               ? "serving.max_running, workload.block_tokens"
+                               : "workload.batch, workload.context_tokens, workload.decode_steps, workload.block_tokens";
+  commit_footprint({"the KV block table (" + std::to_string(blocks) + " blocks x " +
+                        std::to_string(static_cast<uint64_t>(per_block)) + " bytes)",
+                    knob, double(blocks) * per_block});
 }
 
 // Tier i of hardware.tiers: its device, codecs, wear model and the blocks

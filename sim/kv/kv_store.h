@@ -149,6 +149,7 @@ class KvStore {
 
  private:
   void add_tier(size_t i);
+  void commit_block_table(uint64_t blocks) const;
   // Moves b's own tier. A read up (to < from) leaves the copy it was read
   // from in place; a move down finds the room already made by the caller.
   void move(BlockId b, TierId from, TierId to);

@@ -4,6 +4,7 @@
 #include <unordered_map>
 
 #include "sim/core/config.h"
+#include "sim/core/footprint.h"
 #include "traces/request_synthetic.h"
 #include "traces/request_trace.h"
 
@@ -50,6 +51,38 @@ class RequestAdder {
   std::unordered_map<uint64_t, uint32_t> dense_;
 };
 
+// The memory `total` requests will hold once loaded, committed before any
+// is (sim/core/footprint.h): `sample(adder, k)` adds the stream's first k
+// requests to a scratch stream, whose heap growth per request is measured.
+template <class Sample>
+void commit_stream(uint64_t total, const std::string& knob, Sample sample) {
+  const uint64_t k = std::min<uint64_t>(total, 2048);
+  double per_request = double(sizeof(ServingRequest));
+  {
+    RequestStream scratch;
+    scratch.reqs.reserve(k);
+    RequestAdder probe(scratch, 1.0);
+    const double before = heap_bytes_in_use();
+    sample(probe, k);
+    const double grown = heap_bytes_in_use() - before;
+    if (!scratch.reqs.empty())
+      per_request = std::max(per_request, grown / double(scratch.reqs.size()) + double(sizeof(ServingRequest)));
+  }
+  // What each request adds while it runs: its attention source's slot, its
+  // block range's owner, queue entries.
+  per_request += 32;
+  commit_footprint({"the request stream (" + std::to_string(total) + " requests x " +
+                        std::to_string(static_cast<uint64_t>(per_request)) + " bytes)",
+                    knob, double(total) * per_request});
+  // At the end each request's line of requests.csv (about 100 bytes, held
+  // twice while it is staged and written) and its latencies, copied into
+  // the vectors the percentiles sort.
+  constexpr double kResultBytes = 2 * 100 + 64;
+  commit_footprint({"the per-request results (" + std::to_string(total) + " requests x " +
+                        std::to_string(static_cast<uint64_t>(kResultBytes)) + " bytes)",
+                    knob, double(total) * kResultBytes});
+}
+
 // A trace or the synthetic generator (null: identical requests, added here).
 std::unique_ptr<RequestSource> open_source(json& rqm, const std::string& kind, uint64_t limit, RequestAdder& add,
                                            RequestStream& rs) {
@@ -66,6 +99,15 @@ std::unique_ptr<RequestSource> open_source(json& rqm, const std::string& kind, u
     p.erase("kind");
     auto src = std::make_unique<SyntheticRequests>(p, "serving.requests");
     for (auto it = p.begin(); it != p.end(); ++it) rqm[it.key()] = *it;
+    const uint64_t n = static_cast<uint64_t>(get_int(p, "requests"));
+    const uint64_t total = limit == 0 ? n : std::min(n, limit);
+    commit_stream(total, "serving.requests.requests", [&](RequestAdder& probe, uint64_t k) {
+      json q = p;
+      SyntheticRequests sample(q, "serving.requests");
+      Request r;
+      for (uint64_t i = 0; i < k && sample.next(r); ++i) probe(r);
+    });
+    rs.reqs.reserve(total);
     return src;
   }
   if (kind != "identical")
@@ -75,6 +117,11 @@ std::unique_ptr<RequestSource> open_source(json& rqm, const std::string& kind, u
   Request r;
   r.input_tokens = static_cast<uint32_t>(get_int(rqm, "input_tokens"));
   r.output_tokens = static_cast<uint32_t>(get_int(rqm, "output_tokens"));
+  const uint64_t total = limit == 0 ? n : std::min(n, limit);
+  commit_stream(total, "serving.requests.count", [&](RequestAdder& probe, uint64_t k) {
+    for (uint64_t i = 0; i < k; ++i) probe(r);
+  });
+  rs.reqs.reserve(total);
   for (uint64_t i = 0; i < n && (limit == 0 || i < limit); ++i) {
     r.arrival_s = double(i) * rqm["interval_s"].get<double>();
     add(r);  // no block ids: identical prompts are distinct, nothing to reuse

@@ -8,6 +8,7 @@
 
 #include "policies/weights.h"
 #include "sim/core/config.h"
+#include "sim/core/footprint.h"
 #include "sim/core/timeline.h"
 #include "sim/engine/invariants.h"
 #include "sim/engine/layer_pipeline.h"
@@ -82,6 +83,7 @@ ParamList slo_params() {
 }  // namespace
 
 ServingSimulation::ServingSimulation(json& cfg) : cfg_(cfg), cache_(std::make_unique<PrefixCache>()) {
+  reset_footprint();  // this run's memory, committed part by part as it is built
   s_.hw = parse_hardware(cfg_["hardware"], "hardware");
   s_.topo = std::make_unique<Topology>(s_.hw);
   s_.model = parse_llm(cfg_["model"], "model");
