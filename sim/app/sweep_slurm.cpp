@@ -366,6 +366,12 @@ int SlurmSweep::run() {
 
 int run_slurm_sweep(const SweepOptions& o) {
   if (o.shards > 1) throw ConfigError("--slurm: --shard is what the job array does; give one or the other");
+  // They go into #SBATCH lines of the script as they are.
+  for (const auto& [opt, v] : {std::pair<const char*, const std::string&>{"--partition", o.slurm.partition},
+                               std::pair<const char*, const std::string&>{"--time", o.slurm.time}})
+    if (v.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.,:-") != std::string::npos)
+      throw ConfigError(std::string(opt) + " '" + v + "': expected a Slurm " + (opt[2] == 'p' ? "partition name" : "time limit such as 2:00:00") +
+                        " (letters, digits, _ . , : -)");
   ScratchDir work;
   const SweepSpace space(o.file, o.sets, work.path);
   const SweepPlan plan = plan_sweep(space, 0, 1, o.quiet);
