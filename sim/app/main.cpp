@@ -9,6 +9,7 @@
 #include "sim/app/cli_replay.h"
 #include "sim/app/cli_trace.h"
 #include "sim/app/cli_report.h"
+#include "sim/app/cli_search.h"
 #include "sim/app/cli_validate.h"
 #include "sim/app/run.h"
 #include "sim/app/sweep.h"
@@ -78,7 +79,7 @@ struct Commands {
   std::vector<std::string> gen_sets;
   CLI::App* gen = nullptr;
   std::shared_ptr<TraceCommands> trace_cmds;
-  std::function<int()> request_cmds, report_cmd, validate_cmd;
+  std::function<int()> request_cmds, report_cmd, validate_cmd, search_cmd;
 
   std::string what = "all";
   CLI::App* list = nullptr;
@@ -177,6 +178,7 @@ int dispatch(Commands& c) {
   if (int rc = 0; run_trace_commands(*c.trace_cmds, rc)) return rc;
   if (int rc = c.request_cmds(); rc >= 0) return rc;
   if (int rc = c.report_cmd(); rc >= 0) return rc;
+  if (int rc = c.search_cmd(); rc >= 0) return rc;
   if (*c.sweep) {
     if (!c.shard.empty()) parse_shard(c.shard, c.sweep_opt.shard, c.sweep_opt.shards);
     return run_sweep(c.sweep_opt);
@@ -231,6 +233,7 @@ int main(int argc, char** argv) {
   add_list(app, c);
   add_sweep(app, c);
   c.report_cmd = add_report_command(app);
+  c.search_cmd = add_search_command(app);
   c.validate_cmd = add_validate_command(app);
   add_config(app, c);
 
