@@ -73,6 +73,29 @@ class Trials:
         return self.by.get(json.dumps(json.loads(json.dumps(overrides)), sort_keys=True))
 
 
+def sweep_error(p, sweep_file, search_file, what):
+    """kvtier sweep's one-line error, naming the search file instead of its generated sweep."""
+    sys.stderr.write(p.stderr.replace(sweep_file, "%s (%s)" % (search_file, what)))
+    sys.exit(2)
+
+
+def check_corners(s, a):
+    """Every corner of the space (each number axis at low and high, every
+    choice) validated as a sweep before anything is written: a space that
+    reaches invalid configurations is bad input."""
+    import tempfile
+    grid = {ax.path: ax.choices if ax.choices is not None else
+            sorted({int(ax.low) if ax.int else ax.low, int(ax.high) if ax.int else ax.high}) for ax in s.axes}
+    with tempfile.TemporaryDirectory(prefix="kvtier-search-") as tmp:
+        f = os.path.join(tmp, "corners.json")
+        with open(f, "w") as fh:
+            json.dump({"name": s.name, "base": s.base, "set": s.set, "grid": grid}, fh)
+        p = subprocess.run([a.kvtier, "sweep", f, "--dry-run", "-q"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True)
+        if p.returncode != 0:
+            sweep_error(p, f, a.search, "the space's corners")
+
+
 def run_round(s, a, out, number, points):
     """One round's trials as a sweep into OUT/trials.jsonl; exits 2 on bad input."""
     rounds = os.path.join(out, "rounds")
@@ -85,8 +108,7 @@ def run_round(s, a, out, number, points):
     cmd += a.sweep_args
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if p.returncode == 2:
-        sys.stderr.write(p.stderr)
-        sys.exit(2)
+        sweep_error(p, f, a.search, "round %d of trials" % number)
     if p.returncode not in (0, 1):
         die("search %s: kvtier sweep %s exited %d: %s" % (s.name, f, p.returncode, p.stderr.strip()[-400:]), 1)
     if not a.quiet and p.returncode == 1:
@@ -195,6 +217,7 @@ def main():
             die("--trials %d: expected at least 1" % a.trials)
         s.trials = a.trials
     out = a.out or os.path.join("out", s.name)
+    check_corners(s, a)
     os.makedirs(out, exist_ok=True)
     records, lines = search(s, a, out)
     best = write_outputs(s, a, out, records, lines)
