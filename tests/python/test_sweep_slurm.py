@@ -148,3 +148,21 @@ def test_stopped_mid_way_the_same_command_finishes_every_point_once(slurm, tmp_p
     assert _wait_for(lambda: not [j for j in slurm.queue() if j.split("_")[0] == job], 30)
     m = json.loads(out.with_suffix(".manifest.json").read_text())
     assert m["points_done"] == 8 and m["points_failed"] == 0
+
+
+def test_a_search_runs_its_trials_on_slurm(slurm, tmp_path):
+    doc = {"name": "tiny_search_slurm", "base": str(DEFAULT_CONFIG), "set": {"workload.decode_steps": 2},
+           "space": {"policies.prefetch.depth": {"low": 0, "high": 3, "int": True}, "workload.batch": {"choices": [1, 2]}},
+           "objective": {"metric": "decode_tokens_per_s", "direction": "maximize"}, "trials": 4, "batch": 2, "seed": 2}
+    f = write(tmp_path / "s.json", doc)
+    p = kv(["search", f, "--slurm", "--poll", "0.2", "--out", tmp_path / "res"], tmp_path, slurm.env())
+    assert p.returncode == 0, p.stderr
+    s = json.loads((tmp_path / "res" / "search.json").read_text())
+    assert [t["state"] for t in s["trials"]] == ["complete"] * 4
+    m = json.loads((tmp_path / "res" / "trials.manifest.json").read_text())
+    assert m["engine"] == "slurm" and m["slurm_job"]
+    local = kv(["search", f, "--out", tmp_path / "local"], tmp_path, None)
+    assert local.returncode == 0, local.stderr
+    a, b = s, json.loads((tmp_path / "local" / "search.json").read_text())
+    a.pop("jsonl"), b.pop("jsonl")
+    assert a == b, "the search on Slurm proposed or measured other trials than the local one"
