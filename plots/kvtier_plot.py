@@ -509,6 +509,51 @@ def plot_breakdown(rows, title=None):
 
 # ---------------------------------------------------------------- command line
 
+def plot_pareto(path, title=None):
+    """A search's trials (kvtier search's search.json): two objectives
+    against each other, the Pareto front joined; one objective against the
+    trial number with the best so far. Infeasible trials are hollow."""
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+        objs, trials = doc["objectives"], doc["trials"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise kr.ResultError("%s: not a kvtier search's search.json (%s)" % (path, e))
+    done = [t for t in trials if t.get("state") == "complete"]
+    front = set(doc.get("pareto", []))
+    fig, ax = plt.subplots(figsize=(3.6, 2.6))
+    names = [o["metric"] for o in objs]
+    if len(objs) >= 2:
+        xy = lambda ts: ([t["values"][0] for t in ts], [t["values"][1] for t in ts])
+        ok = [t for t in done if t.get("feasible")]
+        bad = [t for t in done if not t.get("feasible")]
+        ax.scatter(*xy(bad), s=12, facecolors="none", edgecolors="0.6", label="infeasible")
+        ax.scatter(*xy(ok), s=12, color="C0", label="feasible")
+        pf = sorted([t for t in done if t["trial"] in front], key=lambda t: t["values"][0])
+        ax.plot(*xy(pf), "-o", color="C3", ms=4, label="Pareto front")
+        ax.set_xlabel(axis_label(names[0]) + " (%s)" % objs[0]["direction"][:3])
+        ax.set_ylabel(axis_label(names[1]) + " (%s)" % objs[1]["direction"][:3])
+    else:
+        sign = 1 if objs[0]["direction"] == "maximize" else -1
+        for feas, style in ((False, dict(facecolors="none", edgecolors="0.6", label="infeasible")),
+                            (True, dict(color="C0", label="feasible"))):
+            ts = [t for t in done if bool(t.get("feasible")) == feas]
+            ax.scatter([t["trial"] for t in ts], [t["values"][0] for t in ts], s=12, **style)
+        best, xs, ys = None, [], []
+        for t in sorted(done, key=lambda t: t["trial"]):
+            if t.get("feasible") and (best is None or sign * t["values"][0] > sign * best):
+                best = t["values"][0]
+            if best is not None:
+                xs.append(t["trial"])
+                ys.append(best)
+        ax.step(xs, ys, where="post", color="C3", label="best feasible so far")
+        ax.set_xlabel("trial")
+        ax.set_ylabel(axis_label(names[0]) + " (%s)" % objs[0]["direction"][:3])
+    ax.legend(frameon=False)
+    ax.set_title(title or "%s: %d trials" % (doc.get("name", ""), len(trials)))
+    return fig, ax
+
+
 def main(argv=None):
     setup_style()
     ap = argparse.ArgumentParser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -544,6 +589,9 @@ def main(argv=None):
     p.add_argument("--start", type=float, help="window start (ms of simulated time)")
     p.add_argument("--end", type=float, help="window end (ms)")
     common(p)
+    p = sub.add_parser("pareto", help="a kvtier search's trials and Pareto front (its search.json)")
+    p.add_argument("input", help="search.json written by kvtier search")
+    common(p)
     p = sub.add_parser("breakdown", help="stacked time per decode step: compute, transfer, scoring, stall")
     p.add_argument("input", help="the run's --timeline file")
     p.add_argument("steps", help="the run's steps.csv (--set sim.step_csv=true)")
@@ -566,6 +614,8 @@ def main(argv=None):
         elif args.kind == "timeline":
             names, _, slices = load_timeline(args.input)
             fig, _ = plot_timeline(names, slices, args.start, args.end, args.title)
+        elif args.kind == "pareto":
+            fig, _ = plot_pareto(args.input, args.title)
         else:
             names, _, slices = load_timeline(args.input)
             fig = plot_breakdown(step_breakdown(names, slices, read_steps(args.steps)), args.title)

@@ -9,6 +9,7 @@
 #include "sim/app/cli_replay.h"
 #include "sim/app/cli_trace.h"
 #include "sim/app/cli_report.h"
+#include "sim/app/cli_search.h"
 #include "sim/app/cli_validate.h"
 #include "sim/app/run.h"
 #include "sim/app/sweep.h"
@@ -78,7 +79,7 @@ struct Commands {
   std::vector<std::string> gen_sets;
   CLI::App* gen = nullptr;
   std::shared_ptr<TraceCommands> trace_cmds;
-  std::function<int()> request_cmds, report_cmd, validate_cmd;
+  std::function<int()> request_cmds, report_cmd, validate_cmd, search_cmd;
 
   std::string what = "all";
   CLI::App* list = nullptr;
@@ -140,6 +141,27 @@ void add_sweep(CLI::App& app, Commands& c) {
                       "sweep.I-of-N.jsonl)");
   c.sweep->add_option("--set", o.sets, "override a config value in every point: PATH=VALUE (repeatable)");
   c.sweep->add_flag("--quiet,-q", o.quiet, "no progress on stderr and no summary on stdout");
+  c.sweep->add_flag("--dry-run", o.dry_run,
+                    "validate every point and say what would run (with --slurm: print the job script); run nothing");
+  SlurmOptions& s = o.slurm;
+  const char* slurm = "Slurm (docs/sweep.md)";
+  c.sweep->add_flag("--slurm", s.on, "run the points as a Slurm job array over shards, follow it and merge the results")
+      ->group(slurm);
+  c.sweep->add_option("--partition", s.partition, "sbatch --partition")->group(slurm);
+  c.sweep->add_option("--time", s.time, "sbatch --time: each task's limit, e.g. 2:00:00")->group(slurm);
+  c.sweep->add_option("--cpus-per-task", s.cpus_per_task, "sbatch --cpus-per-task: points each task runs at once")
+      ->check(CLI::Range(1u, 4096u))
+      ->group(slurm);
+  c.sweep->add_option("--array-max", s.array_max, "at most this many tasks running at once (--array=...%M)")
+      ->check(CLI::Range(1u, 100000u))
+      ->group(slurm);
+  c.sweep->add_option("--tasks", s.tasks, "shards, one array task each (default: min(points, 100); kept on re-runs)")
+      ->check(CLI::Range(1u, 1000u))
+      ->group(slurm);
+  c.sweep->add_option("--poll", s.poll_s, "seconds between looks at the job while following it")
+      ->check(CLI::Range(0.05, 3600.0))
+      ->capture_default_str()
+      ->group(slurm);
 }
 
 void add_config(CLI::App& app, Commands& c) {
@@ -159,6 +181,7 @@ int dispatch(Commands& c) {
   if (int rc = 0; run_trace_commands(*c.trace_cmds, rc)) return rc;
   if (int rc = c.request_cmds(); rc >= 0) return rc;
   if (int rc = c.report_cmd(); rc >= 0) return rc;
+  if (int rc = c.search_cmd(); rc >= 0) return rc;
   if (*c.sweep) {
     if (!c.shard.empty()) parse_shard(c.shard, c.sweep_opt.shard, c.sweep_opt.shards);
     return run_sweep(c.sweep_opt);
@@ -213,6 +236,7 @@ int main(int argc, char** argv) {
   add_list(app, c);
   add_sweep(app, c);
   c.report_cmd = add_report_command(app);
+  c.search_cmd = add_search_command(app);
   c.validate_cmd = add_validate_command(app);
   add_config(app, c);
 

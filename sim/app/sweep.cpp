@@ -19,6 +19,10 @@
 #include <sstream>
 
 #include "sim/app/process.h"
+#include "sim/app/scratch_dir.h"
+#include "sim/app/sweep_output.h"
+#include "sim/app/sweep_points.h"
+#include "sim/app/sweep_slurm.h"
 #include "sim/core/config.h"
 #include "sim/core/result.h"
 
@@ -28,246 +32,17 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Keys already in the output file. A last line without its newline is what
-// an interrupted write leaves: it is cut off so appending starts clean.
-std::set<std::string> done_keys(const std::string& out, bool quiet) {
-  std::set<std::string> keys;
-  std::error_code ec;
-  if (!fs::exists(out, ec)) return keys;
-  std::string text = read_text(out);
-  if (!text.empty() && text.back() != '\n') {
-    size_t keep = text.rfind('\n');
-    keep = keep == std::string::npos ? 0 : keep + 1;
-    fs::resize_file(out, keep, ec);
-    if (ec) throw ConfigError(out + ": cannot cut off its unfinished last line: " + ec.message());
-    text.resize(keep);
-    if (!quiet) std::cerr << "kvtier: warning: " << out << ": dropped an unfinished last line (an interrupted write)\n";
-  }
-  std::istringstream in(text);
-  std::string line;
-  for (size_t n = 1; std::getline(in, line); ++n) {
-    if (line.empty()) continue;
-    json j;
-    try {
-      j = json::parse(line);
-    } catch (const json::parse_error&) {
-    }
-    if (!j.is_object() || !j.contains("key") || !j["key"].is_string())
-      throw ConfigError(out + ":" + std::to_string(n) + ": not a sweep result line (expected a JSON object with \"key\")");
-    keys.insert(j["key"].get<std::string>());
-  }
-  return keys;
-}
-
-// Removes the scratch folder however the sweep ends; a sweep killed outright
-// (SIGKILL) leaves its folder, named for its process id, and the next sweep
-// removes the folders of processes that no longer exist.
-struct WorkDir {
-  std::string path;
-  WorkDir() {
-    const fs::path tmp = fs::temp_directory_path();
-    const std::string prefix = "kvtier-sweep-";
-    std::error_code ec;
-    for (fs::directory_iterator it(tmp, ec), end; !ec && it != end; it.increment(ec)) {
-      const std::string name = it->path().filename().string();
-      if (name.compare(0, prefix.size(), prefix) != 0) continue;
-      const size_t dash = name.find('-', prefix.size());
-      const std::string pid_text = name.substr(prefix.size(), dash == std::string::npos ? 0 : dash - prefix.size());
-      if (pid_text.empty() || pid_text.size() > 9 || pid_text.find_first_not_of("0123456789") != std::string::npos) continue;
-      const pid_t pid = static_cast<pid_t>(std::stol(pid_text));
-      if (pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH) {
-        std::error_code rm;
-        fs::remove_all(it->path(), rm);
-      }
-    }
-    std::string tmpl = (tmp / (prefix + std::to_string(::getpid()) + "-XXXXXX")).string();
-    std::vector<char> buf(tmpl.begin(), tmpl.end());
-    buf.push_back('\0');
-    if (!mkdtemp(buf.data())) throw std::runtime_error("cannot create a scratch folder in " + tmpl + ": " + strerror(errno));
-    path = buf.data();
-  }
-  ~WorkDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
-
-// Appends one line with a single write() on an O_APPEND descriptor: a crash
-// leaves whole lines only (done_keys cuts off anything else).
-// A result line that could not be written (a full disk): the sweep stops
-// there, keeping what it wrote.
-struct WriteFailed : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-class LineAppender {
- public:
-  explicit LineAppender(const std::string& path) : path_(path) {
-    fs::path p(path);
-    std::error_code ec;
-    if (p.has_parent_path()) fs::create_directories(p.parent_path(), ec);
-    if (ec) throw ConfigError(p.parent_path().string() + ": cannot create directory: " + ec.message());
-    fd_ = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-    if (fd_ < 0) throw ConfigError(path + ": cannot open for appending: " + strerror(errno));
-  }
-  ~LineAppender() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  void append(const std::string& line) {
-    struct stat st;
-    off_t before = ::fstat(fd_, &st) == 0 ? st.st_size : -1;
-    ssize_t n;
-    do {
-      n = ::write(fd_, line.data(), line.size());
-    } while (n < 0 && errno == EINTR);
-    if (n != static_cast<ssize_t>(line.size())) {
-      int err = n < 0 ? errno : ENOSPC;
-      if (n > 0 && before >= 0 && ::ftruncate(fd_, before) != 0) {
-      }
-      throw WriteFailed(path_ + ": write failed: " + strerror(err));
-    }
-  }
-
- private:
-  std::string path_;
-  int fd_ = -1;
-};
-
-std::string with_extension(const std::string& jsonl, const std::string& ext) {
-  const std::string suffix = ".jsonl";
-  if (jsonl.size() > suffix.size() && jsonl.compare(jsonl.size() - suffix.size(), suffix.size(), suffix) == 0)
-    return jsonl.substr(0, jsonl.size() - suffix.size()) + ext;
-  return jsonl + ext;
-}
-
-// Scalars of a nested object as "a.b.c" -> value.
-void flatten(const json& v, const std::string& prefix, std::map<std::string, json>& out) {
-  if (v.is_object()) {
-    for (auto it = v.begin(); it != v.end(); ++it) flatten(it.value(), prefix.empty() ? it.key() : prefix + "." + it.key(), out);
-  } else if (v.is_array()) {
-    for (size_t i = 0; i < v.size(); ++i) flatten(v[i], prefix + "." + std::to_string(i), out);
-  } else {
-    out[prefix] = v;
-  }
-}
-
-std::string csv_cell(const json& v) {
-  std::string s;
-  if (v.is_null()) return "";
-  if (v.is_string()) {
-    s = v.get<std::string>();
-  } else {  // numbers in the shortest form that reads back exactly
-    s = v.dump();
-  }
-  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
-  std::string q = "\"";
-  for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return q + "\"";
-}
-
-// The flat table of a sweep's JSON-lines file: index, key, every override
-// path, every metric; one row per line, sorted by index (then key).
-std::string sweep_csv(const std::string& jsonl_text) {
-  struct Row {
-    size_t index;
-    std::string key;
-    std::map<std::string, json> o, m;
-  };
-  std::vector<Row> rows;
-  std::set<std::string> ocols, mcols;
-  std::istringstream in(jsonl_text);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
-    json j = json::parse(line, nullptr, false);
-    if (!j.is_object()) continue;
-    Row r;
-    r.index = j.value("index", size_t(0));
-    r.key = j.value("key", std::string());
-    if (j.contains("overrides") && j["overrides"].is_object())
-      for (auto it = j["overrides"].begin(); it != j["overrides"].end(); ++it) r.o[it.key()] = it.value();
-    if (j.contains("result") && j["result"].is_object() && j["result"].contains("metrics"))
-      flatten(j["result"]["metrics"], "", r.m);
-    for (const auto& kv : r.o) ocols.insert(kv.first);
-    for (const auto& kv : r.m) mcols.insert(kv.first);
-    rows.push_back(std::move(r));
-  }
-  std::stable_sort(rows.begin(), rows.end(),
-                   [](const Row& a, const Row& b) { return a.index != b.index ? a.index < b.index : a.key < b.key; });
-  std::ostringstream o;
-  o << "index,key";
-  for (const auto& c : ocols) o << ',' << csv_cell(c);
-  for (const auto& c : mcols) o << ',' << csv_cell(c);
-  o << '\n';
-  for (const auto& r : rows) {
-    o << r.index << ',' << r.key;
-    for (const auto& c : ocols) {
-      auto it = r.o.find(c);
-      o << ',' << (it == r.o.end() ? std::string() : csv_cell(it->second.is_structured() ? json(it->second.dump()) : it->second));
-    }
-    for (const auto& c : mcols) {
-      auto it = r.m.find(c);
-      o << ',' << (it == r.m.end() ? std::string() : csv_cell(it->second));
-    }
-    o << '\n';
-  }
-  return o.str();
-}
-
-std::string seconds_text(double s) {
-  char buf[32];
-  if (s < 60) std::snprintf(buf, sizeof buf, "%.1f s", s);
-  else if (s < 3600) std::snprintf(buf, sizeof buf, "%d min %02d s", int(s) / 60, int(s) % 60);
-  else std::snprintf(buf, sizeof buf, "%d h %02d min", int(s) / 3600, (int(s) % 3600) / 60);
-  return buf;
-}
-
-
-// The output files of one sweep run.
-struct OutputPaths {
-  std::string jsonl, csv, manifest;
-};
-
-OutputPaths output_paths(const SweepOptions& o, const std::string& sweep_name) {
-  OutputPaths p;
-  p.jsonl = o.out;
-  if (p.jsonl.empty())
-    p.jsonl = (fs::path("out") / sweep_name /
-               (o.shards > 1 ? "sweep." + std::to_string(o.shard) + "-of-" + std::to_string(o.shards) + ".jsonl"
-                             : std::string("sweep.jsonl")))
-                  .string();
-  p.csv = with_extension(p.jsonl, ".csv");
-  p.manifest = with_extension(p.jsonl, ".manifest.json");
-  return p;
-}
-
-// How many of `mine` the JSON-lines text holds.
-size_t points_in(const std::string& jsonl_text, const std::vector<const SweepPoint*>& mine) {
-  std::set<std::string> keys;
-  std::istringstream in(jsonl_text);
-  std::string line;
-  while (std::getline(in, line)) {
-    json j = json::parse(line, nullptr, false);
-    if (j.is_object() && j.contains("key") && j["key"].is_string()) keys.insert(j["key"].get<std::string>());
-  }
-  size_t have = 0;
-  for (const auto* p : mine) have += keys.count(p->key);
-  return have;
-}
-
 // One run of a sweep's points (this shard's, those not done yet), each a
 // `kvtier run` child process, at most `jobs` at once.
 class SweepRun {
  public:
-  SweepRun(const SweepOptions& o, const Sweep& sw, const std::string& work_dir)
-      : o_(o), sw_(sw), work_(work_dir), paths_(output_paths(o, sw.name)) {
-    for (const auto& p : sw_.points)
-      if (p.index % o_.shards == o_.shard) mine_.push_back(&p);
-    const std::set<std::string> done = done_keys(paths_.jsonl, o_.quiet);
+  SweepRun(const SweepOptions& o, const SweepSpace& sp, const SweepPlan& plan, const std::string& work_dir)
+      : o_(o), sp_(sp), plan_(plan), work_(work_dir), paths_(output_paths(o.out, sp.name(), o.shard, o.shards)) {
+    const std::set<std::string> done = done_keys(paths_.jsonl, /*cut=*/true, o_.quiet);
     sink_ = std::make_unique<LineAppender>(paths_.jsonl);
-    for (const auto* p : mine_)
-      if (!done.count(p->key)) todo_.push_back(p);
-    skipped_ = mine_.size() - todo_.size();
+    for (const auto& p : plan_.mine)
+      if (!done.count(key_text(p.key))) todo_.push_back(p);
+    skipped_ = plan_.mine.size() - todo_.size();
     jobs_ = std::max<size_t>(1, o_.jobs ? o_.jobs : cpu_count());
     live_ = !o_.quiet && ::isatty(STDERR_FILENO);  // a live progress line on a terminal; nothing per point otherwise
   }
@@ -278,7 +53,8 @@ class SweepRun {
     progress();
     while (next_ < todo_.size() || !running_.empty()) {
       if (signals.received()) break;
-      while (next_ < todo_.size() && running_.size() < jobs_ && !signals.received()) launch(todo_[next_++]);
+      while (next_ < todo_.size() && running_.size() < jobs_ && !signals.received())
+        launch(sweep_point(sp_, todo_[next_++]));
       int status = 0;
       const pid_t pid = wait_any(status);
       if (pid < 0) continue;
@@ -302,19 +78,18 @@ class SweepRun {
   // The flat table and the manifest, rewritten from the whole JSON-lines
   // file (earlier runs' points included).
   void write_tables(int stop) const {
-    const std::string all = read_text(paths_.jsonl);
-    write_file_atomic(paths_.csv, sweep_csv(all));
+    write_file_atomic(paths_.csv, sweep_csv(paths_.jsonl));
     json manifest = build_provenance();
     manifest["sweep_file"] = o_.file;
-    manifest["sweep_name"] = sw_.name;
+    manifest["sweep_name"] = sp_.name();
     manifest["host"] = host_name();
     manifest["started_utc"] = started_;
     manifest["wall_s"] = elapsed();
     manifest["jobs"] = jobs_;
     manifest["shard"] = std::to_string(o_.shard) + "/" + std::to_string(o_.shards);
-    manifest["points_total"] = sw_.points.size();
-    manifest["points_in_shard"] = mine_.size();
-    manifest["points_done"] = points_in(all, mine_);
+    manifest["points_total"] = plan_.total - plan_.duplicates;
+    manifest["points_in_shard"] = plan_.mine.size();
+    manifest["points_done"] = points_done();
     manifest["points_run"] = finished_ - failed_;
     manifest["points_already_done"] = skipped_;
     manifest["points_failed"] = failed_;
@@ -333,15 +108,15 @@ class SweepRun {
   // The last words on stdout (or stderr when interrupted); the exit status.
   int report(int stop) const {
     if (stop) {
-      std::cerr << "kvtier: sweep " << sw_.name << ": interrupted by signal " << stop << " after " << finished_
+      std::cerr << "kvtier: sweep " << sp_.name() << ": interrupted by signal " << stop << " after " << finished_
                 << " of " << todo_.size() << " points; re-run to finish (" << paths_.jsonl
                 << " keeps every finished point)\n";
       return 128 + stop;
     }
     if (!o_.quiet) {
-      std::cout << "kvtier: sweep " << sw_.name << ": " << sw_.points.size()
-                << (sw_.points.size() == 1 ? " point" : " points");
-      if (o_.shards > 1) std::cout << ", shard " << o_.shard << "/" << o_.shards << " has " << mine_.size();
+      const size_t n = plan_.total - plan_.duplicates;
+      std::cout << "kvtier: sweep " << sp_.name() << ": " << n << (n == 1 ? " point" : " points");
+      if (o_.shards > 1) std::cout << ", shard " << o_.shard << "/" << o_.shards << " has " << plan_.mine.size();
       std::cout << "; " << (todo_.size() - failed_) << " run, " << skipped_ << " already done, " << failed_
                 << " failed; results in " << paths_.jsonl << ", " << paths_.csv << "\n";
     }
@@ -350,7 +125,7 @@ class SweepRun {
 
  private:
   struct Running {
-    const SweepPoint* point;
+    SweepPoint point;
     std::string dir;
   };
 
@@ -362,7 +137,7 @@ class SweepRun {
     if (!live_) return;
     const double t = elapsed(), rate = t > 0 ? finished_ / t : 0;
     std::ostringstream msg;
-    msg << "\r\033[Kkvtier: sweep " << sw_.name << ": " << finished_ << "/" << todo_.size() << " done";
+    msg << "\r\033[Kkvtier: sweep " << sp_.name() << ": " << finished_ << "/" << todo_.size() << " done";
     if (failed_) msg << ", " << failed_ << " failed";
     msg.precision(2);
     msg << std::fixed << ", " << rate << " points/s, " << seconds_text(t) << " elapsed";
@@ -372,11 +147,11 @@ class SweepRun {
 
   // The point as `kvtier run BASE --set ... --quiet --out DIR/out`, its
   // output to DIR/log; it ends with the sweep, however the sweep ends.
-  void launch(const SweepPoint* p) {
-    const std::string dir = (fs::path(work_) / ("p" + std::to_string(p->index))).string();
+  void launch(SweepPoint p) {
+    const std::string dir = (fs::path(work_) / ("p" + std::to_string(p.index))).string();
     fs::create_directories(dir);
-    std::vector<std::string> args{"kvtier", "run", sw_.base_path};
-    for (const auto& s : p->sets) {
+    std::vector<std::string> args{"kvtier", "run", sp_.base_path()};
+    for (const auto& s : p.sets) {
       args.push_back("--set");
       args.push_back(s);
     }
@@ -386,7 +161,7 @@ class SweepRun {
     so.exe = "/proc/self/exe";
     so.log = dir + "/log";
     so.end_with_parent = true;
-    running_[spawn(args, so)] = Running{p, dir};
+    running_[spawn(args, so)] = Running{std::move(p), dir};
   }
 
   // The point's result.json, or why there is none ("" with a result).
@@ -408,7 +183,7 @@ class SweepRun {
 
   void finish(const Running& r, int status) {
     ++finished_;
-    const SweepPoint& p = *r.point;
+    const SweepPoint& p = r.point;
     const std::string what = "point " + std::to_string(p.index) + " " + p.overrides.dump();
     json result;
     const std::string why = outcome(r, status, result);
@@ -443,11 +218,20 @@ class SweepRun {
     running_.clear();
   }
 
+  // This shard's points in the output file now.
+  size_t points_done() const {
+    const std::set<std::string> have = done_keys(paths_.jsonl, /*cut=*/false, /*quiet=*/true);
+    size_t n = 0;
+    for (const auto& p : plan_.mine) n += have.count(key_text(p.key));
+    return n;
+  }
+
   const SweepOptions& o_;
-  const Sweep& sw_;
+  const SweepSpace& sp_;
+  const SweepPlan& plan_;
   const std::string work_;
   const OutputPaths paths_;
-  std::vector<const SweepPoint*> mine_, todo_;
+  std::vector<SweepPlan::Point> todo_;
   size_t skipped_ = 0, jobs_ = 1, next_ = 0, finished_ = 0, failed_ = 0;
   std::unique_ptr<LineAppender> sink_;
   std::map<pid_t, Running> running_;
@@ -458,6 +242,18 @@ class SweepRun {
   std::string write_error_;  // the write that stopped the sweep, if one did
   size_t written_ = 0;       // result lines this run appended
 };
+
+// --dry-run: what would run, after every point is validated; nothing is
+// run or written.
+int report_plan(const SweepOptions& o, const SweepSpace& space, const SweepPlan& plan) {
+  if (o.quiet) return 0;
+  const size_t n = plan.total - plan.duplicates;
+  std::cout << "kvtier: sweep " << space.name() << ": " << n << (n == 1 ? " point" : " points") << " valid";
+  if (plan.duplicates) std::cout << " (" << plan.duplicates << " more repeat one of them)";
+  if (o.shards > 1) std::cout << ", shard " << o.shard << "/" << o.shards << " has " << plan.mine.size();
+  std::cout << "; " << plan.constructed << " configurations constructed to validate them; nothing run (--dry-run)\n";
+  return 0;
+}
 
 }  // namespace
 
@@ -476,9 +272,12 @@ void parse_shard(const std::string& text, unsigned& shard, unsigned& shards) {
 }
 
 int run_sweep(const SweepOptions& o) {
-  WorkDir work;
-  Sweep sw = load_sweep(o.file, o.sets, work.path, o.quiet);
-  SweepRun run(o, sw, work.path);
+  if (o.slurm.on) return run_slurm_sweep(o);
+  ScratchDir work;
+  const SweepSpace space(o.file, o.sets, work.path);
+  const SweepPlan plan = plan_sweep(space, o.shard, o.shards, o.quiet);
+  if (o.dry_run) return report_plan(o, space, plan);
+  SweepRun run(o, space, plan, work.path);
   const int stop = run.run();
   if (!run.write_error().empty()) {
     // The points written before the failure stay in sweep.jsonl (a re-run

@@ -15,6 +15,16 @@
 
 namespace kvtier {
 
+// `--slurm`: the points run as a Slurm job array over shards (sweep_slurm.h).
+struct SlurmOptions {
+  bool on = false;
+  std::string partition, time;      // sbatch --partition, --time ("" = the cluster's default)
+  unsigned cpus_per_task = 1;       // sbatch --cpus-per-task; each task runs that many points at once
+  unsigned array_max = 0;           // at most this many tasks at once (--array=...%M); 0 = no limit
+  unsigned tasks = 0;               // shards, one array task each; 0 = min(points, 100)
+  double poll_s = 5;                // how often the job is looked at while followed
+};
+
 struct SweepOptions {
   std::string file;                 // the sweep JSON
   unsigned jobs = 0;                // points at once; 0 = the CPUs this process may use
@@ -22,6 +32,8 @@ struct SweepOptions {
   std::string out;                  // JSON-lines file; "" = out/<sweep name>/sweep.jsonl
   std::vector<std::string> sets;    // fixed overrides from the command line (after the file's "set")
   bool quiet = false;               // no progress on stderr, no summary on stdout
+  bool dry_run = false;             // validate every point and say what would run; run nothing
+  SlurmOptions slurm;
 };
 
 // "I/N" with 0 <= I < N; throws ConfigError naming --shard.

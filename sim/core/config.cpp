@@ -326,11 +326,10 @@ void check_workload_size(const json& cfg) {
 
 }  // namespace
 
-json load_config(const std::string& given, const std::vector<std::string>& sets) {
+std::string find_config_file(const std::string& given) {
   // The config named on the command line is found the way presets are.
-  std::string path;
   try {
-    path = find_data_file(given, "", given);
+    return find_data_file(given, "", given);
   } catch (const ConfigError&) {
     std::error_code ec;
     if (fs::is_directory(given, ec))
@@ -340,7 +339,18 @@ json load_config(const std::string& given, const std::vector<std::string>& sets)
                            ? std::string(" (looked in the current directory and in ") + KVTIER_SOURCE_DIR + ")"
                            : std::string()));
   }
-  json cfg = expand(path, 0);
+}
+
+json expand_config_file(const std::string& path) { return expand(path, 0); }
+
+json load_config(const std::string& given, const std::vector<std::string>& sets) {
+  const std::string path = find_config_file(given);
+  json cfg = expand_config_file(path);
+  finish_config(cfg, path, sets);
+  return cfg;
+}
+
+void finish_config(json& cfg, const std::string& path, const std::vector<std::string>& sets) {
   for (const auto& s : sets) apply_set(cfg, s);
   const std::vector<std::string> sections{"name", "hardware", "model", "workload", "policies", "sim", "serving"};
   for (auto it = cfg.begin(); it != cfg.end(); ++it) {
@@ -386,7 +396,6 @@ json load_config(const std::string& given, const std::vector<std::string>& sets)
   }
   resolve_params(cfg["sim"], sim_params(), "sim");
   if (!cfg.contains("serving")) check_workload_size(cfg);
-  return cfg;
 }
 
 }  // namespace kvtier

@@ -29,6 +29,14 @@ std::string find_data_file(const std::string& path, const std::string& including
 // overrides, and checks the top-level sections. Ready for Simulation.
 json load_config(const std::string& path, const std::vector<std::string>& sets);
 
+// load_config in its three steps, for callers that build many configs from
+// one file (a sweep expands its base once): the file found as load_config
+// finds it, its presets expanded, then the overrides applied and the
+// top-level sections checked.
+std::string find_config_file(const std::string& given);
+json expand_config_file(const std::string& path);
+void finish_config(json& cfg, const std::string& path, const std::vector<std::string>& sets);
+
 // Applies one "a.b.c=value" override; value is JSON if it parses, else a
 // string. A section (hardware=FILE, model={"preset": FILE, ...}) or a policy
 // (policies.eviction=h2o, =FILE.json) is expanded as in a file; null deletes

@@ -1,11 +1,12 @@
 // The sweep file (sim/app/sweep_file.cpp): keys, base (file or inline), set, grid,
 // zip, points and seed, expanded and every point resolved and validated as
-// `kvtier sweep` does before it runs anything (no point is run here).
-// Validating a point costs a config load and the engine constructed, so a
-// sweep of the 10^6 points allowed takes tens of minutes to validate: inputs
-// that expand to more than kMaxPoints are skipped rather than reported as
-// timeouts (the limit is kMaxSweepPoints, sim/app/sweep_file.h).
-#include "sim/app/sweep_file.h"
+// `kvtier sweep` does before it runs anything (no point is run here); each
+// point's key, computed as a sweep computes it (points that differ only in
+// their seed share one construction), must be the hash of the point's
+// configuration built in full. Inputs that expand to more than kMaxPoints
+// are skipped, to keep each input quick (the limit is kMaxSweepPoints,
+// sim/app/sweep_file.h).
+#include "sim/app/sweep_points.h"
 #include "tests/fuzz/fuzz_input.h"
 
 using namespace kvtier;
@@ -36,9 +37,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (points_bound(data, size) > kMaxPoints) return 0;
   const std::string path = kvtier_fuzz::write_input(data, size, "sweep.json");
   try {
-    Sweep sw = load_sweep(path, {}, kvtier_fuzz::scratch_dir(), /*quiet=*/true);
-    for (const SweepPoint& p : sw.points)
-      if (p.key != config_key(p.config)) kvtier_fuzz::finding("a point's key is not its configuration's");
+    const SweepSpace space(path, {}, kvtier_fuzz::scratch_dir());
+    const SweepPlan plan = plan_sweep(space, 0, 1, /*quiet=*/true);
+    const PointResolver full(space);
+    for (const SweepPlan::Point& p : plan.mine)
+      if (key_text(p.key) != config_key(full.resolved(p.index)))
+        kvtier_fuzz::finding("a point's key is not its configuration's");
   } catch (const ConfigError&) {
   }
   return 0;

@@ -1,0 +1,182 @@
+#include "sim/app/sweep_points.h"
+
+#include <algorithm>
+#include <iostream>
+
+#include "sim/app/run.h"
+#include "sim/core/config.h"
+
+namespace kvtier {
+
+namespace {
+
+const char* const kSeedPath = "sim.seed";
+// Stands for the seed in a resolved configuration's text; a string no
+// configuration value is (it is checked to occur once).
+const char* const kSeedMark = "\x01kvtier seed\x01";
+// Shared constructions kept at once: seeds are the innermost loop of a
+// sweep's index, so the points that share one come together.
+constexpr size_t kMaxShared = 4096;
+// Duplicates named one by one on stderr; the rest are counted.
+constexpr size_t kNotedDuplicates = 10;
+
+void replace_all(std::string& s, const std::string& from, const std::string& to) {
+  if (from.empty()) return;
+  for (size_t pos = 0; (pos = s.find(from, pos)) != std::string::npos; pos += to.size()) s.replace(pos, from.size(), to);
+}
+
+// A seed checked as load_config checks sim.seed; its resolved value.
+json checked_seed(const json& seed) {
+  static const ParamList spec = [] {
+    ParamList all = sim_params(), only;
+    for (ParamSpec& p : all)
+      if (p.name == "seed") only.push_back(std::move(p));
+    return only;
+  }();
+  json sim{{"seed", seed}};
+  resolve_params(sim, spec, "sim");
+  return sim["seed"];
+}
+
+}  // namespace
+
+PointResolver::PointResolver(const SweepSpace& space) : space_(space) {
+  try {
+    base_ = expand_config_file(find_config_file(space.base_path()));
+  } catch (const ConfigError& e) {
+    base_error_ = e.what();  // reported as point 0's, as loading it would
+  }
+}
+
+void PointResolver::fail(size_t index, const json& overrides, const std::string& why) const {
+  std::string msg = why;
+  if (!space_.inline_path().empty()) replace_all(msg, space_.inline_path(), space_.file() + " (inline base)");
+  throw ConfigError(space_.file() + ": point " + std::to_string(index) + " " + brief_dump(overrides, 200) + ": " + msg);
+}
+
+// The point's configuration as `kvtier run BASE --set ...` builds it,
+// resolved and validated by the engine that would run it; starts no
+// simulation.
+json PointResolver::build(const json& overrides) const {
+  if (!base_error_.empty()) throw ConfigError(base_error_);
+  json cfg = base_;
+  finish_config(cfg, space_.base_path(), space_.sets(overrides));
+  resolve_config(cfg);
+  return cfg;
+}
+
+json PointResolver::resolved(size_t index) const {
+  const json o = space_.overrides(index);
+  try {
+    return build(o);
+  } catch (const ConfigError& e) {
+    fail(index, o, e.what());
+  }
+}
+
+uint64_t PointResolver::key(size_t index) {
+  const json o = space_.overrides(index);
+  if (share_ && o.contains(kSeedPath)) return shared_key(index, o);
+  json cfg;
+  try {
+    cfg = build(o);
+  } catch (const ConfigError& e) {
+    fail(index, o, e.what());
+  }
+  ++constructed_;
+  return fnv1a(cfg.dump());
+}
+
+// A point whose overrides name sim.seed: the configuration without the seed
+// is constructed once, the seed checked on its own and put in its place.
+uint64_t PointResolver::shared_key(size_t index, const json& o) {
+  json seed;
+  json rest = o;
+  rest.erase(kSeedPath);
+  const std::string shared = rest.dump();
+  try {
+    seed = checked_seed(o[kSeedPath]);
+  } catch (const ConfigError& e) {
+    fail(index, o, e.what());
+  }
+  const std::string seed_text = seed.dump();
+  if (auto it = around_.find(shared); it != around_.end())
+    return fnv1a(it->second.suffix, fnv1a(seed_text, it->second.prefix_state));
+
+  json cfg;
+  try {
+    cfg = build(o);
+  } catch (const ConfigError& e) {
+    fail(index, o, e.what());
+  }
+  ++constructed_;
+  const std::string text = cfg.dump();
+  // The splice must give back this very text, or no point shares.
+  if (!cfg["sim"].is_object() || cfg["sim"]["seed"] != seed) {
+    share_ = false;
+    return fnv1a(text);
+  }
+  cfg["sim"]["seed"] = kSeedMark;
+  const std::string marked = cfg.dump(), mark = json(kSeedMark).dump();
+  const size_t at = marked.find(mark);
+  Around a;
+  if (at == std::string::npos || marked.find(mark, at + 1) != std::string::npos ||
+      marked.substr(0, at) + seed_text + marked.substr(at + mark.size()) != text) {
+    share_ = false;
+    return fnv1a(text);
+  }
+  a.prefix_state = fnv1a(marked.substr(0, at));
+  a.suffix = marked.substr(at + mark.size());
+  if (around_.size() >= kMaxShared) around_.clear();
+  around_.emplace(shared, std::move(a));
+  return fnv1a(text);
+}
+
+SweepPlan plan_sweep(const SweepSpace& space, unsigned shard, unsigned shards, bool quiet) {
+  SweepPlan plan;
+  plan.total = space.size();
+  PointResolver resolver(space);
+  std::vector<uint64_t> keys(plan.total);
+  for (size_t i = 0; i < plan.total; ++i) keys[i] = resolver.key(i);
+  plan.constructed = resolver.constructed();
+
+  // Duplicates: every point whose key an earlier point has.
+  std::vector<bool> dup(plan.total, false);
+  std::vector<std::pair<size_t, size_t>> dups;  // (point, the earlier point it repeats)
+  {
+    std::vector<std::pair<uint64_t, uint32_t>> by_key(plan.total);
+    for (size_t i = 0; i < plan.total; ++i) by_key[i] = {keys[i], static_cast<uint32_t>(i)};
+    std::sort(by_key.begin(), by_key.end());
+    for (size_t j = 1; j < by_key.size(); ++j) {
+      if (by_key[j].first != by_key[j - 1].first) continue;
+      size_t first = j - 1;
+      while (first > 0 && by_key[first - 1].first == by_key[j].first) --first;
+      dup[by_key[j].second] = true;
+      dups.emplace_back(by_key[j].second, by_key[first].second);
+    }
+  }
+  plan.duplicates = dups.size();
+  std::sort(dups.begin(), dups.end());
+  for (size_t d = 0; d < dups.size() && d < kNotedDuplicates && !quiet; ++d)
+    std::cerr << "kvtier: note: " << space.file() << ": point " << dups[d].first << " "
+              << brief_dump(space.overrides(dups[d].first), 200)
+              << " resolves to the same configuration as point " << dups[d].second << "; it runs once\n";
+  if (dups.size() > kNotedDuplicates && !quiet)
+    std::cerr << "kvtier: note: " << space.file() << ": " << dups.size() - kNotedDuplicates
+              << " more points repeat an earlier point's configuration; each runs once\n";
+
+  for (size_t i = shard; i < plan.total; i += shards)
+    if (!dup[i]) plan.mine.push_back({i, keys[i]});
+  return plan;
+}
+
+SweepPoint sweep_point(const SweepSpace& space, const SweepPlan::Point& p) {
+  SweepPoint pt;
+  pt.index = p.index;
+  pt.overrides = space.overrides(p.index);
+  pt.sets = space.sets(pt.overrides);
+  pt.key = key_text(p.key);
+  return pt;
+}
+
+}  // namespace kvtier
