@@ -29,6 +29,12 @@ struct LinkStat {
   double busy_since = 0;
   uint32_t active = 0;
   uint32_t track = 0;  // timeline track
+  // What the link is, for energy: a direction of topology link `link`
+  // (forward: a -> b), or the media of device `device` (write: its write
+  // path, or its shared bus), or a constraint two directions share (`both`,
+  // which carries no bytes of its own). -1: not that kind.
+  int32_t link = -1, device = -1;
+  bool forward = true, write = false, both = false;
 };
 
 struct PlatformRoute {
@@ -94,6 +100,12 @@ class Platform {
   // The route from device `from` to device `to` (both not switches).
   const PlatformRoute& route(size_t from, size_t to) const { return routes_[from * n_ + to]; }
   std::vector<LinkStat>& stats() { return stats_; }
+  const std::vector<LinkStat>& stats() const { return stats_; }
+  // Work executed on each device so far, in seconds of the whole device at
+  // full speed (a kernel's seconds on a GPU; threads x seconds / cores for a
+  // job on some of a CPU's cores): what its power model charges as busy.
+  void add_work(size_t device, double device_s) { work_s_[device] += device_s; }
+  const std::vector<double>& work_s() const { return work_s_; }
 
   // Transfers are made of requests of `block_bytes` each (one KV block); the
   // queue depth of a transfer is its number of requests, capped at
@@ -131,6 +143,7 @@ class Platform {
   sg4::Host* controller_ = nullptr;
   std::vector<PlatformRoute> routes_;
   std::vector<LinkStat> stats_;
+  std::vector<double> work_s_;  // by device
   std::vector<RouteFactors> factors_;  // by from * n_ + to, like routes_
   std::unordered_map<const sg4::Host*, uint32_t> device_of_;  // host -> device index
   double request_bytes_ = 0;

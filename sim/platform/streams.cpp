@@ -113,6 +113,7 @@ void Stream::run() {
       e->set_host(h);
       e->start();
       e->wait();
+      platform_.add_work(static_cast<size_t>(job.exec_on), job.seconds * threads / cores);
       const double t1 = sg4::Engine::get_clock();
       if (timeline_.enabled()) timeline_.slice(track_, slice_name(job), t0, t1, slice_args(job));
       board_.finish(job.id, t1 - t0);
