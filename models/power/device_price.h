@@ -14,7 +14,8 @@ struct DevicePrice {
   double usd = 0;               // purchase price; 0 = not bought
   double amortization_years = 3;
   double usd_per_hour = 0;      // cloud price; 0 = not rented
-  bool priced() const { return usd > 0 || usd_per_hour > 0; }
+  bool bundled = false;         // paid within another device's price (a card's part, an instance's device)
+  bool priced() const { return usd > 0 || usd_per_hour > 0 || bundled; }
   // Capital (or rent) per hour of use.
   double capital_usd_per_hour() const { return usd_per_hour + (usd > 0 ? usd / (amortization_years * kHoursPerYear) : 0.0); }
 };

@@ -91,8 +91,7 @@ json cost_json(const Hardware& hw, const EnergyTotals& t, const EnergyRun& r) {
     if (p.usd_per_hour > 0) bought_J -= t.devices[d].total_J();  // the rent pays its power
     if (!p.priced() && hw.devices[d].model->role() != DeviceRole::Switch) unpriced.push_back(hw.devices[d].name);
   }
-  if (any_rented && !any_bought)  // a rented machine: the rent pays for all its power, links' included
-    for (double j : t.link_J) bought_J -= j;
+  if (any_rented && !any_bought) bought_J = 0;  // a rented machine: the rent pays for all its power
   for (const EnergyRun::Wear& w : r.wear) {
     const DevicePrice& p = hw.devices[w.device].price;
     if (p.usd <= 0 || r.end_s <= 0) continue;
