@@ -54,3 +54,40 @@ def plot_energy_breakdown(rows, plt, width_in, title=None):
     ax.set_title(title or "energy by device")
     fig.tight_layout()
     return fig
+
+
+def energy_section(result, table_html, fmt):
+    """The report's "Energy and cost" section: one row per device, then the
+    run's totals (empty when the result has no energy metrics)."""
+    m = result["metrics"]
+    e, c = m.get("energy"), m.get("cost", {})
+    if not isinstance(e, dict) or "devices" not in e:
+        return []
+    rows = [(n, fmt(d.get("J")), fmt(d.get("idle_J")), fmt(d.get("active_J")), fmt(d.get("traffic_J")), fmt(d.get("mean_W")))
+            for n, d in sorted(e["devices"].items(), key=lambda p: -p[1].get("J", 0)) if d.get("J")]
+    links = sum(l.get("J", 0.0) for l in e.get("links", {}).values())
+    if links:
+        rows.append(("links", fmt(links), "", "", fmt(links), fmt(links / m["simulated_time_s"]) if m.get("simulated_time_s") else ""))
+    totals = [("energy (J)", fmt(e.get("total_J"))), ("mean power (W)", fmt(e.get("mean_W"))),
+              ("J per generated token", fmt(e.get("J_per_generated_token")))]
+    for key, label in (("J_per_prefill_token", "J per prefill token"), ("J_per_request", "J per request")):
+        if key in e:
+            totals.append((label, fmt(e[key])))
+    for key, label in (("usd_per_hour", "US$ per hour"), ("usd_per_million_tokens", "US$ per million tokens"),
+                       ("flash_replacement_usd_per_million_tokens", "flash replacement, US$ per million tokens")):
+        if key in c:
+            totals.append((label, fmt(c[key])))
+    if c.get("unpriced_devices"):
+        totals.append(("devices without a price", ", ".join(c["unpriced_devices"])))
+    return ['<h2>Energy and cost</h2><div id="energy">%s%s</div>'
+            % (table_html(["device", "J", "idle J", "active J", "traffic J", "mean W"], rows),
+               table_html(["figure", "value"], totals))]
+
+
+def energy_figures(result, figure_html, plt, width_in):
+    """The energy-by-device figure for the report (none without energy metrics)."""
+    e = result["metrics"].get("energy")
+    if not isinstance(e, dict) or not e.get("total_J"):
+        return []
+    fig = plot_energy_breakdown(energy_rows([result]), plt, width_in)
+    return [figure_html("fig-energy", fig, "Energy per generated token, by device")]
