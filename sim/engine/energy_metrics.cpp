@@ -77,41 +77,51 @@ json energy_json(const Hardware& hw, const std::vector<LinkStat>& stats, const E
   return e;
 }
 
+// A drive worn out in `years` is bought every `years`, not every
+// amortization_years: the difference per hour, where it is positive.
+double wear_premium_usd_per_hour(const DevicePrice& p, double run_usd, double hours) {
+  return std::max(0.0, run_usd / hours - p.usd / (p.amortization_years * kHoursPerYear));
+}
+
 // Capital (or rent) per hour, electricity on what is not rented, and flash
-// worn out faster than it is amortised.
+// worn out faster than it is amortised; per device and in total.
 json cost_json(const Hardware& hw, const EnergyTotals& t, const EnergyRun& r) {
-  double capital = 0, bought_J = t.total_J, wear = 0, replacement = 0;
   bool any_bought = false, any_rented = false;
-  json unpriced = json::array(), flash = json::object();
+  for (const DeviceEntry& d : hw.devices) {
+    any_bought = any_bought || d.price.usd > 0;
+    any_rented = any_rented || d.price.usd_per_hour > 0;
+  }
+  const bool all_rented = any_rented && !any_bought;  // the rent pays for all the machine's power
+  const double usd_per_J = hw.electricity_usd_per_kWh / 3.6e6, hours = r.end_s / 3600;
+  std::vector<double> run_usd(hw.devices.size(), 0.0);  // flash consumed by the run's writes
+  for (const EnergyRun::Wear& w : r.wear) run_usd[w.device] += hw.devices[w.device].price.usd * w.life_used;
+  double capital = 0, electricity = 0, wear = 0, replacement = 0;
+  json devices = json::object(), flash = json::object(), unpriced = json::array();
   for (size_t d = 0; d < hw.devices.size(); ++d) {
     const DevicePrice& p = hw.devices[d].price;
-    capital += p.capital_usd_per_hour();
-    any_bought = any_bought || p.usd > 0;
-    any_rented = any_rented || p.usd_per_hour > 0;
-    if (p.usd_per_hour > 0) bought_J -= t.devices[d].total_J();  // the rent pays its power
+    const double cap = p.capital_usd_per_hour();
+    const double el = all_rented || p.usd_per_hour > 0 ? 0.0 : per(t.devices[d].total_J() * usd_per_J, hours);
+    const double wr = run_usd[d] > 0 && hours > 0 ? wear_premium_usd_per_hour(p, run_usd[d], hours) : 0.0;
+    capital += cap, electricity += el, wear += wr, replacement += run_usd[d];
+    devices[hw.devices[d].name] = {{"usd_per_hour", cap + el + wr}, {"capital_usd_per_hour", cap},
+                                   {"electricity_usd_per_hour", el}, {"flash_wear_usd_per_hour", wr}};
+    if (run_usd[d] > 0)
+      flash[hw.devices[d].name] = {{"replacement_usd_per_million_tokens", per(run_usd[d], r.generated_tokens) * 1e6},
+                                   {"replacement_usd_per_hour", per(run_usd[d], hours)}};
     if (!p.priced() && hw.devices[d].model->role() != DeviceRole::Switch) unpriced.push_back(hw.devices[d].name);
   }
-  if (any_rented && !any_bought) bought_J = 0;  // a rented machine: the rent pays for all its power
-  for (const EnergyRun::Wear& w : r.wear) {
-    const DevicePrice& p = hw.devices[w.device].price;
-    if (p.usd <= 0 || r.end_s <= 0) continue;
-    // Drives worn out in `years`: one bought every `years`, not every amortization_years.
-    const double run_usd = p.usd * w.life_used, hours = r.end_s / 3600;
-    const double wear_per_hour = run_usd / hours, amort_per_hour = p.usd / (p.amortization_years * kHoursPerYear);
-    wear += std::max(0.0, wear_per_hour - amort_per_hour);
-    replacement += run_usd;
-    flash[hw.devices[w.device].name] = {{"replacement_usd_per_million_tokens", per(run_usd, r.generated_tokens) * 1e6},
-                                        {"replacement_usd_per_hour", wear_per_hour}};
-  }
-  const double electricity = per(bought_J, r.end_s) / 1000 * hw.electricity_usd_per_kWh;  // kW x $/kWh
+  double link_J = 0;
+  for (double j : t.link_J) link_J += j;
+  if (!all_rented) electricity += per(link_J * usd_per_J, hours);
   const double usd_per_hour = capital + electricity + wear;
   json c;
   c["usd_per_hour"] = usd_per_hour;
   c["capital_usd_per_hour"] = capital;
   c["electricity_usd_per_hour"] = electricity;
   c["flash_wear_usd_per_hour"] = wear;
-  c["usd_per_million_tokens"] = per(usd_per_hour * r.end_s / 3600, r.generated_tokens) * 1e6;
+  c["usd_per_million_tokens"] = per(usd_per_hour * hours, r.generated_tokens) * 1e6;
   c["flash_replacement_usd_per_million_tokens"] = per(replacement, r.generated_tokens) * 1e6;
+  c["devices"] = devices;
   c["flash"] = flash;
   c["unpriced_devices"] = unpriced;
   return c;
