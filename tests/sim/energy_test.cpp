@@ -190,6 +190,10 @@ TEST_CASE("energy: a run's energy follows what its devices and links did") {
   // DRAM's traffic is its media link's bytes at its access energy.
   CHECK(m["energy"]["devices"]["dram"]["traffic_J"].get<double>() ==
         Approx(m["links"]["dram.media"]["bytes"].get<double>() * 20e-12 * 8));
+  // The GPU's active joules are its compute stream's busy time, prefill's and decode's, at busy_W - idle_W (RTX 4090: 450 - 20).
+  const double busy = m["gpu_busy_fraction"].get<double>() * m["decode_time_s"].get<double>() +
+                      m["prefill_gpu_busy_fraction"].get<double>() * m["ttft_s"].get<double>();
+  CHECK(m["energy"]["devices"]["gpu"]["active_J"].get<double>() == Approx((450.0 - 20.0) * busy).epsilon(1e-6));
   // A longer decode does more work on the GPU and costs more.
   json longer = simulate(load_config("configs/default.json", {"workload.decode_steps=16", "workload.warmup_steps=0"}));
   CHECK(longer["energy"]["devices"]["gpu"]["active_J"].get<double>() > m["energy"]["devices"]["gpu"]["active_J"].get<double>());
