@@ -5,6 +5,14 @@
 // (models/power/) turns its activity into joules; links charge their energy
 // per byte. Both engines report "energy" and "cost" through
 // energy_cost_metrics, so the two cannot count differently.
+//
+// SimGrid's host and link energy plugins are not used: they charge a host by
+// its load and a link by its bandwidth in use, whereas the drives here cost
+// per byte read and per NAND byte programmed (the device's write
+// amplification), a GPU per byte copied into its memory, an FPGA at the share
+// of its clock its thermal model left it; and they would have to be set up in
+// sim/platform/ before the platform exists, for figures the run's counts
+// already give.
 #pragma once
 
 #include <vector>

@@ -215,3 +215,49 @@ TEST_CASE("energy: serving's GPU active energy is its busy time at its active po
   CHECK(m["energy"]["J_per_request"].get<double>() ==
         Approx(m["energy"]["total_J"].get<double>() / m["requests"].get<double>()));
 }
+
+TEST_CASE("cost: a rented machine costs its rent, its power included") {
+  json m = simulate(load_config("configs/default.json",
+                                {"workload.decode_steps=4", "workload.warmup_steps=0", "hardware.devices.gpu.price.usd=0",
+                                 "hardware.devices.gpu.price.usd_per_hour=2", "hardware.devices.cpu.price.usd=0",
+                                 "hardware.devices.cpu.price.bundled=true", "hardware.devices.dram.price.usd=0",
+                                 "hardware.devices.dram.price.bundled=true", "hardware.devices.ssd.price.usd=0",
+                                 "hardware.devices.ssd.price.bundled=true"}));
+  REQUIRE(m.contains("cost"));
+  const json& c = m["cost"];
+  CHECK(c["usd_per_hour"].get<double>() == Approx(2.0));
+  CHECK(c["electricity_usd_per_hour"].get<double>() == 0);
+  CHECK(c["unpriced_devices"].empty());
+  const double tokens = 4.0 * 4;  // 4 steps of a batch of 4
+  CHECK(c["usd_per_million_tokens"].get<double>() ==
+        Approx(2.0 * m["simulated_time_s"].get<double>() / 3600 / tokens * 1e6));
+}
+
+TEST_CASE("cost: a bought machine costs its amortised prices and its electricity; its devices add up") {
+  json m = simulate(load_config("configs/default.json", {"workload.decode_steps=4", "workload.warmup_steps=0"}));
+  const json& c = m["cost"];
+  // configs/hardware/rtx4090_dram_nvme.json: $1,599 + $699 + $400 + $170 over 3 years; 13 cents per kWh.
+  CHECK(c["capital_usd_per_hour"].get<double>() == Approx((1599.0 + 699 + 400 + 170) / (3 * 8766.0)));
+  CHECK(c["electricity_usd_per_hour"].get<double>() == Approx(m["energy"]["mean_W"].get<double>() / 1000 * 0.13));
+  double sum = 0;
+  for (auto& [name, d] : c["devices"].items()) sum += d["usd_per_hour"].get<double>();
+  double links = 0;
+  for (auto& [name, l] : m["energy"]["links"].items()) links += l["J"].get<double>();
+  CHECK(sum + links / m["simulated_time_s"].get<double>() / 3.6e6 * 3600 * 0.13 == Approx(c["usd_per_hour"].get<double>()));
+}
+
+TEST_CASE("cost: a drive worn out before its amortisation ends is bought again sooner") {
+  json m = simulate(load_config("configs/systems/ssd_offload.json", {"workload.decode_steps=4", "workload.warmup_steps=0"}));
+  REQUIRE(m["tiers"]["ssd"].contains("years_to_wear_out"));
+  const double years = m["tiers"]["ssd"]["years_to_wear_out"].get<double>();
+  const double used = m["tiers"]["ssd"]["endurance_used"].get<double>(), hours = m["simulated_time_s"].get<double>() / 3600;
+  const double price = 170;  // the 990 PRO 2 TB of configs/hardware/rtx4090_dram_nvme.json
+  REQUIRE(years < 3);
+  // price x endurance used per hour is the price over its years to wear out
+  // (which counts the endurance left after the run: 1 - used of it).
+  const double per_hour = price * (1 - used) / (years * 8766);
+  CHECK(price * used / hours == Approx(per_hour).epsilon(1e-9));
+  CHECK(m["cost"]["flash_wear_usd_per_hour"].get<double>() == Approx(per_hour - price / (3 * 8766)).epsilon(1e-9));
+  CHECK(m["cost"]["flash"]["ssd"]["replacement_usd_per_million_tokens"].get<double>() ==
+        Approx(price * used / (4.0 * 4) * 1e6));  // 4 steps of a batch of 4
+}
