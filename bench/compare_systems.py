@@ -159,10 +159,11 @@ def energy_markdown(rows):
     L = ["## Energy and cost\n",
          "Joules from each device's power model over what the run did (docs/results.md, \"Energy and cost\"; the "
          "base's power figures and prices, with their sources, in `%s`). Every run covers prefill and decode, so "
-         "J per token = all the run's joules / tokens generated. $ per hour = the devices' purchase prices over 3 "
+         "J per token = all the run's joules / tokens generated; peak W = the busiest window's mean power "
+         "(`energy.peak_window_s`). $ per hour = the devices' purchase prices over 3 "
          "years + electricity + flash worn out before then; $/M tokens = that over the run's tokens; flash $/M tokens "
          "= the share of the drive's price the run's writes used up.\n" % BASE_HARDWARE]
-    head = ["system", "tokens/s", "J per token", "mean W", "GPU J %", "CPU J %", "flash and FPGA J %", "$ per hour",
+    head = ["system", "tokens/s", "J per token", "mean W", "peak W", "GPU J %", "CPU J %", "flash and FPGA J %", "$ per hour",
             "$ per M tokens", "flash $ per M tokens"]
     L.append("| " + " | ".join(head) + " |")
     L.append("|---|" + "|".join(["---:"] * (len(head) - 1)) + "|")
@@ -181,6 +182,7 @@ def energy_markdown(rows):
             fmt(kr.metric(r, "decode_tokens_per_s"), "%.2f"),
             fmt(e["J_per_generated_token"], "%.3g"),
             fmt(e["mean_W"], "%.0f"),
+            fmt(e.get("peak_W", float("nan")), "%.0f"),
             fmt(share({"gpu"}), "%.0f"),
             fmt(share({"cpu"}), "%.0f"),
             fmt(share({"nvme", "smartssd", "ku15p"}), "%.0f"),

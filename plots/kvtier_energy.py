@@ -63,12 +63,14 @@ def energy_section(result, table_html, fmt):
     e, c = m.get("energy"), m.get("cost", {})
     if not isinstance(e, dict) or "devices" not in e:
         return []
-    rows = [(n, fmt(d.get("J")), fmt(d.get("idle_J")), fmt(d.get("active_J")), fmt(d.get("traffic_J")), fmt(d.get("mean_W")))
+    rows = [(n, fmt(d.get("J")), fmt(d.get("idle_J")), fmt(d.get("active_J")), fmt(d.get("traffic_J")), fmt(d.get("mean_W")),
+             fmt(d.get("peak_W")))
             for n, d in sorted(e["devices"].items(), key=lambda p: -p[1].get("J", 0)) if d.get("J")]
     links = sum(l.get("J", 0.0) for l in e.get("links", {}).values())
     if links:
-        rows.append(("links", fmt(links), "", "", fmt(links), fmt(links / m["simulated_time_s"]) if m.get("simulated_time_s") else ""))
+        rows.append(("links", fmt(links), "", "", fmt(links), fmt(links / m["simulated_time_s"]) if m.get("simulated_time_s") else "", ""))
     totals = [("energy (J)", fmt(e.get("total_J"))), ("mean power (W)", fmt(e.get("mean_W"))),
+              ("peak power (W), over windows of (s)", "%s, %s" % (fmt(e.get("peak_W")), fmt(e.get("peak_window_s")))),
               ("J per generated token", fmt(e.get("J_per_generated_token")))]
     for key, label in (("J_per_prefill_token", "J per prefill token"), ("J_per_request", "J per request")):
         if key in e:
@@ -80,7 +82,7 @@ def energy_section(result, table_html, fmt):
     if c.get("unpriced_devices"):
         totals.append(("devices without a price", ", ".join(c["unpriced_devices"])))
     return ['<h2>Energy and cost</h2><div id="energy">%s%s</div>'
-            % (table_html(["device", "J", "idle J", "active J", "traffic J", "mean W"], rows),
+            % (table_html(["device", "J", "idle J", "active J", "traffic J", "mean W", "peak W"], rows),
                table_html(["figure", "value"], totals))]
 
 

@@ -126,6 +126,30 @@ json cost_json(const Hardware& hw, const EnergyTotals& t, const EnergyRun& r) {
   c["unpriced_devices"] = unpriced;
   return c;
 }
+// Peak power: the highest mean power over one window of the run (the
+// platform's activity windows), each window's activity through the same
+// integration as the whole run's. Idle power is drawn whatever happens, so
+// no device's peak is below it.
+void peak_power(json& e, const Hardware& hw, const Platform& platform, double end_s, double throttled_fraction) {
+  const ActivityWindows& win = platform.windows();
+  const double width = std::min(win.width_s(), end_s);
+  std::vector<double> peak;
+  double total = 0;
+  for (const DeviceEntry& d : hw.devices) {
+    peak.push_back(d.power->idle_W());
+    total += d.power->idle_W();
+  }
+  for (size_t w = 0; w < win.windows() && width > 0; ++w) {
+    const double len = std::min(win.width_s(), end_s - double(w) * win.width_s());
+    if (len <= 0) break;
+    const EnergyTotals t = integrate_energy(hw, platform.stats(), win.bytes(w), win.work(w), len, throttled_fraction);
+    for (size_t d = 0; d < peak.size(); ++d) peak[d] = std::max(peak[d], t.devices[d].total_J() / len);
+    total = std::max(total, t.total_J / len);
+  }
+  e["peak_W"] = total;
+  e["peak_window_s"] = width;
+  for (size_t d = 0; d < peak.size(); ++d) e["devices"][hw.devices[d].name]["peak_W"] = peak[d];
+}
 }  // namespace
 
 json energy_cost_metrics(const Hardware& hw, const Platform& platform, const EnergyRun& r) {
@@ -133,6 +157,7 @@ json energy_cost_metrics(const Hardware& hw, const Platform& platform, const Ene
   const double thr = r.end_s > 0 ? std::min(1.0, r.throttled_s / r.end_s) : 0.0;
   const EnergyTotals t = integrate_energy(hw, stats, link_bytes_now(platform), platform.work_s(), r.end_s, thr);
   json e = energy_json(hw, stats, t, r);
+  peak_power(e, hw, platform, r.end_s, thr);
   if (!r.work_at_prefill_end.empty() && r.prefill_tokens > 0) {
     const EnergyTotals p = integrate_energy(hw, stats, r.bytes_at_prefill_end, r.work_at_prefill_end, r.prefill_end_s, thr);
     e["prefill_J"] = p.total_J;

@@ -223,6 +223,7 @@ Platform::Platform(const Hardware& hw, const Topology& topo) : n_(hw.devices.siz
     hosts_[i] = zone->create_host(d.name, speed);
   }
   const SgLinks links = make_links(zone, hw, stats_);
+  windows_ = ActivityWindows(n_, stats_.size());
   routes_.assign(n_ * n_, PlatformRoute{});
   factors_.assign(n_ * n_, RouteFactors{});
   for (size_t a = 0; a < n_; ++a) {

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 #include <random>
 
+#include "sim/core/activity_windows.h"
 #include "sim/engine/energy_metrics.h"
 #include "sim/serving/serving.h"
 #include "sim_fixture.h"
@@ -260,4 +261,37 @@ TEST_CASE("cost: a drive worn out before its amortisation ends is bought again s
   CHECK(m["cost"]["flash_wear_usd_per_hour"].get<double>() == Approx(per_hour - price / (3 * 8766)).epsilon(1e-9));
   CHECK(m["cost"]["flash"]["ssd"]["replacement_usd_per_million_tokens"].get<double>() ==
         Approx(price * used / (4.0 * 4) * 1e6));  // 4 steps of a batch of 4
+}
+
+TEST_CASE("activity windows: work and bytes are kept whole as windows merge, and placed in time") {
+  ActivityWindows w(2, 1, 8, 1.0);
+  w.add_work(0, 4.0, 0.0, 4.0);   // one unit per second over windows 0-3
+  w.add_bytes(0, 10.0, 2.5, 3.0);  // within window 2
+  REQUIRE(w.width_s() == 1.0);
+  CHECK(w.work(1)[0] == Approx(1.0));
+  CHECK(w.bytes(2)[0] == Approx(10.0));
+  w.add_work(1, 6.0, 20.0, 26.0);  // past 8 windows of 1 s: they merge to 4 s, then fit
+  CHECK(w.width_s() == 4.0);
+  double work0 = 0, work1 = 0, bytes = 0;
+  for (size_t i = 0; i < w.windows(); ++i) work0 += w.work(i)[0], work1 += w.work(i)[1], bytes += w.bytes(i)[0];
+  CHECK(work0 == Approx(4.0));
+  CHECK(work1 == Approx(6.0));
+  CHECK(bytes == Approx(10.0));
+  CHECK(w.work(0)[0] == Approx(4.0));  // [0, 4) is the first 4 s window
+  CHECK(w.work(5)[1] == Approx(6.0 * 4.0 / 6.0));  // [20, 24) of [20, 26)
+  CHECK(w.work(6)[1] == Approx(6.0 * 2.0 / 6.0));                           // [24, 26)
+}
+
+TEST_CASE("energy: peak power is the busiest window's mean power, never below idle") {
+  json m = simulate(load_config("configs/default.json", {"workload.decode_steps=8", "workload.warmup_steps=0"}));
+  const json& e = m["energy"];
+  CHECK(e["peak_window_s"].get<double>() > 0);
+  CHECK(e["peak_W"].get<double>() >= e["mean_W"].get<double>());
+  for (auto& [name, d] : e["devices"].items()) {
+    INFO(name);
+    CHECK(d["peak_W"].get<double>() >= d["mean_W"].get<double>() * (1 - 1e-9));
+  }
+  // The GPU computes most of the run: its busiest window draws its busy power (RTX 4090: 450 W), not more.
+  CHECK(e["devices"]["gpu"]["peak_W"].get<double>() <= 450.0 + 1e-6 + 7.25e-12 * 8 * 32e9);
+  CHECK(e["devices"]["gpu"]["peak_W"].get<double>() > 400.0);
 }
