@@ -153,6 +153,47 @@ def write_atomic(path, text):
     os.replace(tmp, path)
 
 
+def energy_markdown(rows):
+    """The energy and cost table: each run's joules and dollars per generated
+    token beside its tokens/s (docs/results.md, "Energy and cost")."""
+    L = ["## Energy and cost\n",
+         "Joules from each device's power model over what the run did (docs/results.md, \"Energy and cost\"; the "
+         "base's power figures and prices, with their sources, in `%s`). Every run covers prefill and decode, so "
+         "J per token = all the run's joules / tokens generated; peak W = the busiest window's mean power "
+         "(`energy.peak_window_s`). $ per hour = the devices' purchase prices over 3 "
+         "years + electricity + flash worn out before then; $/M tokens = that over the run's tokens; flash $/M tokens "
+         "= the share of the drive's price the run's writes used up.\n" % BASE_HARDWARE]
+    head = ["system", "tokens/s", "J per token", "mean W", "peak W", "GPU J %", "CPU J %", "flash and FPGA J %", "$ per hour",
+            "$ per M tokens", "flash $ per M tokens"]
+    L.append("| " + " | ".join(head) + " |")
+    L.append("|---|" + "|".join(["---:"] * (len(head) - 1)) + "|")
+    for name, cfg, r, err, preset, why in rows:
+        if r is None or "energy" not in r["metrics"]:
+            L.append("| %s | n/a |" % name + " |" * (len(head) - 2))
+            continue
+        e, c = r["metrics"]["energy"], r["metrics"]["cost"]
+        total = e["total_J"] or float("nan")
+        kinds = {d: v.get("kind") for d, v in r["config"]["hardware"]["devices"].items()}
+
+        def share(of_kinds):
+            return 100 * sum(v["J"] for d, v in e["devices"].items() if kinds.get(d) in of_kinds) / total
+        L.append("| " + " | ".join([
+            name + (" (serving)" if kr.is_serving(r) else ""),
+            fmt(kr.metric(r, "decode_tokens_per_s"), "%.2f"),
+            fmt(e["J_per_generated_token"], "%.3g"),
+            fmt(e["mean_W"], "%.0f"),
+            fmt(e.get("peak_W", float("nan")), "%.0f"),
+            fmt(share({"gpu"}), "%.0f"),
+            fmt(share({"cpu"}), "%.0f"),
+            fmt(share({"nvme", "smartssd", "ku15p"}), "%.0f"),
+            fmt(c["usd_per_hour"], "%.3f"),
+            fmt(c["usd_per_million_tokens"], "%.3g"),
+            fmt(c["flash_replacement_usd_per_million_tokens"], "%.3g"),
+        ]) + " |")
+    L.append("")
+    return L
+
+
 def markdown(rows, steps, cmdline, figure_rel=None):
     L = []
     L.append("# System presets compared on one testbed\n")
@@ -206,6 +247,7 @@ def markdown(rows, steps, cmdline, figure_rel=None):
             gb(m("ssd_bytes_written")),
         ]) + " |")
     L.append("")
+    L += energy_markdown(rows)
     if figure_rel:
         L.append("![tokens/s, TPOT, recall and traffic per system](%s)\n" % figure_rel)
     L.append("How to read it:\n")

@@ -26,6 +26,9 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import reproduce_energy as ren  # noqa: E402
+
 BIN = os.environ.get("KVTIER_BINARY", os.path.join(ROOT, "build", "kvtier"))
 
 
@@ -237,6 +240,10 @@ def matkv_rows(fast):
                                                f"{MATKV_DECODE_TOKENS} tokens out", "batch": batch,
                      "runs": {"matkv_load": system("matkv", workload=merge(wl, {"prefill": "load"})),
                               "recompute": system("matkv", workload=merge(wl, {"prefill": "compute"}))}})
+        # The same two runs with the whole machine rented at p4d.24xlarge's price (the seed's TCO claim).
+        devices = load("configs/hardware/h100_9100pro_raid0.json")["devices"]
+        for name in ("matkv_load", "recompute"):
+            rows[-1]["runs"][name + "_p4d"] = ren.p4d_priced(rows[-1]["runs"][name], devices)
     return rows
 
 
@@ -392,7 +399,10 @@ def run_rows(rows, out_dir):
         r["results"] = {}
         for name, cfg in r["runs"].items():
             tag = f"{r['group'].lower()}_{i}_{name}".replace(" ", "_").replace(",", "")
-            r["results"][name] = metrics_row(run(cfg, out_dir, tag))
+            res = run(cfg, out_dir, tag)
+            r["results"][name] = metrics_row(res)
+            if "error" not in res:
+                r["results"][name].update(ren.fields(res["metrics"], res["config"]))
         r["conditions"] = conditions(r)
     return rows
 
@@ -633,6 +643,8 @@ def write_doc(rows, path):
                  ("fetched GB", lambda x: fmt(x[2].get("fetched_GB"))),
                  ("SSD written GB", lambda x: fmt(x[2].get("ssd_written_GB"))),
                  ("years to wear out", lambda x: fmt(x[2].get("years"))),
+                 ("J per token", lambda x: fmt(x[2].get("J_per_token"))),
+                 ("$ per M tokens", lambda x: fmt(x[2].get("usd_per_Mtok"))),
                  ("bound", lambda x: x[2].get("bound", "-")),
                  ("conditions", lambda x: conditions_summary(x[0]))]
         L.append(table(flat, cols))
@@ -642,7 +654,7 @@ def write_doc(rows, path):
         for r in grs:
             for line in compare(r):
                 L.append("- " + line)
-        L += ["", "Cause of the gaps: " + CAUSES[group], ""]
+        L += ["", "Cause of the gaps: " + CAUSES[group] + ren.CAUSES.get(group, ""), ""]
     text = "\n".join(L) + "\n"
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
@@ -700,6 +712,7 @@ def compare(r):
                        f"({a['swapped_out']} and {b['swapped_out']} sequences swapped out)")
             out.append(f"years to wear out of the flash swap drive: kvtier {fmt(a['years'])} "
                        f"(published: up to 8x the endurance of a plain TLC swap)")
+        out += ren.hifc_lines(res, fmt)
     elif g == "MatKV":
         a, b = res["matkv_load"], res["recompute"]
         if "error" not in a and "error" not in b:
@@ -711,6 +724,7 @@ def compare(r):
             out.append(f"{r['case']}: end to end load / recompute: {claim}; kvtier "
                        f"{fmt(a['e2e_s'] * 1e3)} / {fmt(b['e2e_s'] * 1e3)} ms = {fmt(ratio(a['e2e_s'], b['e2e_s']))} "
                        "(the paper: about 0.5)")
+            out += ren.matkv_lines(r["case"], res, fmt)
     elif g == "AIOS":
         a, b = res["ctx4k"], res["ctx32k"]
         if "error" not in a and "error" not in b:

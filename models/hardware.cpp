@@ -7,6 +7,10 @@
 
 namespace kvtier {
 
+// PCIe's energy per bit on the wire: NVIDIA gives NVLink-C2C's 1.3 pJ/bit as
+// 5x more efficient than PCIe Gen 5 (Grace Hopper whitepaper), 6.5 pJ/bit.
+constexpr double kPciePJPerBit = 6.5;
+
 int Hardware::device_index(const std::string& n) const {
   for (size_t i = 0; i < devices.size(); ++i)
     if (devices[i].name == n) return static_cast<int>(i);
@@ -41,6 +45,7 @@ ParamList hardware_params() {
       any("tiers", nullptr, "array of device names that hold KV, fastest first", ParamType::Array),
       str("gpu", "", "the device that runs attention (default: the only device of kind gpu)"),
       str("calibration", "", "calibration file whose curves replace constants (see docs/hardware.md); \"\" = none"),
+      num("electricity_usd_per_kWh", 0.13, "price of electricity, US dollars per kWh, charged on purchased devices' energy", 0),
   };
 }
 
@@ -68,6 +73,9 @@ ParamList link_params() {
                              "fatpipe: every flow gets the full bandwidth",
           {"split", "shared", "fatpipe"}),
       curves_param({"forward_GBps", "backward_GBps", "latency_us"}),
+      num("energy_pJ_per_bit", -1.0,
+          "energy per bit crossing the link, pJ; -1: 6.5 for a PCIe link, 0 for any other (a structural join; "
+          "give a fabric's own figure)", -1),
   };
 }
 
@@ -116,7 +124,7 @@ Hardware parse_hardware(json& hw, const std::string& where) {
     e.name = name;
     e.kind = dev["kind"].get<std::string>();
     const auto& entry = reg.find(e.kind, path + ".kind");
-    resolve_params(dev, entry.params, path, {"kind"});
+    resolve_params(dev, entry.params, path, {"kind", "power", "price"});
     // Constructors check what a ParamList cannot (a combination of keys, a
     // kernel that does not fit) and name the key relative to the device.
     try {
@@ -124,6 +132,13 @@ Hardware parse_hardware(json& hw, const std::string& where) {
     } catch (const ConfigError& err) {
       throw ConfigError(path + "." + err.what());
     }
+    try {
+      e.power = make_power_model(e.kind, dev["power"], dev, *e.model, path + ".power");
+    } catch (const ConfigError& err) {
+      const std::string m = err.what();
+      throw ConfigError(m.rfind(path, 0) == 0 ? m : path + ".power." + m);
+    }
+    e.price = parse_device_price(dev["price"], path + ".price");
     out.devices.push_back(std::move(e));
   }
   if (out.devices.empty()) throw ConfigError(where + ".devices: at least one device is required");
@@ -163,6 +178,11 @@ Hardware parse_hardware(json& hw, const std::string& where) {
     const std::string d = l["duplex"].get<std::string>();
     e.duplex = d == "split" ? Duplex::Split : d == "shared" ? Duplex::Shared : Duplex::FatPipe;
     e.duplex_efficiency = get_num(l, "duplex_efficiency");
+    const double pj = get_num(l, "energy_pJ_per_bit");
+    if (pj >= 0 || pj == -1.0)
+      e.energy_J_per_byte = (pj >= 0 ? pj : (e.pcie.empty() ? 0.0 : kPciePJPerBit)) * 8e-12;
+    else
+      throw ConfigError(path + ".energy_pJ_per_bit: expected a figure >= 0, or -1 for the default");
     if (e.duplex_efficiency < 1.0 && e.duplex != Duplex::Split)
       throw ConfigError(path + ".duplex_efficiency: only split-duplex links have two directions to share");
     out.links.push_back(e);
@@ -184,6 +204,7 @@ Hardware parse_hardware(json& hw, const std::string& where) {
   }
   if (out.tiers.empty()) throw ConfigError(where + ".tiers: at least one KV tier is required");
 
+  out.electricity_usd_per_kWh = get_num(hw, "electricity_usd_per_kWh");
   out.gpu = hw["gpu"].get<std::string>();
   if (out.gpu.empty()) {
     for (const auto& d : out.devices)

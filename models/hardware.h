@@ -10,6 +10,8 @@
 #include "models/curve.h"
 #include "models/device.h"
 #include "models/param.h"
+#include "models/power/device_price.h"
+#include "models/power/power_model.h"
 
 namespace kvtier {
 
@@ -17,6 +19,8 @@ struct DeviceEntry {
   std::string name;
   std::string kind;
   std::unique_ptr<DeviceModel> model;
+  std::unique_ptr<PowerModel> power;  // its `power` object (models/power/)
+  DevicePrice price;                  // its `price` object
 };
 
 enum class Duplex { Split, Shared, FatPipe };
@@ -39,6 +43,7 @@ struct LinkEntry {
   // the latency curve in seconds, all against transfer size in bytes. When a
   // bandwidth curve is given, bw_Bps/bw_back_Bps hold its peak.
   Curve bw_curve, bw_back_curve, latency_curve;
+  double energy_J_per_byte = 0;  // each direction, per byte crossing the link
 
   // Bandwidth of one transfer of `bytes` in a direction, B/s.
   double bandwidth_at(bool forward, double bytes) const;
@@ -53,6 +58,7 @@ struct Hardware {
   std::vector<LinkEntry> links;
   std::vector<std::string> tiers;  // KV tiers, fastest first
   std::string gpu;                 // the device that runs attention
+  double electricity_usd_per_kWh = 0;  // charged on the energy of purchased devices
 
   int device_index(const std::string& name) const;  // -1 if absent
   const DeviceEntry& device(const std::string& name) const;

@@ -7,6 +7,7 @@
   kvtier_plot.py capacity  REPLAY.json|CSV                           hit rate against cache capacity, a line per policy
   kvtier_plot.py timeline  TIMELINE.json [--start MS --end MS]       device and link lanes: compute and transfer overlap
   kvtier_plot.py breakdown TIMELINE.json STEPS.csv                   stacked time per decode step
+  kvtier_plot.py breakdown --energy RESULT...                        joules per generated token, split by device
 
 SWEEP is a sweep's JSON-lines file or its CSV (docs/sweep.md); RESULT a
 result.json or a sweep's JSON-lines file. Every figure is written as PNG and
@@ -25,6 +26,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import kvtier_results as kr  # noqa: E402  (sets the Agg backend)
+import kvtier_energy as ke  # noqa: E402
 
 import matplotlib.pyplot as plt  # noqa: E402
 
@@ -593,8 +595,9 @@ def main(argv=None):
     p.add_argument("input", help="search.json written by kvtier search")
     common(p)
     p = sub.add_parser("breakdown", help="stacked time per decode step: compute, transfer, scoring, stall")
-    p.add_argument("input", help="the run's --timeline file")
-    p.add_argument("steps", help="the run's steps.csv (--set sim.step_csv=true)")
+    p.add_argument("input", nargs="?", help="the run's --timeline file")
+    p.add_argument("steps", nargs="?", help="the run's steps.csv (--set sim.step_csv=true)")
+    p.add_argument("--energy", nargs="+", metavar="RESULT", help="instead: result.json or sweep JSON-lines files, energy by device")
     common(p)
     args = ap.parse_args(argv)
 
@@ -616,10 +619,16 @@ def main(argv=None):
             fig, _ = plot_timeline(names, slices, args.start, args.end, args.title)
         elif args.kind == "pareto":
             fig, _ = plot_pareto(args.input, args.title)
+        elif args.energy:
+            args.input = args.energy[0]  # the figure goes next to the first result
+            results = [r for path in args.energy for _, r in kr.load_results(path)]
+            fig = ke.plot_energy_breakdown(ke.energy_rows(results), plt, COLUMN_IN, args.title)
         else:
+            if not (args.input and args.steps):
+                raise kr.ResultError("breakdown: expected a --timeline file and its steps.csv, or --energy RESULT...")
             names, _, slices = load_timeline(args.input)
             fig = plot_breakdown(step_breakdown(names, slices, read_steps(args.steps)), args.title)
-        paths = save(fig, stem_for(args, args.kind))
+        paths = save(fig, stem_for(args, "energy" if getattr(args, "energy", None) else args.kind))
     except kr.ResultError as e:
         kr.die(PROG, e)
     for p in paths:

@@ -24,6 +24,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import kvtier_results as kr  # noqa: E402
 import kvtier_plot as kp  # noqa: E402
+import kvtier_energy as ke  # noqa: E402
 
 import matplotlib.pyplot as plt  # noqa: E402
 
@@ -116,7 +117,8 @@ def run_page(result, run_dir, timeline):
         parts.append("<h2>Links</h2>" + table_html(
             ["link", "bytes", "busy"],
             [(n, kr.human_bytes(v.get("bytes")), fmt(v.get("busy_fraction"), 100, 3) + " %") for n, v in sorted(links.items())]))
-    figs = []
+    parts += ke.energy_section(result, table_html, fmt)
+    figs = ke.energy_figures(result, figure_html, plt, kp.COLUMN_IN)
     if tiers:
         fig, ax = plt.subplots(figsize=(kp.COLUMN_IN, kp.COLUMN_IN * 0.6))
         ax.bar(list(tiers), [v.get("hit_rate") or 0 for v in tiers.values()], color="C0")

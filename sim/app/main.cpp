@@ -4,6 +4,8 @@
 #include <iostream>
 
 #include "models/device.h"
+#include "models/power/device_price.h"
+#include "models/power/power_model.h"
 #include "policies/policy.h"
 #include "policies/weights.h"
 #include "sim/app/cli_replay.h"
@@ -62,7 +64,11 @@ void list(const std::string& what) {
     list_family<CompressionPolicy>("compression policies");
     list_family<WeightPolicy>("weight policies");
   }
-  if (all || what == "devices") list_family<DeviceModel>("device kinds");
+  if (all || what == "devices") {
+    list_family<DeviceModel>("device kinds");
+    list_family<PowerModel>("power models (a device's \"power\" object, by its kind)");
+    std::cout << "device price (a device's \"price\" object):\n" << describe(device_price_params(), "      ");
+  }
   if (all || what == "hardware") list_presets("configs/hardware", "hardware presets");
   if (all || what == "models") list_presets("configs/models", "model presets");
   if (all || what == "systems") list_presets("configs/systems", "system presets");
@@ -241,7 +247,7 @@ int main(int argc, char** argv) {
   add_config(app, c);
 
   if (std::string dup = registry_duplicates<EvictionPolicy, PromotionPolicy, PlacementPolicy, PrefetchPolicy,
-                                               EvaluationPolicy, CompressionPolicy, WeightPolicy, DeviceModel>();
+                                               EvaluationPolicy, CompressionPolicy, WeightPolicy, DeviceModel, PowerModel>();
       !dup.empty()) {
     std::cerr << "kvtier: error: " << dup << " (each name must be unique in its family)\n";
     return 1;

@@ -17,6 +17,8 @@ struct EngineCounters {
   // When decode starts: the GPU's busy time so far, and each link's (platform.stats() order).
   double gpu_busy_at_decode = 0;
   std::vector<double> link_busy_at_decode, link_busy_after_decode;  // and when its last step ends
+  // When decode starts, each device's work and each link's bytes: the prefill phase's energy.
+  std::vector<double> work_at_decode, link_bytes_at_decode;
   std::vector<double> step_end;  // decode step end times (seconds)
   // Attention.
   double total_mass = 0, used_mass = 0;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "sim/engine/energy_metrics.h"
 #include "sim/engine/kernel_cost.h"
 #include "sim/kv/kv_store.h"
 #include "sim/platform/platform.h"
@@ -207,6 +208,27 @@ json decode_link_metrics(const EngineCounters& c, Platform& platform, double end
 }
 }  // namespace
 
+namespace {
+// What the energy and cost metrics need besides the platform's counts:
+// tokens out, the prefill phase apart (where the run has one), the FPGA's
+// throttled time and the flash's wear.
+EnergyRun energy_run(const EngineSetup& s, const EngineCounters& c, double end) {
+  EnergyRun r;
+  r.end_s = end;
+  r.generated_tokens = double(s.batch) * double(c.step_end.size());
+  if (s.prefill_compute || s.prefill_load) {
+    r.prefill_end_s = c.decode_start;
+    r.prefill_tokens = double(s.batch) * double(s.ctx);
+    r.work_at_prefill_end = c.work_at_decode;
+    r.bytes_at_prefill_end = c.link_bytes_at_decode;
+  }
+  r.throttled_s = c.throttled_s;
+  for (size_t t = 0; t < s.tiers() && t < c.wear.size(); ++t)
+    if (s.hw.devices[s.tier_dev[t]].model->is_storage()) r.wear.push_back({s.tier_dev[t], c.wear[t].life_used()});
+  return r;
+}
+}  // namespace
+
 // Names are the contract in docs/results.md.
 json engine_metrics(const EngineSetup& s, EngineCounters& c, const KvStore& kv, Platform& platform, double end) {
   json m;
@@ -217,6 +239,7 @@ json engine_metrics(const EngineSetup& s, EngineCounters& c, const KvStore& kv, 
   if (s.weights) m["weights"] = s.weights->metrics();  // policies.weights: where they live, what streamed
   m["tiers"] = tier_metrics(s, c, kv.table(), end);
   m["links"] = decode_link_metrics(c, platform, end);
+  m.update(energy_cost_metrics(s.hw, platform, energy_run(s, c, end)));
   return m;
 }
 

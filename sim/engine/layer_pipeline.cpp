@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "sim/core/progress.h"
+#include "sim/engine/energy_metrics.h"
 #include "sim/engine/kernel_cost.h"
 #include "sim/platform/weight_stream.h"
 
@@ -486,6 +487,7 @@ void LayerPipeline::drive() {
   c_.decode_start = c_.prefill_end;
   c_.gpu_busy_at_decode = c_.gpu_busy_s;
   c_.link_busy_at_decode = link_busy_now(platform_, c_.decode_start);
+  c_.work_at_decode = platform_.work_s(), c_.link_bytes_at_decode = link_bytes_now(platform_);
   if (s_.overlap_next_load) load_next_request();
   const uint64_t N = uint64_t(s_.steps) * s_.model.layers;
   ring_.assign(65, Slot{});  // room for the deepest prefetch a policy may ask for (64)

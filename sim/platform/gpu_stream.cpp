@@ -5,7 +5,7 @@
 namespace kvtier {
 
 GpuStream::GpuStream(Platform& platform, size_t gpu_dev, EngineCounters& c, Timeline& timeline, uint32_t track)
-    : host_(platform.host(gpu_dev)), c_(c), timeline_(timeline), track_(track) {}
+    : host_(platform.host(gpu_dev)), platform_(platform), gpu_dev_(gpu_dev), c_(c), timeline_(timeline), track_(track) {}
 
 GpuStream::Span GpuStream::run(double seconds) {
   Span k;
@@ -16,6 +16,7 @@ GpuStream::Span GpuStream::run(double seconds) {
   e->wait();
   k.t1 = sg4::Engine::get_clock();
   c_.gpu_busy_s += k.t1 - k.t0;
+  platform_.add_work(gpu_dev_, seconds, k.t0, k.t1);
   return k;
 }
 

@@ -35,6 +35,8 @@ class GpuStream {
 
  private:
   simgrid::s4u::Host* host_;
+  Platform& platform_;
+  size_t gpu_dev_;
   EngineCounters& c_;
   Timeline& timeline_;
   uint32_t track_;

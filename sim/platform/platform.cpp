@@ -105,6 +105,13 @@ SgLinks make_links(sg4::NetZone* zone, const Hardware& hw, std::vector<LinkStat>
     auto* l = zone->create_link(name, bw)->set_latency(lat)->set_sharing_policy(pol);
     return SgLink{l, static_cast<uint32_t>(stats.size() - 1)};
   };
+  auto tag = [&](const SgLink& sl, int32_t link, int32_t device, bool forward, bool write) {
+    LinkStat& st = stats[sl.stat];
+    st.link = link;
+    st.device = device;
+    st.forward = forward;
+    st.write = write;
+  };
   SgLinks k;
   const size_t nl = hw.links.size(), nd = hw.devices.size();
   k.fwd.resize(nl);
@@ -115,15 +122,19 @@ SgLinks make_links(sg4::NetZone* zone, const Hardware& hw, std::vector<LinkStat>
     if (l.duplex == Duplex::Split) {
       k.fwd[i] = new_link(l.name + ":" + l.a + "->" + l.b, l.bw_Bps, l.latency_s, sg4::Link::SharingPolicy::SHARED);
       k.back[i] = new_link(l.name + ":" + l.b + "->" + l.a, l.bw_back_Bps, l.latency_s, sg4::Link::SharingPolicy::SHARED);
+      tag(k.fwd[i], static_cast<int32_t>(i), -1, true, false);
+      tag(k.back[i], static_cast<int32_t>(i), -1, false, false);
       // Directions that slow each other: both also cross one shared
       // constraint of the efficiency times their sum, which a lone flow never
       // reaches (efficiency >= 0.5) and two opposite flows split.
       if (l.duplex_efficiency < 1.0)
         k.both[i] = new_link(l.name + ":both", l.duplex_efficiency * (l.bw_Bps + l.bw_back_Bps), 0.0,
                              sg4::Link::SharingPolicy::SHARED);
+      if (k.both[i].link) stats[k.both[i].stat].both = true;
     } else {
       auto pol = l.duplex == Duplex::Shared ? sg4::Link::SharingPolicy::SHARED : sg4::Link::SharingPolicy::FATPIPE;
       k.fwd[i] = k.back[i] = new_link(l.name, l.bw_Bps, l.latency_s, pol);
+      tag(k.fwd[i], static_cast<int32_t>(i), -1, true, false);
     }
   }
   k.media_read.assign(nd, SgLink{nullptr, 0});
@@ -135,9 +146,12 @@ SgLinks make_links(sg4::NetZone* zone, const Hardware& hw, std::vector<LinkStat>
     if (m.media_shared()) {
       k.media_read[i] = k.media_write[i] =
           new_link(n + ".media", m.read_Bps(), m.media_latency_s(), sg4::Link::SharingPolicy::SHARED);
+      tag(k.media_read[i], -1, static_cast<int32_t>(i), true, false);
     } else {
       k.media_read[i] = new_link(n + ".read", m.read_Bps(), m.media_latency_s(), sg4::Link::SharingPolicy::SHARED);
       k.media_write[i] = new_link(n + ".write", m.write_Bps(), m.media_latency_s(), sg4::Link::SharingPolicy::SHARED);
+      tag(k.media_read[i], -1, static_cast<int32_t>(i), true, false);
+      tag(k.media_write[i], -1, static_cast<int32_t>(i), true, true);
     }
   }
   return k;
@@ -199,6 +213,7 @@ Platform::Platform(const Hardware& hw, const Topology& topo) : n_(hw.devices.siz
   controller_ = zone->create_host("kvtier.controller", 1e9);
   hosts_.assign(n_, nullptr);
   cores_.assign(n_, 1);
+  work_s_.assign(n_, 0.0);
   route_request_.assign(n_ * n_, 0.0);
   for (size_t i = 0; i < n_; ++i) {
     const auto& d = hw.devices[i];
@@ -208,6 +223,7 @@ Platform::Platform(const Hardware& hw, const Topology& topo) : n_(hw.devices.siz
     hosts_[i] = zone->create_host(d.name, speed);
   }
   const SgLinks links = make_links(zone, hw, stats_);
+  windows_ = ActivityWindows(n_, stats_.size());
   routes_.assign(n_ * n_, PlatformRoute{});
   factors_.assign(n_ * n_, RouteFactors{});
   for (size_t a = 0; a < n_; ++a) {

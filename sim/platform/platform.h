@@ -15,6 +15,7 @@
 
 #include "models/hardware.h"
 #include "models/topology.h"
+#include "sim/core/activity_windows.h"
 
 namespace kvtier {
 
@@ -29,6 +30,12 @@ struct LinkStat {
   double busy_since = 0;
   uint32_t active = 0;
   uint32_t track = 0;  // timeline track
+  // What the link is, for energy: a direction of topology link `link`
+  // (forward: a -> b), or the media of device `device` (write: its write
+  // path, or its shared bus), or a constraint two directions share (`both`,
+  // which carries no bytes of its own). -1: not that kind.
+  int32_t link = -1, device = -1;
+  bool forward = true, write = false, both = false;
 };
 
 struct PlatformRoute {
@@ -94,6 +101,22 @@ class Platform {
   // The route from device `from` to device `to` (both not switches).
   const PlatformRoute& route(size_t from, size_t to) const { return routes_[from * n_ + to]; }
   std::vector<LinkStat>& stats() { return stats_; }
+  const std::vector<LinkStat>& stats() const { return stats_; }
+  // Work executed on each device so far, in seconds of the whole device at
+  // full speed (a kernel's seconds on a GPU; threads x seconds / cores for a
+  // job on some of a CPU's cores): what its power model charges as busy. The
+  // job ran from t0 to t1; windows() keeps when.
+  void add_work(size_t device, double device_s, double t0, double t1) {
+    work_s_[device] += device_s;
+    windows_.add_work(device, device_s, t0, t1);
+  }
+  const std::vector<double>& work_s() const { return work_s_; }
+  // A transfer of `bytes` along `route` that ran from t0 to t1 (its bytes are
+  // in stats() from its start; here they are placed in time).
+  void transferred(const PlatformRoute& route, double bytes, double t0, double t1) {
+    for (uint32_t s : route.stats) windows_.add_bytes(s, bytes, t0, t1);
+  }
+  const ActivityWindows& windows() const { return windows_; }
 
   // Transfers are made of requests of `block_bytes` each (one KV block); the
   // queue depth of a transfer is its number of requests, capped at
@@ -131,6 +154,8 @@ class Platform {
   sg4::Host* controller_ = nullptr;
   std::vector<PlatformRoute> routes_;
   std::vector<LinkStat> stats_;
+  std::vector<double> work_s_;  // by device
+  ActivityWindows windows_;
   std::vector<RouteFactors> factors_;  // by from * n_ + to, like routes_
   std::unordered_map<const sg4::Host*, uint32_t> device_of_;  // host -> device index
   double request_bytes_ = 0;

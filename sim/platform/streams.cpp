@@ -114,6 +114,7 @@ void Stream::run() {
       e->start();
       e->wait();
       const double t1 = sg4::Engine::get_clock();
+      platform_.add_work(static_cast<size_t>(job.exec_on), job.seconds * threads / cores, t0, t1);
       if (timeline_.enabled()) timeline_.slice(track_, slice_name(job), t0, t1, slice_args(job));
       board_.finish(job.id, t1 - t0);
       continue;
@@ -146,6 +147,7 @@ void Stream::run() {
       LinkStat& st = stats[s];
       if (--st.active == 0) st.busy_s += t1 - st.busy_since;
     }
+    platform_.transferred(route, job.bytes, t0, t1);
     if (timeline_.enabled()) {
       const std::string name = slice_name(job);
       const json args = slice_args(job);

@@ -18,6 +18,7 @@
 #include "sim/platform/transfer_planner.h"
 #include "sim/platform/weight_stream.h"
 #include "sim/serving/prefix_cache.h"
+#include "sim/serving/serving_energy.h"
 #include "sim/serving/serving_metrics.h"
 #include "traces/synthetic.h"
 
@@ -305,6 +306,7 @@ json ServingSimulation::metrics(double end) const {
     m["kv"] = kv_counter_metrics(c_, kv_->table().block_bytes);
   }
   m["links"] = link_metrics(*platform_, end);
+  m.update(energy_cost_metrics(s_.hw, *platform_, serving_energy_run(s_, c_, end, m)));
   return m;
 }
 

@@ -54,12 +54,13 @@ def test_run_report(kvtier, run_with_timeline, tmp_path):
     check_static(html)
     result = json.loads((run_with_timeline / "result.json").read_text())
     assert "%.4g" % result["metrics"]["decode_tokens_per_s"] in html  # the key figure
-    for fig in ("fig-tiers", "fig-timeline", "fig-breakdown"):
+    for fig in ("fig-tiers", "fig-timeline", "fig-breakdown", "fig-energy"):
         assert 'id="%s"' % fig in html, fig
+    assert 'id="energy"' in html and "%.4g" % result["metrics"]["energy"]["total_J"] in html
     assert 'id="config"' in html and "&quot;context_tokens&quot;" in html
     dom = render_dom(page, tmp_path)
     m = re.search(r'data-figures-loaded="(\d+)" data-figures="(\d+)"', dom)
-    assert m and m.group(1) == m.group(2) == "3", dom[:500]
+    assert m and m.group(1) == m.group(2) == "4", dom[:500]
 
 
 def test_sweep_report(kvtier, tmp_path):
