@@ -619,7 +619,7 @@ def main(argv=None):
             fig, _ = plot_timeline(names, slices, args.start, args.end, args.title)
         elif args.kind == "pareto":
             fig, _ = plot_pareto(args.input, args.title)
-        elif args.energy:
+        elif getattr(args, "energy", None):
             args.input = args.energy[0]  # the figure goes next to the first result
             results = [r for path in args.energy for _, r in kr.load_results(path)]
             fig = ke.plot_energy_breakdown(ke.energy_rows(results), plt, COLUMN_IN, args.title)
