@@ -351,7 +351,12 @@ def set_log_axes(ax, xs, ys, log_x=None, log_y=None):
 
 
 def legend_outside(ax, **kw):
-    """The legend right of the axes, never over the data."""
+    """The legend off the data: right of the axes, or below them in columns
+    when a column-wide figure has more entries than its side can take."""
+    n = len(kw["labels"]) if "labels" in kw else len(ax.get_legend_handles_labels()[1])
+    if ax.figure.get_figwidth() <= 4.0 and n > 4:
+        kw.pop("title", None)  # the axis label above says what the entries are
+        return ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=3, frameon=False, **kw)
     return ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, frameon=False, **kw)
 
 

@@ -17,9 +17,9 @@ import kvtier_results as kr
 
 import matplotlib.pyplot as plt
 
-# The share of requests within the SLOs below which a load is past the knee:
+# The SLO attainment a deployment is sized for, drawn as a reference line:
 # DistServe (OSDI'24) sizes a deployment for 90% SLO attainment.
-KNEE_ATTAINMENT = 0.9
+TARGET_ATTAINMENT = 0.9
 
 LATENCIES = (("ttft_s", "TTFT", "s", 1.0), ("tpot_s", "TPOT", "ms", 1e3), ("e2e_s", "end to end", "s", 1.0))
 COLOURS = {"ttft_s": "C0", "tpot_s": "C1", "e2e_s": "C2", "queueing_s": "C3"}
@@ -388,10 +388,13 @@ def load_axis(x):
 
 
 def knee(points):
-    """points [(load, attainment)] sorted by load: the lowest load whose SLO
-    attainment is under KNEE_ATTAINMENT, or None."""
-    for load, att in points:
-        if isinstance(att, (int, float)) and att < KNEE_ATTAINMENT:
+    """points [(load, row)] sorted by load: the lowest load at which the run
+    is saturated as operating_point() says (the median request waits longer
+    than it is then served: queueing_s.p50 > e2e_s.p50 - queueing_s.p50),
+    or None when no load is."""
+    for load, r in points:
+        q, e = r.get("queueing_s.p50"), r.get("e2e_s.p50")
+        if isinstance(q, (int, float)) and isinstance(e, (int, float)) and q > e - q:
             return load
     return None
 
@@ -399,7 +402,8 @@ def knee(points):
 def plot_load(rows, x, slo=(None, None), title=None, log_x=None, log_y=None, figsize=(3.4, 4.2)):
     """Latency percentiles against load from a serving sweep's rows (CSV or
     JSON-lines columns ttft_s.p50 ...): TTFT and TPOT on two panels with the
-    SLO lines, SLO attainment below them, the knee marked on each."""
+    SLO lines, SLO attainment below them, and the lowest saturated load
+    (knee()) marked on each."""
     fx, xlabel = load_axis(x)
     pts = []
     for r in rows:
@@ -431,17 +435,17 @@ def plot_load(rows, x, slo=(None, None), title=None, log_x=None, log_y=None, fig
     att = [r.get("slo_attainment") for _, r in pts]
     axes[2].plot(loads, [a * 100 if isinstance(a, (int, float)) else float("nan") for a in att], marker="o", ms=2.5,
                  color="k")
-    axes[2].axhline(KNEE_ATTAINMENT * 100, color="red", lw=0.8, ls="--", label="%.0f%%" % (KNEE_ATTAINMENT * 100))
+    axes[2].axhline(TARGET_ATTAINMENT * 100, color="red", lw=0.8, ls="--", label="%.0f%%" % (TARGET_ATTAINMENT * 100))
     axes[2].set_ylabel("SLO met (%)")
     axes[2].set_ylim(0, 105)
     axes[2].grid(True, linewidth=0.3)
     axes[2].legend(loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
-    k = knee(list(zip(loads, att)))
+    k = knee(pts)
     if k is not None:
         for ax in axes:
             ax.axvline(k, color="0.4", lw=0.8)
-        axes[0].annotate("knee", (k, 1.0), xycoords=("data", "axes fraction"), xytext=(2, -8),
-                         textcoords="offset points", fontsize=6, color="0.3")
+        axes[0].annotate("saturated", (k, 1.0), xycoords=("data", "axes fraction"), xytext=(2, -8),
+                         textcoords="offset points", fontsize=6, color="0.3", ha="left")
     series["slo_attainment"] = list(zip(loads, att))
     series["knee"] = k
     if log_x if log_x is not None else spans_decades(loads, 20):
