@@ -413,7 +413,7 @@ def plot_bars(results, baseline, metric, title=None):
     for rect, i in zip(bars, order):
         ax.text(rect.get_width(), rect.get_y() + rect.get_height() / 2, " %.2f×" % speedup[i], va="center",
                 fontsize=7)
-    ax.set_xlabel("%s\n(%s)" % (wrap_title("speedup over %s" % labels[base], 50), label))
+    ax.set_xlabel("%s\n(%s)" % (wrap_title("speedup over %s" % labels[base], 30), label))
     ax.set_xlim(0, max(s for s in speedup if not math.isnan(s)) * 1.25)
     ax.set_title(wrap_title(title or "speedup in %s" % label))
     fig.tight_layout()
