@@ -114,6 +114,8 @@ def stem_for(args, default_name):
         base, ext = os.path.splitext(args.output)
         return base if ext.lower() in (".png", ".pdf", ".svg") else args.output
     first = args.inputs[0] if getattr(args, "inputs", None) else args.input
+    if os.path.isdir(first):  # a run folder: the figure goes in it
+        return os.path.join(first, default_name)
     return os.path.join(os.path.dirname(os.path.abspath(first)), default_name)
 
 
