@@ -363,9 +363,9 @@ def legend_outside(ax, **kw):
 
 
 def plot_lines(rows, x, metric, by=None, title=None, log_x=None, log_y=None):
-    check_one_line_each(rows, x, by)
     xs, vs = column(rows, x, "--x"), column(rows, metric, "--metric")
     bys = column(rows, by, "--by") if by else [None] * len(rows)
+    check_one_line_each(rows, x, by)
     label, scale, _ = metric_info(metric)
     fig, ax = plt.subplots(figsize=(COLUMN_IN, COLUMN_IN * 0.7))
     series = {}
