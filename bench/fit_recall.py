@@ -23,7 +23,7 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BIN = os.environ.get("KVTIER_BINARY", os.path.join(ROOT, "build", "kvtier"))
+BIN = os.path.abspath(os.environ.get("KVTIER_BINARY", os.path.join(ROOT, "build", "kvtier")))
 CONFIG = os.path.join(ROOT, "configs", "traces", "stories260K.json")
 CAPTURED = os.path.join(ROOT, "traces", "data", "stories260K.trace")
 
