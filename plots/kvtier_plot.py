@@ -358,6 +358,7 @@ def legend_outside(ax, **kw):
     n = len(kw["labels"]) if "labels" in kw else len(ax.get_legend_handles_labels()[1])
     if ax.figure.get_figwidth() <= 4.0 and n > 4:
         kw.pop("title", None)  # the axis label above says what the entries are
+        ax.figure.set_figheight(ax.figure.get_figheight() + 0.16 * math.ceil(n / 3.0))  # room for its rows
         return ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=3, frameon=False, **kw)
     return ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, frameon=False, **kw)
 
