@@ -12,6 +12,7 @@ is computed from those two files.
 import csv
 import math
 import os
+import textwrap
 
 import kvtier_results as kr
 
@@ -451,6 +452,6 @@ def plot_load(rows, x, slo=(None, None), title=None, log_x=None, log_y=None, fig
     if log_x if log_x is not None else spans_decades(loads, 20):
         axes[2].set_xscale("log")
     axes[2].set_xlabel(xlabel)
-    axes[0].set_title(title or "latency against load")
+    axes[0].set_title(textwrap.fill(title or "latency against load", 60))
     fig.tight_layout()
     return fig, series
