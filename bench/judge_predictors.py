@@ -102,7 +102,7 @@ def main():
         lines.append(f"| {r['trace']} | {f(r['h2o'])} | {f(r['topk'])} | {f(r['quest'])} | "
                      f"{f(r['hifc_hot_span'])} | {f(r['markov'])} |")
     lines += ["", END]
-    text = open(a.doc).read()
+    text = open(a.doc).read() if os.path.isfile(a.doc) else ""
     block = "\n".join(lines)
     if BEGIN in text:
         text = text[:text.index(BEGIN)] + block + text[text.index(END) + len(END):]

@@ -30,13 +30,17 @@ BYTES_PER_TOKEN = 512  # one KV head of dim 128 in FP16, one layer
 
 
 def simulate(kvtier, hardware, calibration, size, link, workdir):
-    tokens = max(2, int(size) // BYTES_PER_TOKEN)
+    # Blocks hold at most 65,536 tokens: a larger size gets more KV heads per token.
+    kv_heads = 1
+    while int(size) // (BYTES_PER_TOKEN * kv_heads) > 32768:
+        kv_heads *= 2
+    tokens = max(2, int(size) // (BYTES_PER_TOKEN * kv_heads))
     # A context one token short of a block: the token decoded fills it, so the
     # step reads exactly one block of `size` bytes.
     cfg = {
         "name": "validate",
         "hardware": {"preset": hardware, "tiers": ["dram"]},
-        "model": {"name": "probe", "layers": 1, "heads": 1, "kv_heads": 1, "head_dim": 128,
+        "model": {"name": "probe", "layers": 1, "heads": kv_heads, "kv_heads": kv_heads, "head_dim": 128,
                   "dtype_bytes": 2, "params_B": 1e-9},
         "workload": {"batch": 1, "context_tokens": tokens - 1, "block_tokens": tokens, "decode_steps": 1,
                      "prefill": "compute", "trace": {"kind": "none"}},
@@ -51,7 +55,8 @@ def simulate(kvtier, hardware, calibration, size, link, workdir):
     subprocess.run([kvtier, "run", path, "--quiet", "--out", workdir, "--timeline", tl], check=True, cwd=ROOT)
     with open(tl) as f:
         events = json.load(f)["traceEvents"]
-    names = {(e["pid"], e["tid"]): e["args"]["name"] for e in events if e.get("ph") == "M" and "tid" in e}
+    names = {(e["pid"], e["tid"]): e["args"]["name"] for e in events
+             if e.get("ph") == "M" and e.get("name") == "thread_name" and "tid" in e}
     h2d = d2h = kernel = None
     for e in events:
         if e.get("ph") != "X":

@@ -9,68 +9,41 @@ The x axis is the capacity of the top tier in blocks (log scale; --bytes: in
 GiB of KV); the y axis is the share of block references served from the cache
 (all tiers). The unbounded-cache ratio (every reference after a block's first)
 is drawn as a dashed line when the trace's distinct block count is known.
+The figure is `kvtier_plot.py capacity`'s (the same colour per policy), sized
+for a page rather than a paper's column; one image in the format of -o.
 """
 import argparse
-import json
 import os
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-def load(path):
-    try:
-        with open(path) as f:
-            r = json.load(f)
-    except (OSError, ValueError) as e:
-        sys.exit("capacity.py: %s: %s" % (path, e))
-    if r.get("command") != "replay" or "runs" not in r:
-        sys.exit("capacity.py: %s: expected the JSON of `kvtier replay --out`" % path)
-    return r
+import kvtier_results as kr  # noqa: E402  (sets the Agg backend)
+import kvtier_plot as kp  # noqa: E402
+
+PROG = "capacity.py"
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("result", help="kvtier replay JSON")
     ap.add_argument("-o", "--out", default="capacity.png", help="image to write (png, pdf, svg)")
     ap.add_argument("--bytes", action="store_true", help="capacity axis in GiB of KV instead of blocks")
     ap.add_argument("--title", default=None)
-    a = ap.parse_args()
-    r = load(a.result)
-
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    lines = {}
-    for run in r["runs"]:
-        top = run["tiers"][0]
-        name = top["policy"]["name"] if isinstance(top["policy"], dict) else str(top["policy"])
-        x = top["capacity_bytes"] / 2**30 if a.bytes else top["capacity_blocks"]
-        lines.setdefault(name, []).append((x, run["hit_ratio"]))
-    if not lines:
-        sys.exit("capacity.py: %s: no runs" % a.result)
-
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    for name in sorted(lines, key=lambda n: -max(h for _, h in lines[n])):
-        pts = sorted(lines[name])
-        ax.plot([p[0] for p in pts], [100 * p[1] for p in pts], marker="o", markersize=3, label=name)
-    refs, distinct = r.get("references", 0), r.get("distinct_blocks", 0)
-    if refs and distinct and r.get("repeat", 1) == 1 and r.get("semantics") == "block":
-        ax.axhline(100.0 * (refs - distinct) / refs, color="grey", linestyle="--", linewidth=1,
-                   label="unbounded cache")
-    ax.set_xscale("log")
-    ax.set_xlabel("cache capacity (GiB of KV, %s)" % r.get("model", "") if a.bytes else "cache capacity (blocks)")
-    ax.set_ylabel("block references served from cache (%)")
-    ax.set_ylim(bottom=0)
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
-    ax.set_title(a.title or "%s: %s semantics" % (os.path.basename(r.get("trace", "")), r.get("semantics", "")),
-                 fontsize=10)
-    fig.tight_layout()
-    tmp = a.out + ".tmp" + os.path.splitext(a.out)[1]
-    fig.savefig(tmp, dpi=120)
-    os.replace(tmp, a.out)
-    print("capacity.py: wrote %s" % a.out)
+    ap.add_argument("--dpi", type=kp.positive_dpi, default=120, help="PNG resolution (default 120)")
+    a = ap.parse_args(argv)
+    try:
+        if not a.result.endswith(".json"):
+            raise kr.ResultError("%s: expected the JSON of `kvtier replay --out`" % a.result)
+        series, cap = kp.load_capacity(a.result, "GiB" if a.bytes else "blocks")
+        unbounded, title = kp.capacity_context(a.result)
+        fig, _ = kp.plot_capacity(series, cap, a.title or title, unbounded, log_x=True, figsize=(6.4, 4.2))
+        kr.save_figure(fig, a.out, dpi=a.dpi)
+    except kr.ResultError as e:
+        kr.die(PROG, e)
+    print("%s: wrote %s" % (PROG, a.out))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

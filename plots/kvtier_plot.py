@@ -8,6 +8,8 @@
   kvtier_plot.py timeline  TIMELINE.json [--start MS --end MS]       device and link lanes: compute and transfer overlap
   kvtier_plot.py breakdown TIMELINE.json STEPS.csv                   stacked time per decode step
   kvtier_plot.py breakdown --energy RESULT...                        joules per generated token, split by device
+  kvtier_plot.py latency   RUN... (folder, result.json, requests.csv)  serving: TTFT, TPOT, end-to-end CDFs
+  kvtier_plot.py load      SWEEP --x serving.time_scale              serving: latency against load, SLOs, knee
 
 SWEEP is a sweep's JSON-lines file or its CSV (docs/sweep.md); RESULT a
 result.json or a sweep's JSON-lines file. Every figure is written as PNG and
@@ -18,15 +20,18 @@ wide). docs/plots.md has the details.
 
 import argparse
 import csv
+import difflib
 import json
 import math
 import os
 import sys
+import textwrap
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import kvtier_results as kr  # noqa: E402  (sets the Agg backend)
 import kvtier_energy as ke  # noqa: E402
+import kvtier_serving as ks  # noqa: E402
 
 import matplotlib.pyplot as plt  # noqa: E402
 
@@ -58,6 +63,10 @@ AXES = {
     "policies.placement.alpha": "α: HKM time pinning",
     "policies.eviction.alpha": "α: HKM time pinning",
     "sim.seed": "seed",
+    "serving.time_scale": "arrival time scale (x the trace's gaps)",
+    "serving.max_running": "running sequences (at most)",
+    "serving.max_batched_tokens": "tokens per iteration (at most)",
+    "hardware.devices.dram.capacity_GB": "DRAM (GB)",
 }
 
 
@@ -75,6 +84,11 @@ def metric_info(name):
     return (name, 1.0, "max")
 
 
+def wrap_title(text, width=60):
+    """A title on as many lines as a column-wide figure needs."""
+    return "\n".join(textwrap.fill(line, width) for line in str(text).split("\n"))
+
+
 def axis_label(path):
     return AXES.get(path, path)
 
@@ -87,11 +101,12 @@ def setup_style():
     })
 
 
-def save(fig, stem):
-    """STEM.png and STEM.pdf, each written atomically."""
+def save(fig, stem, dpi=None):
+    """STEM.png and STEM.pdf, each written atomically; `dpi` sets the PNG's
+    resolution (the PDF is vector)."""
     paths = [stem + ".png", stem + ".pdf"]
     for p in paths:
-        kr.save_figure(fig, p)
+        kr.save_figure(fig, p, dpi=dpi)
     plt.close(fig)
     return paths
 
@@ -101,6 +116,8 @@ def stem_for(args, default_name):
         base, ext = os.path.splitext(args.output)
         return base if ext.lower() in (".png", ".pdf", ".svg") else args.output
     first = args.inputs[0] if getattr(args, "inputs", None) else args.input
+    if os.path.isdir(first):  # a run folder: the figure goes in it
+        return os.path.join(first, default_name)
     return os.path.join(os.path.dirname(os.path.abspath(first)), default_name)
 
 
@@ -146,13 +163,7 @@ def load_sweep_table(path):
             raise kr.ResultError("%s: byte %d: not UTF-8 text (expected a sweep's CSV)" % (path, e.start))
         except (OSError, csv.Error) as e:
             raise kr.ResultError("%s: cannot read: %s" % (path, e))
-        manifest = path[:-4] + ".manifest.json"
-        if os.path.isfile(manifest):
-            try:
-                with open(manifest, encoding="utf-8") as f:
-                    title = "sweep " + json.load(f).get("sweep_name", "")
-            except (OSError, ValueError):
-                pass
+        title = sweep_title(path, first_config(path[:-4] + ".jsonl"))
     else:
         # A sweep line wraps its result: {"index", "key", "overrides", "result"}.
         text = kr._read_text(path)
@@ -174,34 +185,115 @@ def load_sweep_table(path):
                 row["key"] = obj.get("key")
             rows.append(row)
         cfg = rows[0]["_result"].get("config", {}) if rows else {}
-        if isinstance(cfg, dict):
-            title = describe_config(cfg)
+        title = sweep_title(path, cfg if isinstance(cfg, dict) else None)
     if not rows:
         raise kr.ResultError("%s: no sweep points" % path)
     rows.sort(key=lambda r: (r.get("index") if isinstance(r.get("index"), int) else 0))
     return rows, title
 
 
-def describe_config(cfg):
-    """'hifc_paper: OPT-30B, 16K context' style: what a figure was computed on."""
-    parts = [cfg.get("name", "run")]
+def describe_config(cfg, name=None):
+    """'hifc_paper: OPT-30B, 16K context, a100_80gb_dram_nvme' style: what a
+    figure was computed on (a serving run: model, hardware, the request stream)."""
     m = cfg.get("model", {})
     w = cfg.get("workload", {})
+    hw = cfg.get("hardware", {})
     bits = []
     if isinstance(m, dict) and m.get("name"):
         bits.append(str(m["name"]))
-    if isinstance(w, dict):
+    if isinstance(cfg.get("serving"), dict):
+        req = cfg["serving"].get("requests", {})
+        if isinstance(req, dict) and isinstance(req.get("path"), str):
+            bits.append(os.path.splitext(os.path.basename(req["path"]))[0])
+        elif isinstance(req, dict) and req.get("kind"):
+            bits.append("%s requests" % req["kind"])
+    elif isinstance(w, dict):
         if w.get("context_tokens"):
             bits.append("%g K context" % (w["context_tokens"] / 1024.0))
         if w.get("decode_steps"):
             bits.append("%d steps" % w["decode_steps"])
-    return parts[0] + (": " + ", ".join(bits) if bits else "")
+    if isinstance(hw, dict) and hw.get("name"):
+        bits.append(str(hw["name"]))
+    head = name or cfg.get("name", "run")
+    return head + (": " + ", ".join(bits) if bits else "")
+
+
+def first_config(jsonl):
+    """The resolved config of a sweep's first line (its JSON-lines file), or None."""
+    try:
+        with open(jsonl, encoding="utf-8") as f:
+            obj = json.loads(f.readline())
+        cfg = kr._unwrap(obj).get("config")
+        return cfg if isinstance(cfg, dict) else None
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def sweep_title(path, cfg):
+    """'sweep NAME: model, context, hardware' from the manifest beside the
+    sweep's files and the first point's resolved config."""
+    name = None
+    base = path[:-4] if path.endswith(".csv") else (path[:-6] if path.endswith(".jsonl") else path)
+    try:
+        with open(base + ".manifest.json", encoding="utf-8") as f:
+            name = json.load(f).get("sweep_name")
+    except (OSError, ValueError, AttributeError):
+        pass
+    name = "sweep " + name if isinstance(name, str) and name else None
+    if cfg:
+        return describe_config(cfg, name)
+    return name
+
+
+SECTIONS = ("hardware", "model", "workload", "policies", "sim", "serving")
+
+
+def sweep_axes(rows):
+    """The sweep's axes: config-path columns whose value differs between points."""
+    cols = []
+    for r in rows:
+        for k in r:
+            if k.split(".")[0] in SECTIONS and k not in cols:
+                cols.append(k)
+    return [c for c in cols if len({json.dumps(r.get(c), sort_keys=True) for r in rows}) > 1]
+
+
+def apply_where(rows, where):
+    """Rows whose columns hold the values of --where PATH=VALUE (repeatable)."""
+    for cond in where or []:
+        if "=" not in cond:
+            raise kr.ResultError("--where %r: expected PATH=VALUE, e.g. workload.batch=8" % cond)
+        k, v = cond.split("=", 1)
+        column(rows, k, "--where")
+        want = _number(v)
+        kept = [r for r in rows if r.get(k) == want or str(r.get(k)) == v]
+        if not kept:
+            values = ", ".join(str(x) for x in _sorted_unique([r.get(k) for r in rows]))
+            raise kr.ResultError("--where %s: no point has %s=%s (values: %s)" % (cond, k, v, values))
+        rows = kept
+    return rows
+
+
+def check_one_line_each(rows, x, by):
+    """A line plot draws one value per x on each line: any other axis that
+    varies must be held by --where or given to --by, or lines zigzag."""
+    other = [a for a in sweep_axes(rows) if a not in (x, by)]
+    if other:
+        hint = "; ".join("%s in %s" % (a, ", ".join(str(v) for v in _sorted_unique([r.get(a) for r in rows])))
+                         for a in other)
+        raise kr.ResultError("lines --x %s: the sweep also varies %s; give --by %s or hold it with --where %s=VALUE"
+                             % (x, hint, other[0], other[0]))
 
 
 def column(rows, name, where):
     if not any(name in r for r in rows):
         known = sorted(k for k in rows[0] if not k.startswith("_"))
-        raise kr.ResultError("%s: no column %r; columns: %s" % (where, name, ", ".join(known)))
+        axes = [k for k in known if k.split(".")[0] in SECTIONS]
+        close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+        hint = ("did you mean %s? " % " or ".join(close)) if close else ""
+        raise kr.ResultError("%s: no column %r; %sthe sweep's axes: %s; metrics: %d columns such as %s" % (
+            where, name, hint, ", ".join(axes) or "none",
+            len(known) - len(axes), ", ".join(k for k in known if k in METRICS or k.endswith(".p50"))[:200]))
     return [r.get(name) for r in rows]
 
 
@@ -248,14 +340,35 @@ def plot_heatmap(rows, x, y, metric, title=None, best=None):
         bv, bi, bj = (max if better == "max" else min)(finite, key=lambda c: c[0])
         ax.add_patch(plt.Rectangle((bj - 0.5, bi - 0.5), 1, 1, fill=False, edgecolor="red", linewidth=1.5))
         ax.set_title("%s\nbest (%s): %.4g at %s=%s, %s=%s" % (
-            title or label, better, bv, x.split(".")[-1], ux[bj], y.split(".")[-1], uy[bi]))
+            wrap_title(title or label), better, bv, x.split(".")[-1], ux[bj], y.split(".")[-1], uy[bi]))
     fig.tight_layout()
     return fig, grid
 
 
-def plot_lines(rows, x, metric, by=None, title=None):
+def set_log_axes(ax, xs, ys, log_x=None, log_y=None):
+    """Log axes where asked (True/False), or by default where positive values
+    span two decades or more (a linear axis would flatten the small ones)."""
+    if log_x if log_x is not None else ks.spans_decades([v for v in xs if isinstance(v, (int, float))]):
+        ax.set_xscale("log")
+    if log_y if log_y is not None else ks.spans_decades([v for v in ys if isinstance(v, (int, float))]):
+        ax.set_yscale("log")
+
+
+def legend_outside(ax, **kw):
+    """The legend off the data: right of the axes, or below them in columns
+    when a column-wide figure has more entries than its side can take."""
+    n = len(kw["labels"]) if "labels" in kw else len(ax.get_legend_handles_labels()[1])
+    if ax.figure.get_figwidth() <= 4.0 and n > 4:
+        kw.pop("title", None)  # the axis label above says what the entries are
+        ax.figure.set_figheight(ax.figure.get_figheight() + 0.16 * math.ceil(n / 3.0))  # room for its rows
+        return ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=3, frameon=False, **kw)
+    return ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, frameon=False, **kw)
+
+
+def plot_lines(rows, x, metric, by=None, title=None, log_x=None, log_y=None):
     xs, vs = column(rows, x, "--x"), column(rows, metric, "--metric")
     bys = column(rows, by, "--by") if by else [None] * len(rows)
+    check_one_line_each(rows, x, by)
     label, scale, _ = metric_info(metric)
     fig, ax = plt.subplots(figsize=(COLUMN_IN, COLUMN_IN * 0.7))
     series = {}
@@ -268,12 +381,13 @@ def plot_lines(rows, x, metric, by=None, title=None):
         series[name] = pts
     ax.set_xlabel(axis_label(x))
     ax.set_ylabel(label)
-    if all(isinstance(v, int) for v in xs):
+    set_log_axes(ax, xs, [v for pts in series.values() for _, v in pts], log_x, log_y)
+    if all(isinstance(v, int) for v in xs) and ax.get_xscale() == "linear":
         ax.set_xticks(_sorted_unique(xs))
-    ax.grid(True, linewidth=0.3)
+    ax.grid(True, linewidth=0.3, which="both")
     if by:
-        ax.legend(title=axis_label(by), frameon=False)
-    ax.set_title(title or label)
+        legend_outside(ax, title=axis_label(by))
+    ax.set_title(wrap_title(title or label))
     fig.tight_layout()
     return fig, series
 
@@ -304,34 +418,37 @@ def plot_bars(results, baseline, metric, title=None):
     for rect, i in zip(bars, order):
         ax.text(rect.get_width(), rect.get_y() + rect.get_height() / 2, " %.2f×" % speedup[i], va="center",
                 fontsize=7)
-    ax.set_xlabel("speedup over %s\n(%s)" % (labels[base], label))
+    ax.set_xlabel("%s\n(%s)" % (wrap_title("speedup over %s" % labels[base], 30), label))
     ax.set_xlim(0, max(s for s in speedup if not math.isnan(s)) * 1.25)
-    ax.set_title(title or "speedup in %s" % label)
+    ax.set_title(wrap_title(title or "speedup in %s" % label))
     fig.tight_layout()
     return fig, dict(zip(labels, speedup))
 
 
-def load_capacity(path):
+def load_capacity(path, unit="blocks"):
     """Hit ratio against capacity per policy, from `kvtier replay`'s JSON (-o)
     or CSV (--csv: one row per run and tier; the top tier's rows are used, its
     capacity being the one that varies), or any CSV with columns
     policy,capacity,hit_ratio. Returns ({policy: [(capacity, hit_ratio)]},
-    capacity column name)."""
+    capacity column name); unit "GiB" reads a replay JSON's capacity_bytes."""
     if path.endswith(".json"):
         obj = kr._load_json(path)
         runs = obj.get("runs") if isinstance(obj, dict) else None
         if not isinstance(runs, list) or not runs:
-            raise kr.ResultError("%s: not a kvtier replay result (no \"runs\")" % path)
+            raise kr.ResultError("%s: not a kvtier replay result (no \"runs\"): expected the JSON of "
+                                 "`kvtier replay --out`" % path)
+        key = "capacity_bytes" if unit == "GiB" else "capacity_blocks"
         out = {}
         for i, r in enumerate(runs):
             try:
                 top = r["tiers"][0]
                 pol = top["policy"]["name"] if isinstance(top["policy"], dict) else str(top["policy"])
-                out.setdefault(pol, []).append((float(top["capacity_blocks"]), float(r["hit_ratio"])))
+                cap = float(top[key]) / (2 ** 30 if unit == "GiB" else 1)
+                out.setdefault(pol, []).append((cap, float(r["hit_ratio"])))
             except (KeyError, IndexError, TypeError, ValueError):
-                raise kr.ResultError("%s: runs[%d]: expected tiers[0].policy, tiers[0].capacity_blocks and hit_ratio"
-                                     % (path, i))
-        return out, "capacity_blocks"
+                raise kr.ResultError("%s: runs[%d]: expected tiers[0].policy, tiers[0].%s and hit_ratio"
+                                     % (path, i, key))
+        return out, ("capacity_GiB" if unit == "GiB" else "capacity_blocks")
     try:
         with open(path, newline="", encoding="utf-8") as f:
             rows = list(csv.DictReader(f))
@@ -357,23 +474,61 @@ def load_capacity(path):
     return out, cap
 
 
-def plot_capacity(series, cap_col="capacity", title=None):
-    fig, ax = plt.subplots(figsize=(COLUMN_IN, COLUMN_IN * 0.7))
+def capacity_context(path):
+    """From a replay JSON: the unbounded cache's hit ratio (every reference
+    after a block's first; block semantics, one pass) and a title naming the
+    trace; (None, None) otherwise."""
+    if not path.endswith(".json"):
+        return None, None
+    r = kr._load_json(path)
+    refs, distinct = r.get("references", 0), r.get("distinct_blocks", 0)
+    unbounded = None
+    if refs and distinct and r.get("repeat", 1) == 1 and r.get("semantics") == "block":
+        unbounded = (refs - distinct) / float(refs)
+    title = "%s: %s semantics" % (os.path.basename(str(r.get("trace", ""))), r.get("semantics", "")) \
+        if r.get("trace") else None
+    return unbounded, title
+
+
+# Every figure gives a policy the same colour (kvtier_plot.py capacity, plots/capacity.py, the report).
+POLICY_COLOURS = ["lru", "fifo", "clock", "sieve", "arc", "s3fifo", "twoq", "lfu", "belady"]
+
+
+def policy_colour(name):
+    if name in POLICY_COLOURS:
+        return "C%d" % POLICY_COLOURS.index(name)
+    return "C9" if not name else "C%d" % (sum(name.encode()) % 10)
+
+
+def plot_capacity(series, cap_col="capacity", title=None, unbounded=None, log_x=None, log_y=None,
+                  figsize=(COLUMN_IN, COLUMN_IN * 0.7)):
+    fig, ax = plt.subplots(figsize=figsize)
     out = {}
+    lines = {}
     for policy in sorted(series):
         pts = sorted(series[policy])
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=3, label=policy)
+        lines[policy], = ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=3, label=policy,
+                                 color=policy_colour(policy))
         out[policy] = pts
+    top = max([h for pts in out.values() for _, h in pts] + [unbounded or 0.0])
+    if unbounded is not None:
+        lines["unbounded cache"] = ax.axhline(unbounded, color="grey", linestyle="--", linewidth=1,
+                                              label="unbounded cache")
     caps = [c for pts in out.values() for c, _ in pts if c > 0]
-    if caps and max(caps) / min(caps) >= 20:
+    if log_x if log_x is not None else (caps and max(caps) / min(caps) >= 20):
         ax.set_xscale("log")
+    if log_y:
+        ax.set_yscale("log")
     unit = cap_col[len("capacity"):].strip("_") or "blocks"
     ax.set_xlabel("cache capacity (%s)" % unit)
     ax.set_ylabel("hit ratio")
-    ax.set_ylim(0, 1.02)
-    ax.grid(True, linewidth=0.3)
-    ax.legend(title="policy", frameon=False)
-    ax.set_title(title or "hit ratio against cache capacity")
+    if not log_y:
+        ax.set_ylim(0, min(1.02, top * 1.12) if top > 0 else 1.02)  # the data's range, not [0, 1]
+    ax.grid(True, linewidth=0.3, which="both")
+    # Legend outside, best policy first.
+    order = sorted(lines, key=lambda n: -(max(h for _, h in out[n]) if n in out else unbounded))
+    legend_outside(ax, handles=[lines[n] for n in order], labels=order, title="policy")
+    ax.set_title(wrap_title(title or "hit ratio against cache capacity"))
     fig.tight_layout()
     return fig, out
 
@@ -399,7 +554,33 @@ def _kind(name):
     return name.split(" ")[0]
 
 
-def plot_timeline(names, slices, start_ms=None, end_ms=None, title=None):
+def decode_window(slices, steps=2):
+    """(start_ms, end_ms) of `steps` decode steps after the first (which still
+    drains prefill's writes), from the GPU's "step N L<l>" slices: from the
+    end of the step before to the end of the last one shown, so the
+    transfers that lead into a step are in the window. (None, None), the
+    whole run, when the timeline has no steps (a serving run's iterations)."""
+    ends, starts = {}, {}
+    for k in slices:
+        for t, d, n in slices[k]:
+            parts = n.split()
+            if len(parts) >= 2 and parts[0] == "step" and parts[1].isdigit():
+                i = int(parts[1])
+                ends[i] = max(ends.get(i, t + d), t + d)
+                starts[i] = min(starts.get(i, t), t)
+    if not ends:
+        return None, None
+    ids = sorted(ends)
+    first = 1 if len(ids) > steps else 0
+    shown = ids[first:first + steps]
+    start = ends[ids[first - 1]] if first > 0 else starts[shown[0]]
+    return start, ends[shown[-1]]
+
+
+def plot_timeline(names, slices, start_ms=None, end_ms=None, title=None, min_px=1.5):
+    """One lane per stream and link. A slice narrower than `min_px` pixels at
+    the figure's resolution is drawn `min_px` wide, so that hundreds of short
+    slices (CPU scoring) show as marks instead of vanishing."""
     # A link's extra lanes ("<link> #2") right below the link.
     first = {}
     for k in sorted(slices):
@@ -407,29 +588,32 @@ def plot_timeline(names, slices, start_ms=None, end_ms=None, title=None):
     tracks = sorted(slices, key=lambda k: (k[0], first[(k[0], names.get(k, "").split(" #")[0])], k[1]))
     kinds = sorted({_kind(n) for k in tracks for _, _, n in slices[k]})
     colours = {k: "C%d" % (i % 10) for i, k in enumerate(kinds)}
-    fig, ax = plt.subplots(figsize=(COLUMN_IN * 2, max(1.5, 0.22 * len(tracks) + 0.8)))
+    width_in = COLUMN_IN * 2
+    fig, ax = plt.subplots(figsize=(width_in, max(1.5, 0.22 * len(tracks) + 0.8)))
+    all_t = [(t, t + d) for k in tracks for t, d, _ in slices[k]]
+    lo = start_ms if start_ms is not None else min((a for a, _ in all_t), default=0.0)
+    hi = end_ms if end_ms is not None else max((b for _, b in all_t), default=1.0)
+    # Data units per pixel: the plot area is about 80% of the figure's width.
+    min_w = min_px * (hi - lo) / (0.8 * width_in * plt.rcParams["figure.dpi"]) if hi > lo else 1e-6
     shown = {}
     for row, k in enumerate(tracks):
-        spans = [(t, d, n) for t, d, n in slices[k]
-                 if (start_ms is None or t + d >= start_ms) and (end_ms is None or t <= end_ms)]
+        spans = [(t, d, n) for t, d, n in slices[k] if t + d >= lo and t <= hi]
         for kind in kinds:
-            bars = [(t, max(d, 1e-6)) for t, d, n in spans if _kind(n) == kind]
+            bars = [(t, max(d, min_w)) for t, d, n in spans if _kind(n) == kind]
             if bars:
-                ax.broken_barh(bars, (row - 0.4, 0.8), facecolors=colours[kind], label=kind)
+                ax.broken_barh(bars, (row - 0.4, 0.8), facecolors=colours[kind], edgecolor="none", label=kind)
                 shown.setdefault(kind, 0)
                 shown[kind] += len(bars)
     ax.set_yticks(range(len(tracks)))
     ax.set_yticklabels([names.get(k, str(k)) for k in tracks])
     ax.invert_yaxis()
-    if start_ms is not None or end_ms is not None:
-        lo = start_ms if start_ms is not None else ax.get_xlim()[0]
-        hi = end_ms if end_ms is not None else ax.get_xlim()[1]
+    if hi > lo:
         ax.set_xlim(lo, hi)
     ax.set_xlabel("simulated time (ms)")
     handles, labels = ax.get_legend_handles_labels()
     uniq = dict(zip(labels, handles))
     ax.legend(uniq.values(), uniq.keys(), frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    ax.set_title(title or "timeline: compute and transfers per device and link")
+    ax.set_title(wrap_title(title or "timeline: compute and transfers per device and link", 100))
     fig.tight_layout()
     return fig, shown
 
@@ -509,6 +693,52 @@ def plot_breakdown(rows, title=None):
     return fig
 
 
+def slo_from_sweep(path):
+    """A sweep CSV's SLO limits, from the first point of its JSON-lines file."""
+    cfg = first_config(path[:-4] + ".jsonl") if path.endswith(".csv") else None
+    return ks.slo_of({"config": cfg}) if cfg else (None, None)
+
+
+def plot_latency(inputs, title=None, log_x=None):
+    """TTFT, TPOT and end-to-end CDFs of one or more serving runs side by side
+    (two columns wide), a line per run, the SLO limits dashed."""
+    runs, results = [], []
+    for path in inputs:
+        req = ks.Requests(ks.requests_beside(path))
+        res = ks.result_beside(path)
+        results.append(res)
+        runs.append([None, req, ks.slo_of(res) if res else (None, None)])
+    labels = kr.run_labels(results) if all(results) else [os.path.basename(os.path.dirname(os.path.abspath(
+        ks.requests_beside(p)))) for p in inputs]
+    for r, label in zip(runs, labels):
+        r[0] = label
+    fig, axes = plt.subplots(1, 3, figsize=(COLUMN_IN * 2, COLUMN_IN * 0.75))
+    handles, names = ks.plot_latency_cdfs(axes, runs, log_x)
+    for ax in axes[1:]:
+        ax.set_ylabel("")
+    if len(runs) > 1:
+        keep = [(h, n) for h, n in zip(handles, names) if not n.startswith("SLO")]
+        fig.legend([h for h, _ in keep], [n for _, n in keep], loc="lower center", ncol=min(4, len(keep)),
+                   frameon=False, bbox_to_anchor=(0.5, -0.02))
+    ks.slo_legends(axes)
+    head = title or (describe_config(results[0].get("config", {})) if results[0] else "serving latency")
+    if len(runs) == 1 and results[0]:
+        head += "\n" + ks.describe_operating_point(ks.operating_point(results[0], runs[0][1]))
+    fig.suptitle(wrap_title(head, 110))
+    fig.tight_layout(rect=(0, 0.08 if len(runs) > 1 else 0, 1, 1))
+    return fig, {r[0]: r[1] for r in runs}
+
+
+def positive_dpi(text):
+    try:
+        v = int(text)
+    except ValueError:
+        v = 0
+    if not 20 <= v <= 2400:
+        raise argparse.ArgumentTypeError("expected dots per inch from 20 to 2400, got %r" % text)
+    return v
+
+
 # ---------------------------------------------------------------- command line
 
 def plot_pareto(path, title=None):
@@ -564,6 +794,13 @@ def main(argv=None):
     def common(p):
         p.add_argument("-o", "--output", help="output stem: writes STEM.png and STEM.pdf")
         p.add_argument("--title", help="figure title (default: the configuration and metric)")
+        p.add_argument("--dpi", type=positive_dpi, default=300, help="PNG resolution in dots per inch (default 300)")
+        p.add_argument("--log-x", action="store_true", default=None,
+                       help="logarithmic x axis (default: where values span two decades)")
+        p.add_argument("--log-y", action="store_true", default=None,
+                       help="logarithmic y axis (default: where values span two decades)")
+        p.add_argument("--where", action="append", metavar="PATH=VALUE",
+                       help="sweeps: keep only the points with this value (repeatable), holding other axes")
 
     p = sub.add_parser("heatmap", help="a metric over two sweep axes, best point marked")
     p.add_argument("input")
@@ -590,6 +827,8 @@ def main(argv=None):
     p.add_argument("input")
     p.add_argument("--start", type=float, help="window start (ms of simulated time)")
     p.add_argument("--end", type=float, help="window end (ms)")
+    p.add_argument("--steps", type=int, default=2,
+                   help="without --start/--end: show this many decode steps after the first (default 2)")
     common(p)
     p = sub.add_parser("pareto", help="a kvtier search's trials and Pareto front (its search.json)")
     p.add_argument("input", help="search.json written by kvtier search")
@@ -599,24 +838,43 @@ def main(argv=None):
     p.add_argument("steps", nargs="?", help="the run's steps.csv (--set sim.step_csv=true)")
     p.add_argument("--energy", nargs="+", metavar="RESULT", help="instead: result.json or sweep JSON-lines files, energy by device")
     common(p)
+    p = sub.add_parser("latency", help="serving: TTFT, TPOT and end-to-end CDFs, a line per run")
+    p.add_argument("inputs", nargs="+", help="serving run folders, their result.json or requests.csv")
+    common(p)
+    p = sub.add_parser("load", help="serving sweep: latency percentiles and SLO attainment against load")
+    p.add_argument("input", help="a sweep of serving runs (.csv or .jsonl)")
+    p.add_argument("--x", required=True, help="the load axis: serving.time_scale or an arrival rate_per_s path")
+    common(p)
     args = ap.parse_args(argv)
 
     try:
-        if args.kind == "heatmap":
+        if args.kind in ("heatmap", "lines", "load"):
             rows, title = load_sweep_table(args.input)
+            rows = apply_where(rows, args.where)
+        elif args.where:
+            raise kr.ResultError("--where: only for sweeps (heatmap, lines, load)")
+        if args.kind == "heatmap":
             fig, _ = plot_heatmap(rows, args.x, args.y, args.metric, args.title or title, args.best)
         elif args.kind == "lines":
-            rows, title = load_sweep_table(args.input)
-            fig, _ = plot_lines(rows, args.x, args.metric, args.by, args.title or title)
+            fig, _ = plot_lines(rows, args.x, args.metric, args.by, args.title or title, args.log_x, args.log_y)
+        elif args.kind == "load":
+            slo = ks.slo_of(rows[0]["_result"]) if "_result" in rows[0] else slo_from_sweep(args.input)
+            fig, _ = ks.plot_load(rows, args.x, slo, args.title or title, args.log_x, args.log_y)
+        elif args.kind == "latency":
+            fig, _ = plot_latency(args.inputs, args.title, args.log_x)
         elif args.kind == "bars":
             results = [r for path in args.inputs for _, r in kr.load_results(path)]
             fig, _ = plot_bars(results, args.baseline, args.metric, args.title)
         elif args.kind == "capacity":
             series, cap = load_capacity(args.input)
-            fig, _ = plot_capacity(series, cap, args.title)
+            unbounded, ctitle = capacity_context(args.input)
+            fig, _ = plot_capacity(series, cap, args.title or ctitle, unbounded, args.log_x, args.log_y)
         elif args.kind == "timeline":
             names, _, slices = load_timeline(args.input)
-            fig, _ = plot_timeline(names, slices, args.start, args.end, args.title)
+            start, end = args.start, args.end
+            if start is None and end is None:
+                start, end = decode_window(slices, args.steps)
+            fig, _ = plot_timeline(names, slices, start, end, args.title)
         elif args.kind == "pareto":
             fig, _ = plot_pareto(args.input, args.title)
         elif getattr(args, "energy", None):
@@ -628,7 +886,7 @@ def main(argv=None):
                 raise kr.ResultError("breakdown: expected a --timeline file and its steps.csv, or --energy RESULT...")
             names, _, slices = load_timeline(args.input)
             fig = plot_breakdown(step_breakdown(names, slices, read_steps(args.steps)), args.title)
-        paths = save(fig, stem_for(args, "energy" if getattr(args, "energy", None) else args.kind))
+        paths = save(fig, stem_for(args, "energy" if getattr(args, "energy", None) else args.kind), getattr(args, "dpi", None))
     except kr.ResultError as e:
         kr.die(PROG, e)
     for p in paths:

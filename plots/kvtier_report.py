@@ -25,6 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import kvtier_results as kr  # noqa: E402
 import kvtier_plot as kp  # noqa: E402
 import kvtier_energy as ke  # noqa: E402
+import kvtier_serving as ks  # noqa: E402
 
 import matplotlib.pyplot as plt  # noqa: E402
 
@@ -37,6 +38,8 @@ table{border-collapse:collapse;font-size:.9em}td,th{border:1px solid #ccc;paddin
 th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}
 figure{display:inline-block;margin:.5em;vertical-align:top}figure img{max-width:100%;border:1px solid #eee}
 figcaption{font-size:.85em;color:#555}pre{background:#f7f7f7;padding:.6em;overflow:auto;font-size:.8em}
+.verdict{padding:.4em .6em;border-left:4px solid #888;background:#f7f7f7}
+.verdict.saturated,.verdict.overloaded{border-color:#c33;background:#fdf0f0}
 """
 
 # Counts the figures the browser could decode: a test reads it from the DOM.
@@ -99,7 +102,64 @@ def provenance_html(r):
     return "<p>%s</p>" % html.escape(", ".join(bits))
 
 
+def serving_key_figures(result, req):
+    """A serving run's figures: requests, throughput, latency percentiles, SLOs."""
+    m = result["metrics"]
+    n = m.get("requests")
+    rows = [("requests", "{:,}".format(n) if isinstance(n, int) else fmt(n)),
+            ("output tokens/s", fmt(m.get("throughput_tokens_per_s"))),
+            ("requests/s", fmt(m.get("request_throughput_per_s")))]
+    for key, name, unit, scale in ks.LATENCIES + (("queueing_s", "queueing", "s", 1.0),):
+        d = m.get(key)
+        if isinstance(d, dict):
+            rows.append(("%s p50 / p90 / p99 (%s)" % (name, unit),
+                         " / ".join(fmt(d.get(q), scale) for q in ("p50", "p90", "p99"))))
+    op = ks.operating_point(result, req)
+    if op.get("slo_ttft_s") or op.get("slo_tpot_s"):
+        rows.append(("SLO attainment", "%.1f %%" % (100 * op["slo_attainment"])))
+        rows.append(("goodput (requests/s within the SLOs)", fmt(m.get("goodput_requests_per_s"))))
+    for key, label, scale in (("prefix_hit_rate", "prefix hit rate", 1.0), ("gpu_busy_fraction", "GPU busy (%)", 100.0),
+                              ("preemptions", "preemptions", 1.0), ("simulated_time_s", "simulated time (s)", 1.0)):
+        if key in m:
+            rows.append((label, fmt(m[key], scale)))
+    return rows, op
+
+
+def serving_sections(result, run_dir):
+    """Key figures, the operating point and the figures of a serving run."""
+    path = os.path.join(run_dir or ".", "requests.csv")
+    req = ks.Requests(path) if os.path.isfile(path) else None
+    rows, op = serving_key_figures(result, req)
+    parts = ['<h2>Key figures</h2><div id="key-figures">%s</div>' % table_html(["figure", "value"], rows)]
+    sentence = ks.describe_operating_point(op)
+    if sentence:
+        parts.append('<p id="operating-point" class="verdict %s">Operating point: %s</p>'
+                     % (html.escape(op.get("verdict") or "").replace(" ", "-"), html.escape(sentence)))
+    figs = []
+    if req is not None:
+        fig, axes = plt.subplots(1, 3, figsize=(kp.COLUMN_IN * 2, kp.COLUMN_IN * 0.75))
+        ks.plot_latency_cdfs(axes, [("requests", req, ks.slo_of(result))])
+        ks.slo_legends(axes)
+        fig.tight_layout()
+        figs.append(figure_html("fig-latency", fig, "TTFT, TPOT and end-to-end latency: share of requests (CDF)"))
+        fig, ax = plt.subplots(figsize=(kp.COLUMN_IN, kp.COLUMN_IN * 0.7))
+        ks.plot_queue(ax, req)
+        fig.tight_layout()
+        figs.append(figure_html("fig-queue", fig, "Requests waiting and running over time"))
+    fig, ax = plt.subplots(figsize=(kp.COLUMN_IN, kp.COLUMN_IN * 0.8))
+    ks.plot_prefix_hits(ax, result, req)
+    fig.tight_layout()
+    figs.append(figure_html("fig-prefix", fig, "Prompt tokens: prefix-cache hits per tier and computed"))
+    fig, ax = plt.subplots(figsize=(kp.COLUMN_IN, kp.COLUMN_IN * 0.8))
+    ks.plot_tier_occupancy(ax, result)
+    fig.tight_layout()
+    figs.append(figure_html("fig-occupancy", fig, "KV bytes per tier, time-averaged and peak"))
+    return parts, figs
+
+
 def run_page(result, run_dir, timeline):
+    if kr.is_serving(result):
+        return serving_run_page(result, run_dir, timeline)
     m = result["metrics"]
     cfg = result.get("config", {})
     parts = ["<h1>kvtier run: %s</h1>" % html.escape(kp.describe_config(cfg)), provenance_html(result)]
@@ -147,20 +207,51 @@ def run_page(result, run_dir, timeline):
     return parts
 
 
+def serving_run_page(result, run_dir, timeline):
+    m = result["metrics"]
+    cfg = result.get("config", {})
+    parts = ["<h1>kvtier serving run: %s</h1>" % html.escape(kp.describe_config(cfg)), provenance_html(result)]
+    if cfg.get("description"):
+        parts.append("<p>%s</p>" % html.escape(cfg["description"]))
+    sections, figs = serving_sections(result, run_dir)
+    parts += sections
+    links = {n: v for n, v in m.get("links", {}).items() if isinstance(v, dict) and v.get("bytes")}
+    if links:
+        parts.append("<h2>Links</h2>" + table_html(
+            ["link", "bytes", "busy"],
+            [(n, kr.human_bytes(v.get("bytes")), fmt(v.get("busy_fraction"), 100, 3) + " %") for n, v in sorted(links.items())]))
+    if timeline and os.path.isfile(timeline):
+        names, _, slices = kp.load_timeline(timeline)
+        fig, _ = kp.plot_timeline(names, slices)
+        figs.append(figure_html("fig-timeline", fig, "Timeline: iterations, loads and writes per device and link"))
+    parts.append('<h2>Figures</h2><div id="figures">%s</div>' % "\n".join(figs))
+    parts.append("<h2>Resolved configuration</h2><details open><summary>config</summary><pre id=\"config\">%s</pre>"
+                 "</details>" % html.escape(json.dumps(cfg, indent=2, sort_keys=True)))
+    return parts
+
+
+def serving_sweep_figures(good, axes, title):
+    """A serving sweep: latency against load when an axis is the load
+    (serving.time_scale, an arrival rate), else TTFT p50 against the first axis."""
+    figures = []
+    load = next((a for a in axes if a.endswith("time_scale") or a.endswith("rate_per_s")), None)
+    if load:
+        fixed = [r for r in good if all(r.get(a) == good[0].get(a) for a in axes if a != load)]
+        slo = ks.slo_of(fixed[0]["_result"]) if "_result" in fixed[0] else (None, None)
+        fig, _ = ks.plot_load(fixed, load, slo, title)
+        figures.append(figure_html("fig-load", fig, "Latency and SLO attainment against load (%s)" % load))
+    elif axes:
+        fixed = [r for r in good if all(r.get(a) == good[0].get(a) for a in axes[2:])]
+        fig, _ = kp.plot_lines(fixed, axes[0], "ttft_s.p50", axes[1] if len(axes) > 1 else None, title)
+        figures.append(figure_html("fig-lines", fig, "TTFT p50 against %s" % axes[0]))
+    return figures
+
+
 def sweep_page(path):
     rows, title = kp.load_sweep_table(path)
-    override_cols = []
-    if path.endswith(".csv"):
-        header = [k for k in rows[0] if k not in ("index", "key")]
-        override_cols = [k for k in header if k.split(".")[0] in ("hardware", "model", "workload", "policies", "sim")]
-    else:
-        for r in rows:
-            res = r.get("_result")
-            for k in r:
-                if k.split(".")[0] in ("hardware", "model", "workload", "policies", "sim") and k not in override_cols:
-                    override_cols.append(k)
-        override_cols.sort()
-    axes = [c for c in override_cols if len({json.dumps(r.get(c), sort_keys=True) for r in rows}) > 1]
+    axes = kp.sweep_axes(rows)
+    if not path.endswith(".csv"):
+        axes.sort()
     tps = "decode_tokens_per_s"
     parts = ["<h1>kvtier sweep: %s</h1>" % html.escape(title or os.path.basename(path))]
     manifest = None
@@ -183,11 +274,13 @@ def sweep_page(path):
         if "mean_step_latency_s" in best:
             kf.append(("TPOT at the best point (ms)", fmt(best["mean_step_latency_s"], 1e3)))
         parts.append('<h2>Key figures</h2><div id="key-figures">%s</div>' % table_html(["figure", "value"], kf))
-        if len(axes) >= 2:
+        if "ttft_s.p50" in best:
+            figures += serving_sweep_figures(good, axes, title)
+        elif len(axes) >= 2:
             fixed = [r for r in good if all(r.get(a) == best.get(a) for a in axes[2:])]
             fig, _ = kp.plot_heatmap(fixed, axes[0], axes[1], tps, title)
             figures.append(figure_html("fig-heatmap", fig, "%s over %s x %s" % (kp.metric_info(tps)[0], axes[0], axes[1])))
-        if axes:
+        if axes and "ttft_s.p50" not in best:
             fixed = [r for r in good if all(r.get(a) == best.get(a) for a in axes[2:])]
             fig, _ = kp.plot_lines(fixed, axes[0], "mean_step_latency_s", axes[1] if len(axes) > 1 else None, title)
             figures.append(figure_html("fig-lines", fig, "TPOT against %s" % axes[0]))
@@ -197,7 +290,8 @@ def sweep_page(path):
             fig, _ = kp.plot_bars(results, labels[0], tps)
             figures.append(figure_html("fig-bars", fig, "Speedup over point %s" % good[0].get("index")))
     parts.append('<h2>Figures</h2><div id="figures">%s</div>' % "\n".join(figures))
-    cols = ["index"] + axes + [c for c in (tps, "mean_step_latency_s", "ttft_s", "attention_recall") if c in rows[0]]
+    cols = ["index"] + axes + [c for c in (tps, "mean_step_latency_s", "ttft_s", "attention_recall", "ttft_s.p50",
+                                           "tpot_s.p50", "e2e_s.p50", "slo_attainment") if c in rows[0]]
     parts.append("<h2>Points</h2>" + table_html(cols, [[fmt(r.get(c)) if c not in axes and c != "index" else r.get(c)
                                                         for c in cols] for r in rows]))
     cfg = rows[0].get("_result", {}).get("config") if "_result" in rows[0] else None

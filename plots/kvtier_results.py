@@ -296,16 +296,17 @@ def _umask():
     return m
 
 
-def save_figure(fig, path):
+def save_figure(fig, path, dpi=None):
     """Write the figure to path atomically: a temporary file in the same
-    folder, then os.replace, so a reader never sees half a file."""
+    folder, then os.replace, so a reader never sees half a file. `dpi`:
+    dots per inch of a raster format (default 110)."""
     d = os.path.dirname(os.path.abspath(path))
     os.makedirs(d, exist_ok=True)
     fmt = os.path.splitext(path)[1].lstrip(".").lower() or "png"
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix="." + fmt, dir=d)
     try:
         with os.fdopen(fd, "wb") as f:
-            fig.savefig(f, format=fmt, dpi=110)
+            fig.savefig(f, format=fmt, dpi=dpi or 110)
         os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException:

@@ -3,7 +3,13 @@
 
     python3 plots/plot_run.py out/default/result.json [-o FILE.png]
 
-One figure with four panels:
+A serving run (a config with a `serving` section) gets TTFT, TPOT and
+end-to-end CDFs from requests.csv beside result.json, with the SLO limits;
+the waiting and running requests over time; prompt tokens by source (prefix
+hits per tier, computed); KV bytes per tier; the title gives the operating
+point (SLO attainment, saturated or not; docs/plots.md).
+
+A single-batch run gets one figure with four panels:
   (a) per-step decode latency (TPOT) from steps.csv next to result.json
       (written by `kvtier run ... --set sim.step_csv=true`); without it, bars
       of the mean / p50 / p99 step latency;
@@ -22,6 +28,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import kvtier_results as kr  # noqa: E402  (sets the Agg backend)
+import kvtier_serving as ks  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 
 PROG = "plot_run.py"
@@ -122,6 +129,14 @@ def make_figure(result, steps):
     return fig
 
 
+def serving_figure(result, path):
+    """A serving run: latency CDFs, the queue over time, prompt tokens by source
+    and KV per tier, from result.json and requests.csv beside it."""
+    csv_path = ks.requests_beside(path)
+    req = ks.Requests(csv_path) if os.path.isfile(csv_path) else None
+    return ks.run_figure(result, req)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(prog=PROG, description="Plot one kvtier run (result.json).")
     ap.add_argument("result", help="a kvtier result.json")
@@ -129,9 +144,12 @@ def main(argv=None):
     args = ap.parse_args(argv)
     try:
         result = kr.load_result(args.result)
-        steps = kr.read_steps_csv(os.path.join(os.path.dirname(os.path.abspath(args.result)), "steps.csv"))
         out = args.output or os.path.join(os.path.dirname(os.path.abspath(args.result)), "plot.png")
-        fig = make_figure(result, steps)
+        if kr.is_serving(result):
+            fig = serving_figure(result, args.result)
+        else:
+            steps = kr.read_steps_csv(os.path.join(os.path.dirname(os.path.abspath(args.result)), "steps.csv"))
+            fig = make_figure(result, steps)
         kr.save_figure(fig, out)
     except kr.ResultError as e:
         kr.die(PROG, e)

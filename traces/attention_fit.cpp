@@ -14,7 +14,92 @@ struct LayerSums {
 };
 
 double round6(double x) { return std::round(x * 1e6) / 1e6; }
+
+// The geometric ratio q (weights q^(d-1), d = 1..r) whose mass-weighted mean
+// distance is `mean`: from 1 (q -> 0) up to (r + 1) / 2 (q = 1), rising with q.
+double decay_for_mean(double mean, uint32_t r) {
+  auto mean_of = [r](double q) {
+    double z = 0, m = 0, w = 1;
+    for (uint32_t d = 1; d <= r; ++d, w *= q) {
+      z += w;
+      m += d * w;
+    }
+    return m / z;
+  };
+  if (r < 2 || mean <= 1.0) return 0.0;
+  if (mean >= mean_of(1.0)) return 1.0;
+  double lo = 0.0, hi = 1.0;
+  for (int i = 0; i < 50; ++i) {
+    const double mid = 0.5 * (lo + hi);
+    (mean_of(mid) < mean ? lo : hi) = mid;
+  }
+  return 0.5 * (lo + hi);
+}
+
+// recent_blocks, and per layer recent_mass and recent_decay, from a profile.
+struct Recency {
+  uint32_t blocks = 0;
+  std::vector<double> mass, decay;
+};
+
+Recency fit_recency(const RecencyProfile& p, double heavy_ratio, uint32_t layers) {
+  Recency r;
+  for (size_t l = 0; l < p.share.size(); ++l) {
+    uint32_t d = 0;
+    while (d < p.share[l].size() && p.share[l][d] > heavy_ratio * p.block[l]) ++d;
+    r.blocks = std::max(r.blocks, d);
+  }
+  r.mass.assign(layers, 0.0);
+  r.decay.assign(layers, 0.0);
+  for (size_t l = 0; l < p.share.size() && l < layers; ++l) {
+    double m = 0, md = 0;
+    for (uint32_t d = 0; d < r.blocks && d < p.share[l].size(); ++d) {
+      m += p.share[l][d];
+      md += (d + 1) * p.share[l][d];
+    }
+    r.mass[l] = m;
+    r.decay[l] = m > 0 ? decay_for_mean(md / m, r.blocks) : 0.0;
+  }
+  return r;
+}
 }  // namespace
+
+RecencyProfile recency_profile(AttentionSource& src, uint32_t sink_blocks, uint32_t window_blocks,
+                               uint32_t max_distance) {
+  const AttentionHeader& h = src.header();
+  RecencyProfile p;
+  p.share.assign(h.layers, std::vector<double>(max_distance, 0.0));
+  p.block.assign(h.layers, 0.0);
+  std::vector<std::vector<double>> count(h.layers, std::vector<double>(max_distance, 0.0));
+  std::vector<double> block_n(h.layers, 0.0);
+  std::vector<double> dense(h.blocks_at(h.steps), 0.0);
+  AttentionRecord rec;
+  while (src.next(rec)) {
+    const uint32_t n = h.blocks_at(rec.step);
+    double total = 0;
+    for (size_t i = 0; i < rec.blocks.size(); ++i) {
+      dense[rec.blocks[i]] += rec.mass[i];
+      total += rec.mass[i];
+    }
+    if (total <= 0) total = 1;
+    const uint32_t sinks = std::min(sink_blocks, n);
+    const uint32_t wstart = std::max(sinks, n - std::min(window_blocks, n));
+    for (uint32_t d = 1; d <= max_distance && wstart >= sinks + d; ++d) {
+      p.share[rec.layer][d - 1] += dense[wstart - d] / total;
+      count[rec.layer][d - 1] += 1;
+    }
+    for (uint32_t b = sinks; b < wstart; ++b) {
+      p.block[rec.layer] += dense[b] / total;
+      block_n[rec.layer] += 1;
+    }
+    for (uint32_t b : rec.blocks) dense[b] = 0;
+  }
+  for (uint32_t l = 0; l < h.layers; ++l) {
+    for (uint32_t d = 0; d < max_distance; ++d) p.share[l][d] /= std::max(1.0, count[l][d]);
+    p.block[l] /= std::max(1.0, block_n[l]);
+  }
+  return p;
+}
 
 json fit_once(AttentionSource& src, const AttentionFitOptions& o, const std::string& name);
 
@@ -48,6 +133,8 @@ json fit_once(AttentionSource& src, const AttentionFitOptions& o, const std::str
   std::vector<std::vector<Burst>> active(prev.size());
   double bursts = 0, burst_len = 0, burst_share = 0, lane_steps = 0, burst_steps = 0, burst_ended = 0;
   double prev_heavy_share = 0;  // summed per lane-step: share of the middle blocks heavy at the step before
+  // The recent blocks (none without a profile) are left out of the heavy set.
+  const Recency recent = o.recency ? fit_recency(*o.recency, o.heavy_ratio, L) : Recency{0, {}, {}};
   AttentionRecord rec;
   while (src.next(rec)) {
     const uint32_t n = h.blocks_at(rec.step);
@@ -59,11 +146,12 @@ json fit_once(AttentionSource& src, const AttentionFitOptions& o, const std::str
     if (total <= 0) total = 1;
     const uint32_t sinks = std::min(o.sink_blocks, n);
     const uint32_t wstart = std::max(sinks, n - std::min(o.window_blocks, n));
+    const uint32_t mend = wstart - std::min(recent.blocks, wstart - sinks);  // the middle ends at the recent blocks
     double sink = 0, window = 0, rest = 0;
     for (uint32_t b = 0; b < sinks; ++b) sink += dense[b];
     for (uint32_t b = wstart; b < n; ++b) window += dense[b];
     mid.clear();
-    for (uint32_t b = sinks; b < wstart; ++b) {
+    for (uint32_t b = sinks; b < mend; ++b) {
       mid.push_back(b);
       rest += dense[b];
     }
@@ -138,7 +226,7 @@ json fit_once(AttentionSource& src, const AttentionFitOptions& o, const std::str
         }
       const double typical = persist_n > 0 ? persist / persist_n : 0.0;
       lane_steps += 1;
-      prev_heavy_share += wstart > sinks ? static_cast<double>(prev_list[lane].size()) / (wstart - sinks) : 0.0;
+      prev_heavy_share += mend > sinks ? static_cast<double>(prev_list[lane].size()) / (mend - sinks) : 0.0;
       for (size_t i = 0; i < heavy.size();) {
         size_t j = i + 1;
         while (j < heavy.size() && heavy[j] == heavy[j - 1] + 1) ++j;
@@ -176,14 +264,21 @@ json fit_once(AttentionSource& src, const AttentionFitOptions& o, const std::str
   }
   json sink = json::array(), window = json::array(), heavy_f = json::array(), zipf = json::array(),
        background = json::array();
-  for (const auto& s : ls) {
+  json recent_mass = json::array(), recent_decay = json::array();
+  for (uint32_t l = 0; l < L; ++l) {
+    const auto& s = ls[l];
     const double n = std::max(1.0, s.n);
     sink.push_back(round6(s.sink / n));
     window.push_back(round6(s.window / n));
     heavy_f.push_back(round6(std::min(1.0, s.heavy / n)));
     zipf.push_back(round6(s.zipf_n > 0 ? s.zipf / s.zipf_n : 1.0));
     // The generator's shares must leave the heavy hitters a share >= 0.
-    const double room = std::max(0.0, 1.0 - sink.back().get<double>() - window.back().get<double>());
+    double room = std::max(0.0, 1.0 - sink.back().get<double>() - window.back().get<double>());
+    if (recent.blocks) {
+      recent_mass.push_back(round6(std::min(room, recent.mass[l])));
+      recent_decay.push_back(round6(recent.decay[l]));
+      room = std::max(0.0, room - recent_mass.back().get<double>());
+    }
     background.push_back(round6(std::min(room, s.background / n)));
   }
   // Independent log-normal factors at two steps: the log-ratio is normal with
@@ -223,10 +318,16 @@ json fit_once(AttentionSource& src, const AttentionFitOptions& o, const std::str
          {"burst_mass", round6(bursts > 0 ? burst_share / bursts : 0.0)},
          {"jitter", round6(jitter)},
          {"measured_reuse", reuse_n > 0 ? reuse / reuse_n : 1.0}};
+  if (recent.blocks) {
+    p["recent_blocks"] = recent.blocks;
+    p["recent_mass"] = recent_mass;
+    p["recent_decay"] = recent_decay;
+  }
   // The generator needs sink + window + background + burst shares <= 1 in every layer.
   double room = 1.0;
   for (uint32_t l = 0; l < L; ++l)
-    room = std::min(room, 1.0 - sink[l].get<double>() - window[l].get<double>() - background[l].get<double>());
+    room = std::min(room, 1.0 - sink[l].get<double>() - window[l].get<double>() - background[l].get<double>() -
+                              (recent.blocks ? recent_mass[l].get<double>() : 0.0));
   if (p["burst_mass"].get<double>() > room) p["burst_mass"] = round6(std::max(0.0, room - 1e-6));
   std::string what = name.empty() ? std::string("a trace") : name;
   p["source"] = "kvtier trace fit of " + what + " (" + std::to_string(L) + " layers, " + std::to_string(h.steps) +

@@ -17,12 +17,30 @@
 // previous step, whose blocks each hold more than the mean persisting heavy
 // block: burst_rate is their number per (step, layer, sequence) without a burst under way,
 // burst_blocks their mean length, burst_mass their mean share and
-// burst_steps how long their first block stays heavy.
+// burst_steps how long their first block stays heavy. With a recency
+// profile (a pass of its own, recency_profile()): the recent blocks are the
+// distances before the window whose mean share, in some layer, stays above
+// heavy_ratio times the mean block's between the sinks and the window (as a
+// heavy hitter stands out from the median block); recent_mass is their share per layer
+// and recent_decay the geometric ratio with the profile's mass-weighted mean
+// distance; the heavy set is then measured on the blocks before them.
 #pragma once
+
+#include <vector>
 
 #include "traces/attention_trace.h"
 
 namespace kvtier {
+
+// Per layer, the mean share of a decode record's mass at distance d = 1..max
+// before the local window (share[layer][d - 1]), and the mean share of a
+// block between the sinks and the window (block[layer]).
+struct RecencyProfile {
+  std::vector<std::vector<double>> share;
+  std::vector<double> block;
+};
+RecencyProfile recency_profile(AttentionSource& src, uint32_t sink_blocks, uint32_t window_blocks,
+                               uint32_t max_distance = 32);
 
 struct AttentionFitOptions {
   uint32_t sink_blocks = 1;
@@ -33,6 +51,8 @@ struct AttentionFitOptions {
   // window_blocks and coverage; span_blocks and drift are then set by
   // simulation to reproduce its mean_span_blocks and reuse.
   const json* match_stats = nullptr;
+  // When given: the recency pattern is fitted from it (see above).
+  const RecencyProfile* recency = nullptr;
 };
 
 // The "patterns" parameters (with "kind": "patterns") that reproduce `src`.

@@ -6,7 +6,8 @@
 namespace kvtier {
 
 namespace {
-const char* const kLayerParams[] = {"sink_mass", "window_mass", "heavy_fraction", "zipf_s", "background_mass"};
+const char* const kLayerParams[] = {"sink_mass",      "window_mass",     "heavy_fraction", "zipf_s",
+                                    "background_mass", "recent_mass", "recent_decay"};
 
 // SplitMix64: one independent stream per (seed, layer, sequence), the same on every platform.
 uint64_t mix(uint64_t x) {
@@ -24,6 +25,12 @@ ParamList PatternAttention::params() {
       any("sink_mass", 0.2, std::string("share of attention mass on the sinks") + per_layer),
       integer("window_blocks", 2, "newest blocks (local window)"),
       any("window_mass", 0.3, std::string("share of attention mass on the local window") + per_layer),
+      integer("recent_blocks", 0,
+              "blocks just before the local window whose mass falls with their distance from it (recency); 0: none"),
+      any("recent_mass", 0.0, std::string("share of attention mass on the recent blocks") + per_layer),
+      any("recent_decay", 0.5,
+          std::string("each recent block one further from the window gets this times the mass of the one before") +
+              per_layer),
       any("heavy_fraction", 0.1, std::string("heavy-hitter blocks as a fraction of the context's blocks") + per_layer),
       any("zipf_s", 1.0, std::string("power-law exponent of heavy-hitter mass by rank") + per_layer),
       any("background_mass", 0.0,
@@ -65,6 +72,7 @@ PatternAttention::PatternAttention(json& p, const std::string& where, uint32_t l
   if (sequences == 0) throw ConfigError(where + ": sequences must be at least 1");
   sinks_ = static_cast<uint32_t>(get_int(p, "sink_blocks"));
   window_ = static_cast<uint32_t>(get_int(p, "window_blocks"));
+  recent_ = static_cast<uint32_t>(get_int(p, "recent_blocks"));
   span_blocks_ = get_num(p, "span_blocks");
   drift_ = get_num(p, "drift");
   burst_rate_ = get_num(p, "burst_rate");
@@ -80,10 +88,14 @@ PatternAttention::PatternAttention(json& p, const std::string& where, uint32_t l
     s.heavy_fraction = at_depth(p["heavy_fraction"], l, layers);
     s.zipf_s = at_depth(p["zipf_s"], l, layers);
     s.background_mass = at_depth(p["background_mass"], l, layers);
-    const double fixed = s.sink_mass + s.window_mass + s.background_mass + (burst_rate_ > 0 ? burst_mass_ : 0);
+    s.recent_mass = recent_ ? at_depth(p["recent_mass"], l, layers) : 0.0;
+    s.recent_decay = at_depth(p["recent_decay"], l, layers);
+    const double fixed =
+        s.sink_mass + s.window_mass + s.recent_mass + s.background_mass + (burst_rate_ > 0 ? burst_mass_ : 0);
     if (fixed > 1.0 + 1e-9)
       throw ConfigError(where + ": at layer " + std::to_string(l) +
-                        " sink_mass + window_mass + background_mass (+ burst_mass when bursts occur) exceed 1");
+                        " sink_mass + window_mass + recent_mass + background_mass (+ burst_mass when bursts occur) "
+                        "exceed 1");
   }
   header_.version = 2;
   header_.layers = layers;
@@ -149,7 +161,8 @@ PatternAttention::Span PatternAttention::place(Lane& l, uint32_t len, uint32_t l
 void PatternAttention::fill(Lane& lane, const LayerShape& s, uint32_t n, bool prompt, std::vector<double>& m) {
   const uint32_t sinks = std::min(sinks_, n), window = std::min(window_, n);
   const bool burst = !prompt && lane.burst_left > 0;
-  double heavy_mass = 1.0 - s.sink_mass - s.window_mass - s.background_mass - (burst ? burst_mass_ : 0.0);
+  double heavy_mass =
+      1.0 - s.sink_mass - s.window_mass - s.recent_mass - s.background_mass - (burst ? burst_mass_ : 0.0);
   double spare = 0;  // mass of a pattern with no block to go to goes to the heavy hitters
   if (sinks) for (uint32_t b = 0; b < sinks; ++b) m[b] += s.sink_mass / sinks;
   else spare += s.sink_mass;
@@ -161,6 +174,20 @@ void PatternAttention::fill(Lane& lane, const LayerShape& s, uint32_t n, bool pr
     for (uint32_t b = n - window; b < n; ++b) m[b] += s.window_mass / window;
   } else {
     spare += s.window_mass;
+  }
+  // Recency: the blocks just before the window, mass falling geometrically
+  // with the distance from it; in a prompt, each query's own neighbourhood,
+  // so spread evenly as the window is.
+  const uint32_t recent = prompt ? 0 : std::min(recent_, n - std::min(n, sinks + window));
+  if (prompt && recent_ && s.recent_mass > 0) {
+    for (uint32_t b = 0; b < n; ++b) m[b] += s.recent_mass / n;
+  } else if (recent) {
+    double z = 0, w = 1;
+    for (uint32_t d = 0; d < recent; ++d, w *= s.recent_decay) z += w;
+    w = 1;
+    for (uint32_t d = 0; d < recent; ++d, w *= s.recent_decay) m[n - window - 1 - d] += z > 0 ? s.recent_mass * w / z : 0;
+  } else {
+    spare += s.recent_mass;
   }
   if (burst) {
     const uint32_t len = std::min(burst_blocks_, n - lane.burst_start);
@@ -183,9 +210,9 @@ void PatternAttention::fill(Lane& lane, const LayerShape& s, uint32_t n, bool pr
     }
   if (s.background_mass > 0) {
     uint32_t others = 0;
-    for (uint32_t b = 0; b < n; ++b) others += !heavy[b] && b >= sinks && (prompt || b < n - window);
+    for (uint32_t b = 0; b < n; ++b) others += !heavy[b] && b >= sinks && (prompt || b < n - window - recent);
     for (uint32_t b = 0; b < n; ++b)
-      if (!heavy[b] && b >= sinks && (prompt || b < n - window))
+      if (!heavy[b] && b >= sinks && (prompt || b < n - window - recent))
         m[b] += others ? s.background_mass / others : 0.0;
     if (!others) // nowhere to spread it: keep the record's total at 1
       for (uint32_t b = 0; b < n; ++b) m[b] += s.background_mass / n;
@@ -206,7 +233,8 @@ bool PatternAttention::next(AttentionRecord& rec) {
   rec.layer = layer_;
   rec.seq = S > 1 ? seq_ : kAllSequences;
   // Drift: a span moves anywhere in the sequence so far, its rank kept.
-  const uint32_t lo = std::min(sinks_, n), hi = n > window_ ? n - window_ : 0;
+  // Heavy spans and bursts land between the sinks and the recent blocks.
+  const uint32_t lo = std::min(sinks_, n), hi = n > window_ + recent_ ? n - window_ - recent_ : 0;
   for (Span& sp : lane.spans)
     if (uniform(lane) < drift_) sp = place(lane, sp.len, lo, hi);
   if (lane.burst_left > 0) --lane.burst_left;

@@ -53,7 +53,7 @@ class PatternAttention : public AttentionSource {
     uint32_t burst_start = 0, burst_left = 0;
   };
   struct LayerShape {
-    double sink_mass, window_mass, heavy_fraction, zipf_s, background_mass;
+    double sink_mass, window_mass, heavy_fraction, zipf_s, background_mass, recent_mass, recent_decay;
   };
   double uniform(Lane& l);
   uint32_t below(Lane& l, uint32_t n) { return static_cast<uint32_t>(uniform(l) * n); }
@@ -62,7 +62,7 @@ class PatternAttention : public AttentionSource {
   void fill(Lane& lane, const LayerShape& s, uint32_t n, bool prompt, std::vector<double>& m);
 
   AttentionHeader header_;
-  uint32_t sinks_, window_, burst_blocks_, burst_steps_;
+  uint32_t sinks_, window_, recent_, burst_blocks_, burst_steps_;
   double span_blocks_, drift_, burst_rate_, burst_mass_, jitter_;
   std::vector<LayerShape> shape_;
   std::vector<Lane> lanes_;                 // [layer * sequences + seq]

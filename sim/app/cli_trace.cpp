@@ -130,6 +130,13 @@ int cmd_fit(const TraceCommands& c) {
     cs = attention_stats(*captured, stats_options(c));
   }
   o.match_stats = &cs;
+  // Then how the mass falls with distance before the window: the recency pattern.
+  RecencyProfile rp;
+  {
+    auto captured = open_attention_file(c.in);
+    rp = recency_profile(*captured, c.sink_blocks, c.window_blocks);
+  }
+  o.recency = &rp;
   json p;
   AttentionHeader h;
   {

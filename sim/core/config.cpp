@@ -107,6 +107,27 @@ json normalise_policy(json v, const std::string& file, const std::string& where,
   return v;
 }
 
+// workload.trace given as a file name: a trace's parameters in a .json file
+// (what `kvtier trace fit -o` and `trace synth` read: {"kind": "patterns", ...}),
+// or any other name, a trace file to replay ({"kind": "file", "path": ...}).
+json normalise_trace(json v, const std::string& file, const std::string& where) {
+  if (!v.is_string()) return v;
+  const std::string s = v.get<std::string>();
+  if (s.size() > 5 && s.compare(s.size() - 5, 5, ".json") == 0) {
+    json params = load_json_file(find_data_file(s, file, where));
+    if (!params.is_object() || !params.contains("kind"))
+      throw ConfigError(where + ": " + s + " holds no trace parameters (expected an object with \"kind\", as "
+                        "`kvtier trace fit -o` writes)");
+    return params;
+  }
+  return json{{"kind", "file"}, {"path", s}};
+}
+
+void normalise_workload_trace(json& cfg, const std::string& file) {
+  if (cfg.contains("workload") && cfg["workload"].is_object() && cfg["workload"].contains("trace"))
+    cfg["workload"]["trace"] = normalise_trace(cfg["workload"]["trace"], file, "workload.trace");
+}
+
 void normalise_policies(json& cfg, const std::string& file, int depth) {
   if (!cfg.contains("policies") || !cfg["policies"].is_object()) return;
   for (auto it = cfg["policies"].begin(); it != cfg["policies"].end(); ++it)
@@ -121,6 +142,7 @@ json expand(const std::string& path, int depth) {
   for (const char* s : kSections)
     if (cfg.contains(s)) cfg[s] = expand_section(cfg[s], path, s, depth);
   normalise_policies(cfg, path, depth);
+  normalise_workload_trace(cfg, path);
   return cfg;
 }
 
@@ -168,6 +190,13 @@ void apply_set(json& cfg, const std::string& assignment) {
           normalise_policies(wrapper, "", 0);
           value = wrapper["policies"];
         }
+        if (key == "workload" && value.is_object()) {
+          json wrapper{{"workload", value}};
+          normalise_workload_trace(wrapper, "");
+          value = wrapper["workload"];
+        }
+      } else if (keys.size() == 2 && keys[0] == "workload" && key == "trace") {
+        value = normalise_trace(value, "", where);  // workload.trace=fit.json or =TRACE_FILE
       } else if (policy) {
         value = normalise_policy(value, "", where, 0);  // policies.eviction=h2o or =FILE.json
       } else if (keys.size() == 3 && keys[0] == "workload" && keys[1] == "trace" && key == "kind" &&
@@ -179,6 +208,8 @@ void apply_set(json& cfg, const std::string& assignment) {
     }
     json& next = (*node)[key];
     if (policy && next.is_string()) next = normalise_policy(next, "", where, 0);
+    if (keys.size() == 2 && keys[0] == "workload" && key == "trace" && next.is_string())
+      next = normalise_trace(next, "", where);
     if (next.is_null()) next = json::object();
     node = &next;
     start = dot + 1;

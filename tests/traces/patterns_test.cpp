@@ -143,3 +143,28 @@ TEST_CASE("patterns: bad parameters name their key") {
   json r = {{"drfit", 0.1}};
   CHECK_THROWS_WITH(PatternAttention(r, "workload.trace", 2, 100, 2, 16, 1, 1), Catch::Contains("did you mean 'drift'"));
 }
+
+TEST_CASE("patterns: recent blocks before the window take recent_mass, falling by recent_decay with distance") {
+  json p = {{"sink_mass", 0.1},    {"window_blocks", 1},  {"window_mass", 0.3},  {"recent_blocks", 4},
+            {"recent_mass", 0.3},  {"recent_decay", 0.5}, {"heavy_fraction", 0.05}, {"drift", 0.0}};
+  PatternAttention g(p, "trace", 2, 1024, 10, 16, 1, 7);
+  AttentionRecord r;
+  while (g.next(r)) {
+    const uint32_t n = g.header().blocks_at(r.step);
+    std::vector<double> m(n, 0.0);
+    for (size_t i = 0; i < r.blocks.size(); ++i) m[r.blocks[i]] = r.mass[i];
+    // Distances 1..4 before the newest block: 0.3 x (8, 4, 2, 1) / 15; heavy
+    // spans land before them, so the shares are exact.
+    for (uint32_t d = 1; d <= 4; ++d) CHECK(m[n - 1 - d] == Approx(0.3 * std::pow(0.5, d - 1) / 1.875).epsilon(1e-5));
+    CHECK(m[n - 1] == Approx(0.3).epsilon(1e-5));
+  }
+  // Without recent blocks the parameters change nothing: the same records as before they existed.
+  json a = {{"sink_mass", 0.1}, {"jitter", 0.3}}, b = {{"sink_mass", 0.1}, {"jitter", 0.3}, {"recent_mass", 0.4}};
+  PatternAttention ga(a, "trace", 2, 1024, 5, 16, 2, 9), gb(b, "trace", 2, 1024, 5, 16, 2, 9);
+  AttentionRecord ra, rb;
+  while (ga.next(ra)) {
+    REQUIRE(gb.next(rb));
+    CHECK(ra.blocks == rb.blocks);
+    CHECK(ra.mass == rb.mass);
+  }
+}

@@ -136,3 +136,33 @@ TEST_CASE("fit: a trace generated from the fit has the statistics of the trace f
   json again = fitted;
   CHECK_NOTHROW(PatternAttention(again, "workload.trace", 7, 10000, 3, 64, 1, 1));
 }
+
+TEST_CASE("fit: recovers recency from the mass profile before the window") {
+  json p = {{"sink_mass", 0.05}, {"window_blocks", 1}, {"window_mass", 0.3}, {"recent_blocks", 6},
+            {"recent_mass", json::array({0.4, 0.2})}, {"recent_decay", 0.6}, {"heavy_fraction", 0.05},
+            {"zipf_s", 1.0}, {"drift", 0.05}};
+  auto gen = [&]() {
+    json q = p;
+    return PatternAttention(q, "t", 3, 4096, 80, 16, 2, 21);
+  };
+  PatternAttention g1 = gen();
+  const RecencyProfile prof = recency_profile(g1, 1, 1);
+  REQUIRE(prof.share.size() == 3);
+  CHECK(prof.share[0][0] > 0.4 * 0.4);  // distance 1: the largest share
+  PatternAttention g2 = gen();
+  AttentionFitOptions o;
+  o.recency = &prof;
+  json f = fit_patterns(g2, o);
+  INFO("block " << prof.block[0] << " " << prof.block[1] << " " << prof.block[2] << " d6 " << prof.share[0][5] << " "
+                << prof.share[1][5] << " " << prof.share[2][5] << " d7 " << prof.share[0][6] << " " << prof.share[1][6]
+                << " " << prof.share[2][6]);
+  CHECK(f["recent_blocks"] == 6);
+  CHECK(f["recent_mass"][0].get<double>() == Approx(0.4).margin(0.02));
+  CHECK(f["recent_mass"][2].get<double>() == Approx(0.2).margin(0.02));
+  CHECK(f["recent_decay"][1].get<double>() == Approx(0.6).margin(0.05));
+  // Heavy hitters are measured before the recent blocks, as generated.
+  CHECK(f["heavy_fraction"][1].get<double>() == Approx(0.05).margin(0.02));
+  // Without a profile the fit has no recency (and is what it was).
+  PatternAttention g3 = gen();
+  CHECK_FALSE(fit_patterns(g3)["recent_blocks"].is_number());
+}
