@@ -23,13 +23,6 @@ struct ReportArgs {
   std::string input, out = "report.html", timeline;
 };
 
-// Debian's interpreter first: it has matplotlib from apt, while a pyenv or
-// venv python3 first on PATH usually does not.
-std::string python() {
-  if (::access("/usr/bin/python3", X_OK) == 0) return "/usr/bin/python3";
-  return "python3";
-}
-
 int run_report(const ReportArgs& a) {
   std::error_code ec;
   if (!fs::exists(a.input, ec)) throw ConfigError(a.input + ": no such file or folder (a result.json, a run folder, or a sweep's .jsonl or .csv)");
@@ -37,18 +30,12 @@ int run_report(const ReportArgs& a) {
   if (!a.timeline.empty() && !fs::is_regular_file(a.timeline, ec)) throw ConfigError("--timeline " + a.timeline + ": no such file");
   const std::string script = (fs::path(KVTIER_SOURCE_DIR) / "plots" / "kvtier_report.py").string();
   if (!fs::is_regular_file(script, ec)) throw ConfigError(script + ": the report script is missing from the kvtier source tree");
-  std::vector<std::string> args{python(), script, "--as", "kvtier", a.input, "-o", a.out};
+  std::vector<std::string> args{script, "--as", "kvtier", a.input, "-o", a.out};
   if (!a.timeline.empty()) {
     args.push_back("--timeline");
     args.push_back(a.timeline);
   }
-  SpawnOptions so;
-  so.search_path = true;
-  so.exec_error = "kvtier: error: report: cannot run python3 (Debian: apt install python3-matplotlib)\n";
-  so.exec_error_status = 2;
-  int status = 0;
-  wait_for(spawn(args, so), status);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+  return run_python(args, "kvtier: error: report: cannot run python3 (Debian: apt install python3-matplotlib)\n");
 }
 
 }  // namespace

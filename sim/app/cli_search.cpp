@@ -29,13 +29,6 @@ struct SearchArgs {
   double poll = 0;
 };
 
-// Debian's interpreter first: it has Optuna and matplotlib from apt, while
-// a pyenv or venv python3 first on PATH usually does not.
-std::string search_python() {
-  if (::access("/usr/bin/python3", X_OK) == 0) return "/usr/bin/python3";
-  return "python3";
-}
-
 // The --slurm options, as kvtier sweep takes them.
 std::vector<std::string> sweep_args(const SearchArgs& a) {
   std::vector<std::string> s;
@@ -60,7 +53,7 @@ int run_search(const SearchArgs& a) {
   if (!fs::is_regular_file(a.file, ec)) throw ConfigError(a.file + ": no such search file");
   const std::string script = (fs::path(KVTIER_SOURCE_DIR) / "bench" / "search" / "kvtier_search.py").string();
   if (!fs::is_regular_file(script, ec)) throw ConfigError(script + ": the search driver is missing from the kvtier source tree");
-  std::vector<std::string> args{search_python(), script, "--kvtier", self_exe()};
+  std::vector<std::string> args{script, "--kvtier", self_exe()};
   if (a.trials) args.insert(args.end(), {"--trials", std::to_string(a.trials)});
   if (a.jobs) args.insert(args.end(), {"--jobs", std::to_string(a.jobs)});
   if (!a.out.empty()) args.insert(args.end(), {"--out", a.out});
@@ -71,13 +64,7 @@ int run_search(const SearchArgs& a) {
     args.push_back("--");
     args.insert(args.end(), sw.begin(), sw.end());
   }
-  SpawnOptions so;
-  so.search_path = true;
-  so.exec_error = "kvtier: error: search: cannot run python3 (Debian: apt install python3-optuna python3-matplotlib)\n";
-  so.exec_error_status = 2;
-  int status = 0;
-  wait_for(spawn(args, so), status);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+  return run_python(args, "kvtier: error: search: cannot run python3 (Debian: apt install python3-optuna python3-matplotlib)\n");
 }
 
 }  // namespace

@@ -225,4 +225,21 @@ StopSignals::~StopSignals() {
 
 int StopSignals::received() const { return g_stop_signal; }
 
+std::string debian_python() {
+  if (::access("/usr/bin/python3", X_OK) == 0) return "/usr/bin/python3";
+  return "python3";
+}
+
+int run_python(const std::vector<std::string>& script_and_args, const std::string& missing) {
+  std::vector<std::string> argv{debian_python()};
+  argv.insert(argv.end(), script_and_args.begin(), script_and_args.end());
+  SpawnOptions so;
+  so.search_path = true;
+  so.exec_error = missing;
+  so.exec_error_status = 2;
+  int status = 0;
+  wait_for(spawn(argv, so), status);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
 }  // namespace kvtier

@@ -45,6 +45,15 @@ struct SpawnOptions {
 // so on stderr and exits with exec_error_status.
 pid_t spawn(const std::vector<std::string>& argv, const SpawnOptions& options);
 
+// Debian's Python 3 (/usr/bin/python3, which has matplotlib and Optuna
+// from apt, where a pyenv or venv python3 first on PATH usually does not),
+// else python3 on PATH.
+std::string debian_python();
+// Runs a script of the source tree with that Python, its output inherited,
+// to the end: the script's exit status (1 if it did not exit). When Python
+// cannot be run, `missing` is printed and the status is 2.
+int run_python(const std::vector<std::string>& script_and_args, const std::string& missing);
+
 // Runs argv (argv[0] the program) to the end with its output appended to
 // `log`, echoing the command line on stderr after `who: `; its exit status
 // (128 when it did not exit).

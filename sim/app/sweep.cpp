@@ -79,12 +79,7 @@ class SweepRun {
   // file (earlier runs' points included).
   void write_tables(int stop) const {
     write_file_atomic(paths_.csv, sweep_csv(paths_.jsonl));
-    json manifest = build_provenance();
-    manifest["sweep_file"] = o_.file;
-    manifest["sweep_name"] = sp_.name();
-    manifest["host"] = host_name();
-    manifest["started_utc"] = started_;
-    manifest["wall_s"] = elapsed();
+    json manifest = manifest_head(o_.file, sp_.name(), started_, elapsed());
     manifest["jobs"] = jobs_;
     manifest["shard"] = std::to_string(o_.shard) + "/" + std::to_string(o_.shards);
     manifest["points_total"] = plan_.total - plan_.duplicates;

@@ -16,10 +16,23 @@
 #include <vector>
 
 #include "models/param.h"
+#include "sim/app/process.h"
+#include "sim/core/result.h"
 
 namespace kvtier {
 
 namespace fs = std::filesystem;
+
+nlohmann::json manifest_head(const std::string& sweep_file, const std::string& sweep_name, const std::string& started_utc,
+                             double wall_s) {
+  nlohmann::json m = build_provenance();
+  m["sweep_file"] = sweep_file;
+  m["sweep_name"] = sweep_name;
+  m["host"] = host_name();
+  m["started_utc"] = started_utc;
+  m["wall_s"] = wall_s;
+  return m;
+}
 
 std::string with_extension(const std::string& jsonl, const std::string& ext) {
   const std::string suffix = ".jsonl";

@@ -8,6 +8,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "nlohmann/json.hpp"
+
 namespace kvtier {
 
 struct OutputPaths {
@@ -19,6 +21,11 @@ struct OutputPaths {
 OutputPaths output_paths(const std::string& out, const std::string& sweep_name, unsigned shard, unsigned shards);
 // FILE.jsonl -> FILE<ext>.
 std::string with_extension(const std::string& jsonl, const std::string& ext);
+
+// What every sweep manifest starts with: the build, the sweep file and its
+// name, the host, when it started and how long it has run.
+nlohmann::json manifest_head(const std::string& sweep_file, const std::string& sweep_name, const std::string& started_utc,
+                             double wall_s);
 
 // The keys of the lines of a JSON-lines result file, read a line at a time
 // (none when it does not exist). A last line without its newline is what an

@@ -284,12 +284,7 @@ int SlurmSweep::follow() {
 
 void SlurmSweep::write_tables(int stop) const {
   write_file_atomic(paths_.csv, sweep_csv(paths_.jsonl));
-  json manifest = build_provenance();
-  manifest["sweep_file"] = o_.file;
-  manifest["sweep_name"] = sp_.name();
-  manifest["host"] = host_name();
-  manifest["started_utc"] = started_;
-  manifest["wall_s"] = elapsed();
+  json manifest = manifest_head(o_.file, sp_.name(), started_, elapsed());
   manifest["engine"] = "slurm";
   manifest["slurm_job"] = record_.id;
   manifest["slurm_tasks"] = tasks_;
