@@ -48,7 +48,7 @@ bool touches_hardware(const std::string& set) {
 
 }  // namespace
 
-PointResolver::PointResolver(const SweepSpace& space) : space_(space) {
+PointResolver::PointResolver(const SweepSpace& space) : space_(space), hardware_mark_(json(kHardwareMark).dump()) {
   try {
     base_ = expand_config_file(find_config_file(space.base_path()));
   } catch (const ConfigError& e) {
@@ -88,14 +88,31 @@ PointResolver::Built PointResolver::build(const json& overrides) {
   return b;
 }
 
-std::string PointResolver::text(Built& b) {
+std::string PointResolver::text(Built& b) const {
   b.cfg["hardware"] = kHardwareMark;
   std::string t = b.cfg.dump();
-  const std::string mark = json(kHardwareMark).dump();
+  const std::string& mark = hardware_mark_;
   const size_t at = t.find(mark);
   if (at != std::string::npos && t.find(mark, at + 1) == std::string::npos) return t.replace(at, mark.size(), b.hw->text);
   b.cfg["hardware"] = b.hw->resolved;  // the mark is in a value too: the whole text
   return b.cfg.dump();
+}
+
+uint64_t PointResolver::hash(Built& b) {
+  b.cfg["hardware"] = kHardwareMark;
+  const std::string t = b.cfg.dump();
+  const std::string& mark = hardware_mark_;
+  const size_t at = t.find(mark);
+  if (at == std::string::npos || t.find(mark, at + 1) != std::string::npos) return fnv1a(text(b));
+  // The text before the hardware is the same for most points (the keys
+  // before "hardware" sort first): its hardware part is hashed once.
+  const uint64_t in = fnv1a(t.data(), at, fnv1a(std::string()));
+  if (b.hw != hashed_hw_ || in != hashed_in_) {
+    hashed_hw_ = b.hw;
+    hashed_in_ = in;
+    hashed_out_ = fnv1a(b.hw->text, in);
+  }
+  return fnv1a(t.data() + at + mark.size(), t.size() - at - mark.size(), hashed_out_);
 }
 
 json PointResolver::resolved(size_t index) const {
@@ -121,7 +138,7 @@ uint64_t PointResolver::key(size_t index) {
     fail(index, o, e.what());
   }
   ++constructed_;
-  return fnv1a(text(b));
+  return hash(b);
 }
 
 // A point whose overrides name sim.seed: the configuration without the seed

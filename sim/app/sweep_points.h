@@ -48,7 +48,9 @@ class PointResolver {
   };
   Built build(const json& overrides);
   // The resolved configuration's text (its dump), hardware spliced in.
-  static std::string text(Built& b);
+  std::string text(Built& b) const;
+  // fnv1a(text(b)), the hardware's part hashed once for the text before it.
+  uint64_t hash(Built& b);
   uint64_t shared_key(size_t index, const json& overrides);
   [[noreturn]] void fail(size_t index, const json& overrides, const std::string& why) const;
 
@@ -60,6 +62,10 @@ class PointResolver {
   bool base_hardware_ok_ = false;  // base_'s hardware section is an object
   std::shared_ptr<const ParsedHardware> base_hw_;
   ValidationCache cache_;
+  const std::string hardware_mark_;  // kHardwareMark as dumped
+  // The FNV-1a state after the latest hardware text hashed, and before it.
+  std::shared_ptr<const ParsedHardware> hashed_hw_;
+  uint64_t hashed_in_ = 0, hashed_out_ = 0;
   std::string base_error_;  // why the base could not be expanded (every point fails with it)
   std::unordered_map<std::string, Around> around_;  // by the overrides other than sim.seed
   bool share_ = true;
