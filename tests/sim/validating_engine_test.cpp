@@ -45,7 +45,7 @@ TEST_CASE("validating engine: resolves and refuses as a run's engine does") {
     same<Simulation>("configs/default.json", {"workload.batch=3", "policies.prefetch.depth=2"}, cache);
     same<Simulation>("configs/default.json", {"hardware.devices.dram.capacity_GB=0.001"}, cache);
     same<Simulation>("configs/default.json", {"policies.placement={\"name\":\"fractions\",\"percent\":[50,50]}"}, cache);
-    same<Simulation>("configs/default.json", {"workload.warmup_steps=100000"}, cache);
+    same<Simulation>("configs/default.json", {"workload.overlap_next_load=true"}, cache);
   }
   same<ServingSimulation>("configs/serving/prefix_example.json", {}, cache);
 }
