@@ -15,11 +15,13 @@
 
 namespace kvtier {
 
+// Models are immutable once built: a Hardware may be copied and its copies
+// share them (one parse serves every configuration with that hardware).
 struct DeviceEntry {
   std::string name;
   std::string kind;
-  std::unique_ptr<DeviceModel> model;
-  std::unique_ptr<PowerModel> power;  // its `power` object (models/power/)
+  std::shared_ptr<const DeviceModel> model;
+  std::shared_ptr<const PowerModel> power;  // its `power` object (models/power/)
   DevicePrice price;                  // its `price` object
 };
 

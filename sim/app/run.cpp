@@ -26,6 +26,11 @@ void resolve_config(json& cfg) {
   else Simulation sim(cfg);
 }
 
+void validate_config(json& cfg, ValidationCache& cache, std::shared_ptr<const ParsedHardware> hardware) {
+  if (engine_kind(cfg) == EngineKind::serving) ServingSimulation sim(cfg, &cache, std::move(hardware));
+  else Simulation sim(cfg, &cache, std::move(hardware));
+}
+
 std::string out_dir_for(const json& cfg) {
   std::string d = cfg["sim"]["out_dir"].get<std::string>();
   return d.empty() ? (fs::path("out") / cfg["name"].get<std::string>()).string() : d;

@@ -5,10 +5,12 @@
 // validation and its run) all go through here.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "models/param.h"
+#include "sim/core/validation_cache.h"
 
 namespace kvtier {
 
@@ -21,6 +23,13 @@ EngineKind engine_kind(const json& cfg);
 // the engine that runs it; nothing runs and SimGrid is not started. Throws
 // ConfigError naming the file and JSON path.
 void resolve_config(json& cfg);
+
+// As resolve_config, for validation only: the engine makes every check its
+// run would but allocates nothing a run holds (sim/core/validation_cache.h),
+// and takes the hardware as `hardware`, the parse of cfg's hardware section
+// (that section is neither read nor resolved: `hardware->text` is its
+// resolved text).
+void validate_config(json& cfg, ValidationCache& cache, std::shared_ptr<const ParsedHardware> hardware);
 
 // sim.out_dir of a resolved config, out/<name> when empty.
 std::string out_dir_for(const json& cfg);

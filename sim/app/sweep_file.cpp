@@ -98,9 +98,11 @@ std::string base_file(const std::string& file, const json& doc, const std::strin
 
 }  // namespace
 
-uint64_t fnv1a(const std::string& bytes, uint64_t h) {
-  for (unsigned char c : bytes) {
-    h ^= c;
+uint64_t fnv1a(const std::string& bytes, uint64_t h) { return fnv1a(bytes.data(), bytes.size(), h); }
+
+uint64_t fnv1a(const char* bytes, size_t n, uint64_t h) {
+  for (size_t i = 0; i < n; ++i) {
+    h ^= static_cast<unsigned char>(bytes[i]);
     h *= 1099511628211ull;
   }
   return h;

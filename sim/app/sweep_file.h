@@ -29,6 +29,7 @@ struct SweepPoint {
 std::string config_key(const json& resolved_config);
 std::string key_text(uint64_t key);
 uint64_t fnv1a(const std::string& bytes, uint64_t state = 14695981039346656037ull);
+uint64_t fnv1a(const char* bytes, size_t n, uint64_t state);
 
 // A sweep file read and checked (throws ConfigError: one line naming the
 // file and the JSON path). An inline base is written as base.json to

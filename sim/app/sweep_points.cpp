@@ -14,6 +14,8 @@ const char* const kSeedPath = "sim.seed";
 // Stands for the seed in a resolved configuration's text; a string no
 // configuration value is (it is checked to occur once).
 const char* const kSeedMark = "\x01kvtier seed\x01";
+// Stands for the hardware section in the same way.
+const char* const kHardwareMark = "\x01kvtier hardware\x01";
 // Shared constructions kept at once: seeds are the innermost loop of a
 // sweep's index, so the points that share one come together.
 constexpr size_t kMaxShared = 4096;
@@ -38,13 +40,25 @@ json checked_seed(const json& seed) {
   return sim["seed"];
 }
 
+// An override that sets the hardware section or anything in it.
+bool touches_hardware(const std::string& set) {
+  static const std::string h = "hardware";
+  return set.compare(0, h.size(), h) == 0 && set.size() > h.size() && (set[h.size()] == '.' || set[h.size()] == '=');
+}
+
 }  // namespace
 
-PointResolver::PointResolver(const SweepSpace& space) : space_(space) {
+PointResolver::PointResolver(const SweepSpace& space) : space_(space), hardware_mark_(json(kHardwareMark).dump()) {
   try {
     base_ = expand_config_file(find_config_file(space.base_path()));
   } catch (const ConfigError& e) {
     base_error_ = e.what();  // reported as point 0's, as loading it would
+    return;
+  }
+  base_hardware_ok_ = base_.is_object() && base_.contains("hardware") && base_["hardware"].is_object();
+  if (base_hardware_ok_) {
+    base_rest_ = base_;
+    base_rest_["hardware"] = json::object();  // an object, as finish_config requires
   }
 }
 
@@ -55,20 +69,60 @@ void PointResolver::fail(size_t index, const json& overrides, const std::string&
 }
 
 // The point's configuration as `kvtier run BASE --set ...` builds it,
-// resolved and validated by the engine that would run it; starts no
-// simulation.
-json PointResolver::build(const json& overrides) const {
+// validated by the engine that would run it, constructed to validate only;
+// starts no simulation.
+PointResolver::Built PointResolver::build(const json& overrides) {
   if (!base_error_.empty()) throw ConfigError(base_error_);
-  json cfg = base_;
-  finish_config(cfg, space_.base_path(), space_.sets(overrides));
-  resolve_config(cfg);
-  return cfg;
+  const std::vector<std::string> sets = space_.sets(overrides);
+  const bool own = !base_hardware_ok_ || std::any_of(sets.begin(), sets.end(), touches_hardware);
+  Built b;
+  b.cfg = own ? base_ : base_rest_;
+  finish_config(b.cfg, space_.base_path(), sets);
+  if (own) {
+    b.hw = cache_.hardware(b.cfg["hardware"]);
+  } else {
+    if (!base_hw_) base_hw_ = cache_.hardware(base_["hardware"]);
+    b.hw = base_hw_;
+  }
+  validate_config(b.cfg, cache_, b.hw);
+  return b;
+}
+
+std::string PointResolver::text(Built& b) const {
+  b.cfg["hardware"] = kHardwareMark;
+  std::string t = b.cfg.dump();
+  const std::string& mark = hardware_mark_;
+  const size_t at = t.find(mark);
+  if (at != std::string::npos && t.find(mark, at + 1) == std::string::npos) return t.replace(at, mark.size(), b.hw->text);
+  b.cfg["hardware"] = b.hw->resolved;  // the mark is in a value too: the whole text
+  return b.cfg.dump();
+}
+
+uint64_t PointResolver::hash(Built& b) {
+  b.cfg["hardware"] = kHardwareMark;
+  const std::string t = b.cfg.dump();
+  const std::string& mark = hardware_mark_;
+  const size_t at = t.find(mark);
+  if (at == std::string::npos || t.find(mark, at + 1) != std::string::npos) return fnv1a(text(b));
+  // The text before the hardware is the same for most points (the keys
+  // before "hardware" sort first): its hardware part is hashed once.
+  const uint64_t in = fnv1a(t.data(), at, fnv1a(std::string()));
+  if (b.hw != hashed_hw_ || in != hashed_in_) {
+    hashed_hw_ = b.hw;
+    hashed_in_ = in;
+    hashed_out_ = fnv1a(b.hw->text, in);
+  }
+  return fnv1a(t.data() + at + mark.size(), t.size() - at - mark.size(), hashed_out_);
 }
 
 json PointResolver::resolved(size_t index) const {
   const json o = space_.overrides(index);
   try {
-    return build(o);
+    if (!base_error_.empty()) throw ConfigError(base_error_);
+    json cfg = base_;
+    finish_config(cfg, space_.base_path(), space_.sets(o));
+    resolve_config(cfg);
+    return cfg;
   } catch (const ConfigError& e) {
     fail(index, o, e.what());
   }
@@ -77,14 +131,14 @@ json PointResolver::resolved(size_t index) const {
 uint64_t PointResolver::key(size_t index) {
   const json o = space_.overrides(index);
   if (share_ && o.contains(kSeedPath)) return shared_key(index, o);
-  json cfg;
+  Built b;
   try {
-    cfg = build(o);
+    b = build(o);
   } catch (const ConfigError& e) {
     fail(index, o, e.what());
   }
   ++constructed_;
-  return fnv1a(cfg.dump());
+  return hash(b);
 }
 
 // A point whose overrides name sim.seed: the configuration without the seed
@@ -103,33 +157,33 @@ uint64_t PointResolver::shared_key(size_t index, const json& o) {
   if (auto it = around_.find(shared); it != around_.end())
     return fnv1a(it->second.suffix, fnv1a(seed_text, it->second.prefix_state));
 
-  json cfg;
+  Built b;
   try {
-    cfg = build(o);
+    b = build(o);
   } catch (const ConfigError& e) {
     fail(index, o, e.what());
   }
   ++constructed_;
-  const std::string text = cfg.dump();
+  const std::string whole = text(b);
   // The splice must give back this very text, or no point shares.
-  if (!cfg["sim"].is_object() || cfg["sim"]["seed"] != seed) {
+  if (!b.cfg["sim"].is_object() || b.cfg["sim"]["seed"] != seed) {
     share_ = false;
-    return fnv1a(text);
+    return fnv1a(whole);
   }
-  cfg["sim"]["seed"] = kSeedMark;
-  const std::string marked = cfg.dump(), mark = json(kSeedMark).dump();
+  b.cfg["sim"]["seed"] = kSeedMark;
+  const std::string marked = text(b), mark = json(kSeedMark).dump();
   const size_t at = marked.find(mark);
   Around a;
   if (at == std::string::npos || marked.find(mark, at + 1) != std::string::npos ||
-      marked.substr(0, at) + seed_text + marked.substr(at + mark.size()) != text) {
+      marked.substr(0, at) + seed_text + marked.substr(at + mark.size()) != whole) {
     share_ = false;
-    return fnv1a(text);
+    return fnv1a(whole);
   }
   a.prefix_state = fnv1a(marked.substr(0, at));
   a.suffix = marked.substr(at + mark.size());
   if (around_.size() >= kMaxShared) around_.clear();
   around_.emplace(shared, std::move(a));
-  return fnv1a(text);
+  return fnv1a(whole);
 }
 
 SweepPlan plan_sweep(const SweepSpace& space, unsigned shard, unsigned shards, bool quiet) {

@@ -47,6 +47,8 @@ struct EnginePolicies {
   // measured on fresh copies of them set up on two small tables (one and two
   // sequences of its layers and blocks): what the real setup will add.
   double state_bytes_per_block(const BlockTable& shape) const;
+  // policies.* as created (defaults filled).
+  const json& spec() const { return spec_; }
 
  private:
   json spec_;  // policies.* as created, to make the copies from

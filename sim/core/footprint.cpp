@@ -2,6 +2,7 @@
 
 #include <malloc.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -17,7 +18,7 @@ double g_limit = 0;  // 0: from the machine
 std::vector<FootprintPart> g_parts;
 
 // MemAvailable from /proc/meminfo (bytes); 0 where it cannot be read.
-double available_memory() {
+double read_available_memory() {
   std::ifstream in("/proc/meminfo");
   std::string key;
   double kb = 0;
@@ -25,6 +26,23 @@ double available_memory() {
   while (in >> key >> kb >> unit)
     if (key == "MemAvailable:") return kb * 1024.0;
   return 0;
+}
+
+// Read again once it is a second old: a run commits its parts within one,
+// and validating a sweep's million configurations reads it a few times, not
+// a million (each read costs more than the rest of a point's memory check).
+double available_memory() {
+  using Clock = std::chrono::steady_clock;
+  static Clock::time_point read_at;
+  static double bytes = 0;
+  static bool read = false;
+  const Clock::time_point now = Clock::now();
+  if (!read || now - read_at >= std::chrono::seconds(1)) {
+    bytes = read_available_memory();
+    read_at = now;
+    read = true;
+  }
+  return bytes;
 }
 
 std::string gigabytes(double bytes) {

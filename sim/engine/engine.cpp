@@ -20,9 +20,10 @@ namespace kvtier {
 
 Simulation::~Simulation() = default;
 
-Simulation::Simulation(json& cfg) : cfg_(cfg) {
+Simulation::Simulation(json& cfg, ValidationCache* validating, std::shared_ptr<const ParsedHardware> hardware)
+    : cfg_(cfg) {
   reset_footprint();  // this run's memory, committed part by part as it is built
-  s_.hw = parse_hardware(cfg_["hardware"], "hardware");
+  s_.hw = hardware ? hardware->hw : parse_hardware(cfg_["hardware"], "hardware");
   s_.topo = std::make_unique<Topology>(s_.hw);
   s_.model = parse_llm(cfg_["model"], "model");
   const json& w = cfg_["workload"];
@@ -69,11 +70,11 @@ Simulation::Simulation(json& cfg) : cfg_(cfg) {
                                               pol["compression"]["name"].get<std::string>()),
                     tiers.size());
   }
-  kv_ = std::make_unique<KvStore>(s_, c_);  // the block table and the tiers' capacity
+  kv_ = std::make_unique<KvStore>(s_, c_, validating);  // the block table and the tiers' capacity
   const BlockTable& t_ = kv_->table();
 
   if (s_.pol.eval->scoring()) AppScoring::bind(s_, t_, pol["evaluation"]["name"].get<std::string>());
-  s_.pol.setup(t_);
+  s_.pol.setup(t_);  // validating: on the table's shape, with no blocks
 }
 // KV read through the GPU (not kept in its tier) lands in staging buffers:
 // the layer computing and the layers fetched ahead of it; prompt KV that

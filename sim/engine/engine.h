@@ -24,6 +24,7 @@
 
 #include "sim/engine/engine_metrics.h"
 #include "sim/core/engine_setup.h"
+#include "sim/core/validation_cache.h"
 #include "sim/kv/kv_store.h"
 
 namespace kvtier {
@@ -36,7 +37,12 @@ class LayerPipeline;
 
 class Simulation {
  public:
-  explicit Simulation(json& cfg);  // cfg is resolved in place (defaults filled)
+  // cfg is resolved in place (defaults filled). With `validating` the
+  // configuration is only validated (sim/core/validation_cache.h): the
+  // hardware comes parsed as `hardware` (cfg's hardware section is not read
+  // or resolved) and the engine cannot run.
+  explicit Simulation(json& cfg, ValidationCache* validating = nullptr,
+                      std::shared_ptr<const ParsedHardware> hardware = nullptr);
   ~Simulation();
   json run(const std::string& timeline_path);
   // Decode step end times (seconds), for steps.csv.

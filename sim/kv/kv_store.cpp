@@ -7,7 +7,7 @@
 
 namespace kvtier {
 
-KvStore::KvStore(EngineSetup& s, EngineCounters& c) : s_(s), c_(c) {
+KvStore::KvStore(EngineSetup& s, EngineCounters& c, ValidationCache* validating) : s_(s), c_(c) {
   const LlmSpec& model = s_.model;
   t_.batch = s_.batch;
   t_.layers = model.layers;
@@ -38,8 +38,8 @@ KvStore::KvStore(EngineSetup& s, EngineCounters& c) : s_(s), c_(c) {
   for (const auto& c : s_.codec)
     if (!c.on_gpu && c.compress_Bps + c.decompress_Bps > 0 && s_.cpu_dev < 0)
       throw ConfigError("policies.compression: the codec runs on the CPU; hardware.devices needs a device of kind cpu");
-  commit_block_table(total_blocks);
-  t_.allocate(total_blocks, kNotCreated);
+  commit_block_table(total_blocks, validating);
+  if (!validating) t_.allocate(total_blocks, kNotCreated);
   for (const TierInfo& ti : t_.tiers) capacity_.push_back(ti.capacity_blocks);
   // Every route a block may take must exist; this also reports unreachable devices now.
   for (size_t d : s_.tier_dev)
@@ -53,11 +53,12 @@ KvStore::KvStore(EngineSetup& s, EngineCounters& c) : s_(s), c_(c) {
 // The block table's memory, committed before it is allocated: the table's
 // per-block arrays, the store's (a block's move state, a copy-list node per
 // tier) and what the policies keep per block, measured on copies of them.
-void KvStore::commit_block_table(uint64_t blocks) const {
+void KvStore::commit_block_table(uint64_t blocks, ValidationCache* validating) const {
   const double table = sizeof(TierId) + sizeof(uint64_t) + sizeof(uint32_t) + 2 * sizeof(float) + sizeof(uint64_t) +
                        2 * sizeof(uint8_t);
   const double store = sizeof(Motion) + double(t_.tiers.size()) * sizeof(RecencyLists::Links);
-  const double per_block = table + store + s_.pol.state_bytes_per_block(t_);
+  const double policies = validating ? validating->policy_state_bytes(s_.pol, t_) : s_.pol.state_bytes_per_block(t_);
+  const double per_block = table + store + policies;
   const std::string knob = s_.admitted_by_scheduler
                                ? "serving.max_running, workload.block_tokens"
                                : "workload.batch, workload.context_tokens, workload.decode_steps, workload.block_tokens";

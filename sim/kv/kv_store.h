@@ -38,14 +38,17 @@
 #include "sim/core/engine_setup.h"
 #include "sim/core/job.h"
 #include "sim/core/timeline.h"
+#include "sim/core/validation_cache.h"
 
 namespace kvtier {
 
 class KvStore {
  public:
   // Builds the block table for the run's shape and tiers; capacity errors
-  // are ConfigErrors naming the device.
-  KvStore(EngineSetup& s, EngineCounters& c);
+  // are ConfigErrors naming the device. With `validating` every check is
+  // made and the table's memory committed, but its per-block arrays are not
+  // allocated (table().size() is 0): a store that validates, never runs.
+  KvStore(EngineSetup& s, EngineCounters& c, ValidationCache* validating = nullptr);
 
   const BlockTable& table() const { return t_; }
   // Run state, once the run starts: moves that need bytes go to `sink`.
@@ -149,7 +152,7 @@ class KvStore {
 
  private:
   void add_tier(size_t i);
-  void commit_block_table(uint64_t blocks) const;
+  void commit_block_table(uint64_t blocks, ValidationCache* validating) const;
   // Moves b's own tier. A read up (to < from) leaves the copy it was read
   // from in place; a move down finds the room already made by the caller.
   void move(BlockId b, TierId from, TierId to);

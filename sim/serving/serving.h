@@ -25,6 +25,7 @@
 
 #include "sim/core/counters.h"
 #include "sim/core/engine_setup.h"
+#include "sim/core/validation_cache.h"
 #include "sim/serving/scheduler.h"
 
 namespace kvtier {
@@ -44,7 +45,10 @@ ParamList serving_params();
 
 class ServingSimulation {
  public:
-  explicit ServingSimulation(json& cfg);  // validates everything; cfg is resolved in place
+  // Validates everything; cfg is resolved in place. With `validating`, as
+  // Simulation's (sim/engine/engine.h): validation only, hardware given parsed.
+  explicit ServingSimulation(json& cfg, ValidationCache* validating = nullptr,
+                             std::shared_ptr<const ParsedHardware> hardware = nullptr);
   ~ServingSimulation();
   json run(const std::string& timeline_path);
   // One line per request (requests.csv beside result.json).
@@ -63,7 +67,7 @@ class ServingSimulation {
   void after_iteration(const IterationPlan& p, uint64_t& done);
   void bind_policies();
   void bind_kv_policies();
-  void build_kv_store();
+  void build_kv_store(ValidationCache* validating);
   uint32_t kv_slots() const;
   // serving.kv "tiered": the block-table sequence request `id` keeps its KV in.
   uint32_t take_slot(uint32_t id);

@@ -82,9 +82,10 @@ ParamList slo_params() {
 
 }  // namespace
 
-ServingSimulation::ServingSimulation(json& cfg) : cfg_(cfg), cache_(std::make_unique<PrefixCache>()) {
+ServingSimulation::ServingSimulation(json& cfg, ValidationCache* validating, std::shared_ptr<const ParsedHardware> hardware)
+    : cfg_(cfg), cache_(std::make_unique<PrefixCache>()) {
   reset_footprint();  // this run's memory, committed part by part as it is built
-  s_.hw = parse_hardware(cfg_["hardware"], "hardware");
+  s_.hw = hardware ? hardware->hw : parse_hardware(cfg_["hardware"], "hardware");
   s_.topo = std::make_unique<Topology>(s_.hw);
   s_.model = parse_llm(cfg_["model"], "model");
   json& sv = cfg_["serving"];
@@ -107,7 +108,7 @@ ServingSimulation::ServingSimulation(json& cfg) : cfg_(cfg), cache_(std::make_un
   if (tiered_ && sv["prefix_cache"]["enabled"].get<bool>() && rs.distinct_blocks > 0)
     throw ConfigError("serving.prefix_cache.enabled: with serving.kv \"tiered\" the tiers hold running sequences' KV, "
                       "not a prefix cache; set false");
-  if (tiered_) build_kv_store();
+  if (tiered_) build_kv_store(validating);
   check_requests(reqs_, source_name_, limits_, s_.model, tiered_ ? "tiers hold " : "GPU holds ");
   configure_prefix_cache(sv["prefix_cache"], swap_bytes, rs.prefix_block_tokens, rs.distinct_blocks);
 }
@@ -293,7 +294,7 @@ uint32_t ServingSimulation::kv_slots() const {
   return static_cast<uint32_t>(std::min<uint64_t>(reqs_.size(), limits_.max_running));
 }
 
-void ServingSimulation::build_kv_store() {
+void ServingSimulation::build_kv_store(ValidationCache* validating) {
   uint64_t longest = 1;
   for (const ServingRequest& q : reqs_) longest = std::max<uint64_t>(longest, uint64_t(q.input_tokens) + q.output_tokens);
   const uint64_t bt = limits_.block_tokens;
@@ -321,7 +322,7 @@ void ServingSimulation::build_kv_store() {
   s_.codec.clear();
   c_.wear.clear();
   s_.gpu_tier = false;  // the KV store says whether the GPU is a tier
-  kv_ = std::make_unique<KvStore>(s_, c_);
+  kv_ = std::make_unique<KvStore>(s_, c_, validating);
   const BlockTable& t = kv_->table();
   uint64_t capacity = 0;
   for (const TierInfo& ti : t.tiers) capacity += ti.capacity_blocks;
