@@ -1,5 +1,6 @@
 #include "sim/app/cli_replay.h"
 
+#include <malloc.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -145,8 +146,7 @@ struct Input {
   uint64_t n_refs = 0;
 };
 
-// The input's shape at its end, estimated from its first requests, and the
-// block stream and id map committed before they are read.
+// The input's shape at its end, estimated from its first requests.
 ReplayInputShape commit_input(const ReplayCli& o) {
   double total = 0;
   std::string knob = "the request trace " + o.trace + " (its size)";
@@ -158,7 +158,6 @@ ReplayInputShape commit_input(const ReplayCli& o) {
   }
   const ReplayInputShape shape =
       estimate_replay_input([&] { return open_input(o.trace, o.synthetic); }, o.trace, total, knob);
-  commit_replay_input(shape, o.stream);
   return shape;
 }
 
@@ -205,7 +204,13 @@ Input read_input(const ReplayCli& o, const ReplayInputShape& shape) {
       s.arrival_s.push_back(r.arrival_s);
     }
   }
-  if (!o.stream) in.dense = {};  // only --stream reads the source again
+  if (!o.stream) {
+    // Only --stream reads the source again: the map goes, and its pages go
+    // back to the system, so that the runs' cache state takes its place
+    // (the estimate counts the larger of the two).
+    std::unordered_map<uint64_t, uint32_t>().swap(in.dense);  // its buckets too (clear() keeps them)
+    malloc_trim(0);
+  }
   return in;
 }
 
@@ -385,7 +390,9 @@ int run_replay(ReplayCli& o) {
   std::vector<std::string> policies = checked_policies(o);
   if (!o.max_memory.empty()) set_memory_limit(parse_memory_size(o.max_memory, "--max-memory"));
   const ReplayInputShape shape = commit_input(o);
+  const double map_bytes = commit_replay_input(shape, o.stream);
   const Input in = read_input(o, shape);
+
   const BlockStream& s = in.s;
   double load_s = seconds_since(t0);
   std::vector<std::string> caps = split_list(o.capacities);
@@ -400,7 +407,8 @@ int run_replay(ReplayCli& o) {
     std::vector<ReplayConfig> run_configs;
     for (const auto& p : policies)
       for (uint64_t c0 : cap_blocks) run_configs.push_back(run_config(base, p, c0, o.policy_params));
-    commit_replay_state(run_configs, double(s.blocks()), double(in.n_refs), o.stream);
+    // In memory the id map is gone before the runs: their state takes its place.
+    commit_replay_state(run_configs, double(s.blocks()), double(in.n_refs), o.stream, o.stream ? 0 : map_bytes);
   }
 
   Runs runs;
@@ -424,6 +432,7 @@ int run_replay(ReplayCli& o) {
            {"inclusive", base.inclusive},
            {"promote", base.promote},
            {"admission", o.admission},
+           {"resources", footprint_json()},
            {"runs", runs.runs}};
   write_replay(o, out, runs);
   if (o.timing)

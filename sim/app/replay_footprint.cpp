@@ -92,17 +92,21 @@ ReplayInputShape estimate_replay_input(const std::function<std::unique_ptr<Reque
   return s;
 }
 
-void commit_replay_input(const ReplayInputShape& s, bool stream) {
-  const double per_block = 8 + id_map_bytes_per_block();
+double commit_replay_input(const ReplayInputShape& s, bool stream) {
+  if (!stream)
+    commit_footprint({"the block stream (" + count(s.refs) + " references x 4 bytes, " + count(s.requests) +
+                          " requests x 16 bytes)",
+                      s.knob, 4 * s.refs + 16 * s.requests});
+  commit_footprint({"the block ids (" + count(s.blocks) + " distinct blocks x 8 bytes)", s.knob, 8 * s.blocks});
+  const double per_block = id_map_bytes_per_block();
+  const double map = s.blocks * per_block;
   commit_footprint({"the block id map (" + count(s.blocks) + " distinct blocks x " + count(per_block) + " bytes)",
-                    s.knob, s.blocks * per_block});
-  if (stream) return;
-  commit_footprint({"the block stream (" + count(s.refs) + " references x 4 bytes, " + count(s.requests) +
-                        " requests x 16 bytes)",
-                    s.knob, 4 * s.refs + 16 * s.requests});
+                    s.knob, map});
+  return map;
 }
 
-void commit_replay_state(const std::vector<ReplayConfig>& runs, double blocks, double refs, bool at_once) {
+void commit_replay_state(const std::vector<ReplayConfig>& runs, double blocks, double refs, bool at_once,
+                         double released) {
   double bytes = 0, per_block_max = 0;
   bool next = false;
   for (const ReplayConfig& c : runs) {
@@ -115,8 +119,9 @@ void commit_replay_state(const std::vector<ReplayConfig>& runs, double blocks, d
                                          " runs, each with a cache of its own with --stream)"
                                    : "--capacity, --policy (the cache state of a run)";
   commit_footprint({"the cache state (" + count(double(at_once ? runs.size() : 1)) + " run(s) x " + count(blocks) +
-                        " blocks x " + count(per_block_max) + " bytes)",
-                    knob, bytes});
+                        " blocks x " + count(per_block_max) + " bytes" +
+                        (released > 0 ? ", less the id map it replaces)" : ")"),
+                    knob, std::max(0.0, bytes - released)});
   if (next)  // next-reference times: 8 bytes per reference, 16 per block
     commit_footprint({"the next-reference times (" + count(refs) + " references)",
                       "--policy belady (next-reference times of every reference)", 8 * refs + 16 * blocks});

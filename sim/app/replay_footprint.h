@@ -35,13 +35,17 @@ struct ReplayInputShape {
 ReplayInputShape estimate_replay_input(const std::function<std::unique_ptr<RequestSource>()>& open,
                                        const std::string& trace_path, double total_requests, const std::string& knob);
 
-// Commits the block stream and the id map (`stream`: only the map).
-void commit_replay_input(const ReplayInputShape& shape, bool stream);
+// Commits the block stream (not with `stream`), the dense index's ids and
+// the id map; returns the map's bytes.
+double commit_replay_input(const ReplayInputShape& shape, bool stream);
 
 // Commits the cache state of `runs` over `blocks` distinct blocks: the
-// largest run (one at a time) or all of them (`at_once`, --stream); `refs`
-// for the next-reference times of a policy that needs the future.
-void commit_replay_state(const std::vector<ReplayConfig>& runs, double blocks, double refs, bool at_once);
+// largest run (one at a time) or all of them (`at_once`, --stream), less
+// `released` (memory committed before and freed before the runs: the id
+// map, in memory); `refs` for the next-reference times of a policy that
+// needs the future.
+void commit_replay_state(const std::vector<ReplayConfig>& runs, double blocks, double refs, bool at_once,
+                         double released);
 
 // --stack-distance: its Fenwick tree and histograms, 40 bytes per block.
 void commit_stack_distances(double blocks);
