@@ -43,23 +43,35 @@ double id_map_bytes_per_block() {
   return (heap_bytes_in_use() - before) / double(n);
 }
 
-// Heap bytes per distinct block of a replay session configured as `c`:
-// two sessions of different sizes, the difference over the blocks between.
-double session_bytes_per_block(const ReplayConfig& run) {
+// Heap bytes per distinct block of a replay session configured as `c` over
+// `total` blocks: two sessions of different sizes, each tier's capacity the
+// same share of them, every block referenced twice (so that what a policy
+// grows while it runs, ghost lists and their maps, is grown), the
+// difference over the blocks between.
+double session_bytes_per_block(const ReplayConfig& run, double total) {
   ReplayConfig c = run;
   double extra = 0;
   if (replay_needs_next(c)) {
     // A policy that reads the future cannot run as a session: measured as
     // LRU, plus the next-reference time and the policy's heap entry.
     for (auto& t : c.tiers) t.policy = json{{"name", "lru"}};
-    extra = 8 + 24;
+    extra = 8 + 16;
   }
   constexpr uint64_t small = 4096, large = 4 * 4096;
   auto measure = [&](uint64_t blocks) {
     ReplayConfig copy = c;
-    for (auto& t : copy.tiers) t.capacity_blocks = std::max<uint64_t>(1, std::min<uint64_t>(t.capacity_blocks, blocks));
+    for (auto& t : copy.tiers) {
+      const double share = total > 0 ? double(t.capacity_blocks) / total : 1.0;
+      t.capacity_blocks = std::max<uint64_t>(1, std::min<uint64_t>(blocks, uint64_t(share * double(blocks))));
+    }
     const double before = heap_bytes_in_use();
     ReplaySession s(copy, blocks);
+    std::vector<uint32_t> req(8);
+    for (int pass = 0; pass < 2; ++pass)
+      for (uint64_t b = 0; b < blocks; b += req.size()) {
+        for (size_t i = 0; i < req.size(); ++i) req[i] = uint32_t((b + i) % blocks);
+        s.request(req.data(), req.size());
+      }
     return heap_bytes_in_use() - before;
   };
   const double a = measure(small), b = measure(large);
@@ -110,7 +122,7 @@ void commit_replay_state(const std::vector<ReplayConfig>& runs, double blocks, d
   double bytes = 0, per_block_max = 0;
   bool next = false;
   for (const ReplayConfig& c : runs) {
-    const double per_block = session_bytes_per_block(c);
+    const double per_block = session_bytes_per_block(c, blocks);
     per_block_max = std::max(per_block_max, per_block);
     bytes = at_once ? bytes + per_block * blocks : std::max(bytes, per_block * blocks);
     next = next || replay_needs_next(c);
