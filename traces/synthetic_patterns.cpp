@@ -112,6 +112,7 @@ PatternAttention::PatternAttention(json& p, const std::string& where, uint32_t l
   ctx_blocks_ = ctx_blocks;
   lanes_.resize(static_cast<size_t>(layers) * sequences);
   dense_.assign(header_.blocks_at(steps), 0.0);
+  std::vector<Span> scratch;
   for (uint32_t l = 0; l < layers; ++l) {
     const uint32_t n_heavy =
         std::max<uint32_t>(1, static_cast<uint32_t>(std::lround(shape_[l].heavy_fraction * ctx_blocks)));
@@ -120,11 +121,16 @@ PatternAttention::PatternAttention(json& p, const std::string& where, uint32_t l
       lane.rng = mix(seed ^ mix((static_cast<uint64_t>(l) << 32) | s));
       // Spans until they cover n_heavy blocks (the last one cut to fit); they
       // are placed in the prompt, where the prompt made them heavy.
+      // Built in one scratch vector and copied at their exact size: the lanes
+      // hold them for the whole trace, and vectors grown in place, one lane
+      // after another, would leave the heap full of the capacity they outgrew.
+      scratch.clear();
       for (uint32_t covered = 0; covered < n_heavy;) {
         const uint32_t len = std::min(span_length(lane), n_heavy - covered);
-        lane.spans.push_back(place(lane, len, std::min(sinks_, ctx_blocks), ctx_blocks));
+        scratch.push_back(place(lane, len, std::min(sinks_, ctx_blocks), ctx_blocks));
         covered += len;
       }
+      lane.spans.assign(scratch.begin(), scratch.end());
       lane.prompt_spans = lane.spans;
     }
   }
@@ -149,7 +155,7 @@ double PatternAttention::state_bytes(const json& p, const std::string& where, ui
     const double n_heavy = std::max(1.0, std::round(hf * ctx_blocks));
     // Spans until n_heavy is covered: about n_heavy / mean of them, at most n_heavy.
     const double spans = std::min(n_heavy, 1.5 * n_heavy / span_mean + 8);
-    lanes_bytes += double(sequences) * (double(sizeof(Lane)) + 2 * 2 * spans * double(sizeof(Span)));
+    lanes_bytes += double(sequences) * (double(sizeof(Lane)) + 32 + 2 * spans * double(sizeof(Span)));
   }
   return lanes_bytes + 8 * last_blocks + 12 * ctx_blocks;
 }

@@ -38,8 +38,8 @@ class PatternAttention : public AttentionSource {
                    uint32_t block_tokens, uint32_t sequences, uint64_t seed);
   // Bytes the generator holds at this shape, from its parameters (`p` as
   // given; resolved on a copy): each (layer, sequence)'s heavy spans (twice:
-  // as placed and as drifted; geometric lengths of mean span_blocks, vectors
-  // at most twice their size), one step's dense record and one prompt.
+  // as placed and as drifted; geometric lengths of mean span_blocks, a half
+  // more of them counted), one step's dense record and one prompt.
   static double state_bytes(const json& p, const std::string& where, uint32_t layers, uint32_t context_tokens,
                             uint32_t steps, uint32_t block_tokens, uint32_t sequences);
   const AttentionHeader& header() const override { return header_; }
