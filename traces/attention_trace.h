@@ -74,7 +74,9 @@ class AttentionSource {
   // index 0..ceil(context/block)-1, the attention mass the prompt's queries
   // gave it, averaged over the queries (so it sums to 1). `seq` is the
   // trace's sequence (0..sequences-1). Null when the source has none. Valid
-  // until the source is destroyed; available before the first next().
+  // until the next call of prompt() (a generator computes it on demand, so
+  // that its prompts are never all held at once) or until the source is
+  // destroyed; available before and after the first next().
   virtual const std::vector<float>* prompt(uint32_t seq, uint32_t layer) const {
     (void)seq;
     (void)layer;

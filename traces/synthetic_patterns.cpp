@@ -109,9 +109,10 @@ PatternAttention::PatternAttention(json& p, const std::string& where, uint32_t l
   header_.origin["seed"] = seed;
 
   const uint32_t ctx_blocks = (context_tokens + block_tokens - 1) / block_tokens;
+  ctx_blocks_ = ctx_blocks;
   lanes_.resize(static_cast<size_t>(layers) * sequences);
-  prompt_.resize(lanes_.size());
   dense_.assign(header_.blocks_at(steps), 0.0);
+  std::vector<Span> scratch;
   for (uint32_t l = 0; l < layers; ++l) {
     const uint32_t n_heavy =
         std::max<uint32_t>(1, static_cast<uint32_t>(std::lround(shape_[l].heavy_fraction * ctx_blocks)));
@@ -120,16 +121,43 @@ PatternAttention::PatternAttention(json& p, const std::string& where, uint32_t l
       lane.rng = mix(seed ^ mix((static_cast<uint64_t>(l) << 32) | s));
       // Spans until they cover n_heavy blocks (the last one cut to fit); they
       // are placed in the prompt, where the prompt made them heavy.
+      // Built in one scratch vector and copied at their exact size: the lanes
+      // hold them for the whole trace, and vectors grown in place, one lane
+      // after another, would leave the heap full of the capacity they outgrew.
+      scratch.clear();
       for (uint32_t covered = 0; covered < n_heavy;) {
         const uint32_t len = std::min(span_length(lane), n_heavy - covered);
-        lane.spans.push_back(place(lane, len, std::min(sinks_, ctx_blocks), ctx_blocks));
+        scratch.push_back(place(lane, len, std::min(sinks_, ctx_blocks), ctx_blocks));
         covered += len;
       }
-      std::vector<double> m(ctx_blocks, 0.0);
-      fill(lane, shape_[l], ctx_blocks, true, m);
-      prompt_[static_cast<size_t>(l) * sequences + s].assign(m.begin(), m.end());
+      lane.spans.assign(scratch.begin(), scratch.end());
+      lane.prompt_spans = lane.spans;
     }
   }
+}
+
+double PatternAttention::state_bytes(const json& p, const std::string& where, uint32_t layers,
+                                     uint32_t context_tokens, uint32_t steps, uint32_t block_tokens,
+                                     uint32_t sequences) {
+  json q = p;
+  resolve_params(q, params(), where, {"kind"});
+  const double ctx_blocks = std::ceil(double(context_tokens) / block_tokens);
+  const double last_blocks = std::floor((double(context_tokens) + steps + block_tokens) / block_tokens);
+  const double span_mean = std::max(1.0, get_num(q, "span_blocks"));
+  double lanes_bytes = 0;
+  for (uint32_t l = 0; l < layers; ++l) {
+    double hf = 0;
+    try {
+      hf = at_depth(q["heavy_fraction"], l, layers);
+    } catch (const std::exception&) {
+      hf = 1;  // the constructor names the bad value
+    }
+    const double n_heavy = std::max(1.0, std::round(hf * ctx_blocks));
+    // Spans until n_heavy is covered: about n_heavy / mean of them, at most n_heavy.
+    const double spans = std::min(n_heavy, 1.5 * n_heavy / span_mean + 8);
+    lanes_bytes += double(sequences) * (double(sizeof(Lane)) + 32 + 2 * spans * double(sizeof(Span)));
+  }
+  return lanes_bytes + 8 * last_blocks + 12 * ctx_blocks;
 }
 
 double PatternAttention::uniform(Lane& l) {
@@ -158,7 +186,7 @@ PatternAttention::Span PatternAttention::place(Lane& l, uint32_t len, uint32_t l
 
 // The masses of one record (or, with `prompt`, of the prompt averaged over its
 // queries) over blocks 0..n-1 into m (zeroed by the caller).
-void PatternAttention::fill(Lane& lane, const LayerShape& s, uint32_t n, bool prompt, std::vector<double>& m) {
+void PatternAttention::fill(Lane& lane, const LayerShape& s, uint32_t n, bool prompt, std::vector<double>& m) const {
   const uint32_t sinks = std::min(sinks_, n), window = std::min(window_, n);
   const bool burst = !prompt && lane.burst_left > 0;
   double heavy_mass =
@@ -221,7 +249,13 @@ void PatternAttention::fill(Lane& lane, const LayerShape& s, uint32_t n, bool pr
 
 const std::vector<float>* PatternAttention::prompt(uint32_t seq, uint32_t layer) const {
   if (layer >= header_.layers || seq >= header_.sequences) return nullptr;
-  return &prompt_[static_cast<size_t>(layer) * header_.sequences + seq];
+  // A lane as it was placed (the prompt reads only its spans; it draws nothing).
+  Lane lane;
+  lane.spans = lanes_[static_cast<size_t>(layer) * header_.sequences + seq].prompt_spans;
+  prompt_m_.assign(ctx_blocks_, 0.0);
+  fill(lane, shape_[layer], ctx_blocks_, true, prompt_m_);
+  prompt_.assign(prompt_m_.begin(), prompt_m_.end());
+  return &prompt_;
 }
 
 bool PatternAttention::next(AttentionRecord& rec) {

@@ -36,6 +36,12 @@ class PatternAttention : public AttentionSource {
   // `p` is validated against params() in place (keys "kind" and annotations pass).
   PatternAttention(json& p, const std::string& where, uint32_t layers, uint32_t context_tokens, uint32_t steps,
                    uint32_t block_tokens, uint32_t sequences, uint64_t seed);
+  // Bytes the generator holds at this shape, from its parameters (`p` as
+  // given; resolved on a copy): each (layer, sequence)'s heavy spans (twice:
+  // as placed and as drifted; geometric lengths of mean span_blocks, a half
+  // more of them counted), one step's dense record and one prompt.
+  static double state_bytes(const json& p, const std::string& where, uint32_t layers, uint32_t context_tokens,
+                            uint32_t steps, uint32_t block_tokens, uint32_t sequences);
   const AttentionHeader& header() const override { return header_; }
   bool next(AttentionRecord& rec) override;
   const std::vector<float>* prompt(uint32_t seq, uint32_t layer) const override;
@@ -50,6 +56,7 @@ class PatternAttention : public AttentionSource {
   struct Lane {  // one (layer, sequence)
     uint64_t rng;
     std::vector<Span> spans;  // heavy spans, most important first
+    std::vector<Span> prompt_spans;  // as placed in the prompt, before any drift
     uint32_t burst_start = 0, burst_left = 0;
   };
   struct LayerShape {
@@ -59,14 +66,19 @@ class PatternAttention : public AttentionSource {
   uint32_t below(Lane& l, uint32_t n) { return static_cast<uint32_t>(uniform(l) * n); }
   uint32_t span_length(Lane& l);
   Span place(Lane& l, uint32_t len, uint32_t lo, uint32_t hi);
-  void fill(Lane& lane, const LayerShape& s, uint32_t n, bool prompt, std::vector<double>& m);
+  void fill(Lane& lane, const LayerShape& s, uint32_t n, bool prompt, std::vector<double>& m) const;
 
   AttentionHeader header_;
   uint32_t sinks_, window_, recent_, burst_blocks_, burst_steps_;
   double span_blocks_, drift_, burst_rate_, burst_mass_, jitter_;
   std::vector<LayerShape> shape_;
   std::vector<Lane> lanes_;                 // [layer * sequences + seq]
-  std::vector<std::vector<float>> prompt_;  // same index
+  // The prompt a call of prompt() computed: one at a time, since all of
+  // them (layers x sequences x prompt blocks) may be terabytes at the
+  // documented maxima.
+  mutable std::vector<double> prompt_m_;
+  mutable std::vector<float> prompt_;
+  uint32_t ctx_blocks_ = 0;
   std::vector<double> dense_;
   uint32_t step_ = 0, layer_ = 0, seq_ = 0;
 };

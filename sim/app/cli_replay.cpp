@@ -1,5 +1,6 @@
 #include "sim/app/cli_replay.h"
 
+#include <malloc.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -13,7 +14,9 @@
 
 #include "models/llm.h"
 #include "policies/policy.h"
+#include "sim/app/replay_footprint.h"
 #include "sim/core/config.h"
+#include "sim/core/footprint.h"
 #include "sim/core/progress.h"
 #include "sim/replay/replay.h"
 #include "sim/core/result.h"
@@ -26,7 +29,7 @@ namespace kvtier {
 namespace {
 
 struct ReplayCli {
-  std::string trace, synthetic, model = "llama-13b", out, csv, semantics = "block", admission = "always";
+  std::string trace, synthetic, model = "llama-13b", out, csv, semantics = "block", admission = "always", max_memory;
   std::vector<std::string> policies, capacities, tiers, policy_params;
   uint32_t block_tokens = 0, repeat = 1;
   bool inclusive = false, no_promote = false, stack = false, timing = false, quiet = false, stream = false;
@@ -143,27 +146,70 @@ struct Input {
   uint64_t n_refs = 0;
 };
 
-Input read_input(const ReplayCli& o) {
+// The input's shape at its end, estimated from its first requests.
+ReplayInputShape commit_input(const ReplayCli& o) {
+  double total = 0;
+  std::string knob = "the request trace " + o.trace + " (its size)";
+  if (!o.synthetic.empty()) {
+    json p = load_json_file(o.synthetic);
+    SyntheticRequests probe(p, o.synthetic);  // resolves the defaults into p
+    total = double(get_int(p, "requests"));
+    knob = "requests (" + o.synthetic + ")";
+  }
+  const ReplayInputShape shape =
+      estimate_replay_input([&] { return open_input(o.trace, o.synthetic); }, o.trace, total, knob);
+  return shape;
+}
+
+// A reservation of an estimated count (a tenth over, as committed), or none
+// where the estimate is beyond what can be allocated.
+template <typename Container>
+void reserve_estimate(Container& c, double n) {
+  if (!(n > 0) || n * 1.1 > 4e9) return;
+  try {
+    c.reserve(static_cast<size_t>(n * 1.1));
+  } catch (const std::exception&) {
+    // The container grows as it is filled instead.
+  }
+}
+
+Input read_input(const ReplayCli& o, const ReplayInputShape& shape) {
   Input in;
   auto src = open_input(o.trace, o.synthetic);
   BlockStream& s = in.s;
-  if (!o.stream) {
-    s = load_block_stream(*src);
-    in.n_refs = s.refs.size();
-    return in;
-  }
   if (!src->has_blocks()) load_block_stream(*src);  // throws: no block ids
   s.name = src->name();
   s.block_tokens = src->block_tokens();
+  reserve_estimate(in.dense, shape.blocks);
+  reserve_estimate(s.ids, shape.blocks);
+  if (!o.stream) {
+    reserve_estimate(s.refs, shape.refs);
+    reserve_estimate(s.request_end, shape.requests);
+    reserve_estimate(s.arrival_s, shape.requests);
+  }
   Request r;
   while (src->next(r)) {
-    for (uint64_t b : r.blocks)
-      if (in.dense.try_emplace(b, uint32_t(s.ids.size())).second) {
+    for (uint64_t b : r.blocks) {
+      auto [it, fresh] = in.dense.try_emplace(b, uint32_t(s.ids.size()));
+      if (fresh) {
         if (s.ids.size() >= 0xFFFFFFFEull) throw ConfigError(s.name + ": more than 2^32 - 2 distinct blocks");
         s.ids.push_back(b);
       }
+      if (!o.stream) s.refs.push_back(it->second);
+    }
     in.n_refs += r.blocks.size();
     ++s.requests;
+    if (!o.stream) {
+      s.request_end.push_back(s.refs.size());
+      s.arrival_s.push_back(r.arrival_s);
+    }
+  }
+  if (!o.stream) {
+    // Only --stream reads the source again: the map goes, and its pages go
+    // back to the system, so that the runs' cache state takes its place
+    // (the estimate counts the larger of the two).
+    std::unordered_map<uint64_t, uint32_t>().swap(in.dense);  // its buckets too (clear() keeps them)
+    malloc_trim(0);
   }
   return in;
 }
@@ -342,7 +388,11 @@ int run_replay(ReplayCli& o) {
   auto t0 = std::chrono::steady_clock::now();
   LlmSpec model = load_model(o.model);
   std::vector<std::string> policies = checked_policies(o);
-  const Input in = read_input(o);
+  if (!o.max_memory.empty()) set_memory_limit(parse_memory_size(o.max_memory, "--max-memory"));
+  const ReplayInputShape shape = commit_input(o);
+  const double map_bytes = commit_replay_input(shape, o.stream);
+  const Input in = read_input(o, shape);
+
   const BlockStream& s = in.s;
   double load_s = seconds_since(t0);
   std::vector<std::string> caps = split_list(o.capacities);
@@ -351,6 +401,15 @@ int run_replay(ReplayCli& o) {
   for (const auto& c : caps) cap_blocks.push_back(parse_capacity(c, base.block_bytes, s.blocks()));
   if (cap_blocks.empty()) cap_blocks.push_back(base.tiers[0].capacity_blocks);
   if (policies.empty()) policies.push_back("");  // each tier's own
+  if (o.stack) {
+    commit_stack_distances(double(s.blocks()));
+  } else {
+    std::vector<ReplayConfig> run_configs;
+    for (const auto& p : policies)
+      for (uint64_t c0 : cap_blocks) run_configs.push_back(run_config(base, p, c0, o.policy_params));
+    // In memory the id map is gone before the runs: their state takes its place.
+    commit_replay_state(run_configs, double(s.blocks()), double(in.n_refs), o.stream, o.stream ? 0 : map_bytes);
+  }
 
   Runs runs;
   auto t1 = std::chrono::steady_clock::now();
@@ -373,6 +432,7 @@ int run_replay(ReplayCli& o) {
            {"inclusive", base.inclusive},
            {"promote", base.promote},
            {"admission", o.admission},
+           {"resources", footprint_json()},
            {"runs", runs.runs}};
   write_replay(o, out, runs);
   if (o.timing)
@@ -455,6 +515,9 @@ std::function<int()> add_request_trace_commands(CLI::App& app, CLI::App& trace) 
   rp->add_flag("--stream", ro->stream,
                "memory bounded by the distinct blocks: read the trace twice instead of keeping its references "
                "(not with belady or --stack-distance)");
+  rp->add_option("--max-memory", ro->max_memory,
+                 "refuse a replay estimated to need more memory than this (512M, 4G; default: the machine's "
+                 "available memory less a tenth)");
   rp->add_option("--out,-o", ro->out, "write the JSON result here (default: print it)");
   rp->add_option("--csv", ro->csv, "write one CSV row per run and tier here");
   rp->add_flag("--timing", ro->timing, "print load and replay times and references per second on stderr");

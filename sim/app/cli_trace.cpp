@@ -7,6 +7,7 @@
 
 #include "sim/app/cli_replay.h"
 #include "sim/core/config.h"
+#include "sim/core/footprint.h"
 #include "sim/core/progress.h"
 #include "sim/core/result.h"
 #include "traces/attention_binary.h"
@@ -28,7 +29,7 @@ struct TraceCommands {
   double coverage = 0.9;
   double heavy_ratio = 2.0;
   // synth
-  std::string params;
+  std::string params, max_memory;
   uint32_t layers = 0, context_tokens = 0, steps = 0, block_tokens = 0, sequences = 1;
   std::string seed_text = "1";
   uint64_t seed = 1;
@@ -161,6 +162,12 @@ int cmd_synth(const TraceCommands& c) {
   json p = load_json_file(c.params);
   if (p.is_object() && p.contains("kind") && p["kind"] != "patterns")
     throw ConfigError(c.params + ": \"kind\" must be \"patterns\" (the generator `kvtier trace fit` fits)");
+  if (!c.max_memory.empty()) set_memory_limit(parse_memory_size(c.max_memory, "--max-memory"));
+  commit_footprint({"the generator's state (" + std::to_string(static_cast<uint64_t>(c.layers) * c.sequences) +
+                        " layer x sequence lanes of heavy spans)",
+                    "--layers, --sequences, --context-tokens, --block-tokens",
+                    PatternAttention::state_bytes(p, c.params, c.layers, c.context_tokens, c.steps, c.block_tokens,
+                                                  c.sequences)});
   PatternAttention gen(p, c.params, c.layers, c.context_tokens, c.steps, c.block_tokens, c.sequences, c.seed);
   AttentionHeader h = gen.header();
   h.origin["params_file"] = c.params;
@@ -244,6 +251,9 @@ std::shared_ptr<TraceCommands> add_trace_commands(CLI::App& trace) {
       ->capture_default_str();
   c->synth->add_option("--seed", c->seed_text, "seed (0 to 2^64-1)")->capture_default_str();
   c->synth->add_option("-o,--out", c->out, "output file")->required();
+  c->synth->add_option("--max-memory", c->max_memory,
+                       "refuse a generator estimated to need more memory than this (512M, 4G; default: the machine's "
+                       "available memory less a tenth)");
   out_opts(c->synth);
 
   c->check = trace.add_subcommand("check", "read every record of a trace, checking it, and print its shape");

@@ -17,6 +17,7 @@
 #include "sim/app/process.h"
 #include "sim/app/validate_report.h"
 #include "sim/core/config.h"
+#include "sim/core/progress.h"
 #include "sim/core/result.h"
 #include "sim/platform/platform.h"
 
@@ -515,7 +516,16 @@ int validate(const Options& o, const std::string& command) {
   std::error_code ec;
   const Tools t(o);
   fs::remove(t.log, ec);
+  // Stages: the measurement (unless given), the held-out paths, the storage
+  // check (reads, writes) and each pipeline scenario.
+  const std::vector<Scenario> runs = o.paths_only ? std::vector<Scenario>{} : scenarios(o.quick);
+  Progress::enable(isatty(STDERR_FILENO));  // a validation takes minutes; show where it is on a terminal
+  Progress progress("validate", double((o.measurement.empty() ? 1 : 0) + 1 + (o.paths_only ? 0 : 2) + runs.size()),
+                    "stages");
+  double done = 0;
+  progress.update(done);
   const std::string mfile = measure(o, t);
+  if (o.measurement.empty()) progress.update(++done);
   const json m = read_measurement(o, mfile);
   make_out(o);
 
@@ -534,12 +544,19 @@ int validate(const Options& o, const std::string& command) {
 
   json rep = report_head(o, command, m, mfile, cal_file, hw_file);
   held_out_paths(rep, m, mfile);
+  progress.update(++done);
   if (!o.paths_only)
-    for (bool write : {false, true}) engine_storage_paths(rep, m, hw, write);
+    for (bool write : {false, true}) {
+      engine_storage_paths(rep, m, hw, write);
+      progress.update(++done);
+    }
   rep["end_to_end"] = json::array();
-  for (const Scenario& s : o.paths_only ? std::vector<Scenario>{} : scenarios(o.quick))
+  for (const Scenario& s : runs) {
     rep["end_to_end"].push_back(run_scenario(t, s, m, hw_file, ho));
+    progress.update(++done);
+  }
   rep["summary"] = summary(rep);
+  progress.finish();
 
   const std::string md = validation_markdown(rep);
   write_json_file((fs::path(o.out) / "report.json").string(), rep);

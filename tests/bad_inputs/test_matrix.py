@@ -85,6 +85,13 @@ def gen_huge_mooncake(path):
         f.write('{"timestamp": 1, "input_length": 1024, "output_length": 1, "hash_ids": [' + "1," * (17 << 19) + "1]}\n")
 
 
+def gen_many_requests(path):
+    # 300,000 short requests (19 MB): a valid trace that a small --max-memory refuses before reading it.
+    line = '{"timestamp": 0, "input_length": 16, "output_length": 1, "hash_ids": [1]}\n'
+    with open(path, "w") as f:
+        f.write(line * 300000)
+
+
 def gen_deep_trace_header(path):
     path.write_text('{"format": "kvtier-attention-trace", "version": 1, "model": ' + deep() + "}\n")
 
@@ -123,7 +130,7 @@ def gen_end_2_40(path):
 
 GENERATORS = {"binary": gen_binary, "cut_end": gen_cut_end, "end_2_40": gen_end_2_40, "deep_config": gen_deep_config, "deep_sweep": gen_deep_sweep,
               "deep_mooncake": gen_deep_mooncake, "huge_line": gen_huge_line, "damaged_binary": gen_damaged_binary,
-              "unreadable": gen_unreadable, "big_config": gen_big_config, "huge_mooncake": gen_huge_mooncake,
+              "unreadable": gen_unreadable, "big_config": gen_big_config, "huge_mooncake": gen_huge_mooncake, "many_requests": gen_many_requests,
               "deep_trace_header": gen_deep_trace_header}
 
 

@@ -9,7 +9,7 @@ import select
 import subprocess
 import time
 
-from conftest import DEFAULT_CONFIG, kvtier_binary
+from conftest import DEFAULT_CONFIG, ROOT, kvtier_binary
 
 # A short run, with the line drawn from the start (KVTIER_PROGRESS_AFTER_S=0)
 # instead of after 2 s, so that the test is quick even under a sanitizer.
@@ -61,3 +61,16 @@ def test_no_progress_when_piped_or_quiet(tmp_path):
     b = json.loads((tmp_path / "b" / "result.json").read_text())
     c = json.loads((tmp_path / "c" / "result.json").read_text())
     assert b["metrics"] == c["metrics"]
+
+
+def test_validate_shows_its_stages_on_a_terminal(tmp_path):
+    """`kvtier validate` shows the stage it is at (measurement, held-out
+    paths, storage, each pipeline scenario) and clears the line; piped, not."""
+    m = ROOT / "configs" / "hardware" / "measurements" / "host_vm_2026-12-01.json"
+    rc, text = run_in_terminal(["validate", "--paths-only", "--measurement", str(m), "--out", "v"], tmp_path)
+    assert rc in (0, 1), text[-2000:]  # 1: a path past --path-tolerance; the progress is what is checked
+    assert "kvtier: validate " in text and " of 1 stages)" in text, text[-2000:]
+    assert "\r\x1b[K" in text
+    r = subprocess.run([str(kvtier_binary()), "validate", "--paths-only", "--measurement", str(m), "--out", "w"],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=300, env=ENV)
+    assert "kvtier: validate" not in r.stderr and "\r" not in r.stderr, r.stderr

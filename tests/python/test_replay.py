@@ -50,7 +50,10 @@ def test_replay_stream_gives_the_same_result(kvtier, tmp_path):
     a = kvtier("replay", SLICE, *args, cwd=tmp_path)
     b = kvtier("replay", SLICE, *args, "--stream", cwd=tmp_path)
     assert a.returncode == 0 and b.returncode == 0, a.stderr + b.stderr
-    assert a.stdout == b.stdout
+    ra, rb = json.loads(a.stdout), json.loads(b.stdout)
+    # What each holds differs by design (the stream in memory, or every run's cache at once).
+    assert ra.pop("resources")["parts"] != rb.pop("resources")["parts"]
+    assert ra == rb
     c = kvtier("replay", SLICE, "-p", "belady", "-c", "300", "--stream", cwd=tmp_path)
     assert c.returncode == 2 and "needs the whole stream" in c.stderr
 
