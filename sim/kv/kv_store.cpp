@@ -90,6 +90,9 @@ void KvStore::add_tier(size_t i) {
     cap -= w;
     why = " after " + std::to_string(w / 1e9) + " GB of weights (policies.weights)";
   }
+  // hardware.kv_capacity: the room given, within what the device holds.
+  cap = kv_room_bytes(hw.kv_capacity, hw.tiers[i], cap, double(model.kv_bytes_per_token()) * s_.bt,
+                      (d == s_.gpu_dev ? " after reserved_GB" : "") + (why.empty() ? std::string() : why));
   TierInfo ti;
   ti.name = hw.tiers[i];
   ti.kind = hw.devices[d].kind;

@@ -26,6 +26,7 @@
 #include "sim/core/counters.h"
 #include "sim/core/engine_setup.h"
 #include "sim/serving/scheduler.h"
+#include "sim/serving/serving_metrics.h"
 
 namespace kvtier {
 
@@ -49,6 +50,8 @@ class ServingSimulation {
   json run(const std::string& timeline_path);
   // One line per request (requests.csv beside result.json).
   std::string requests_csv() const;
+  // One line per iteration (iterations.csv, with sim.step_csv).
+  std::string iterations_csv() const;
 
  private:
   void read_limits(const json& sv);
@@ -61,6 +64,7 @@ class ServingSimulation {
   void paged_iteration(const IterationPlan& p, uint64_t index, bool more_after);
   void tiered_iteration(const IterationPlan& p, uint64_t index, bool more_after);
   void after_iteration(const IterationPlan& p, uint64_t& done);
+  IterationRow planned_row(const IterationPlan& p, double start) const;
   void bind_policies();
   void bind_kv_policies();
   void build_kv_store();
@@ -115,6 +119,8 @@ class ServingSimulation {
   double occ_t_ = 0;
   std::vector<double> occ_now_;
   double last_check_t_ = 0;
+  bool record_iterations_ = false;  // sim.step_csv: iterations.csv
+  std::vector<IterationRow> iteration_rows_;
 };
 
 }  // namespace kvtier
