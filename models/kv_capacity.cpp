@@ -37,7 +37,8 @@ KvCapacity parse_one(const json& v, const std::string& path) {
 
 std::string gb(double bytes) {
   std::ostringstream o;
-  o.precision(4);
+  o.setf(std::ios::fixed);
+  o.precision(1);
   o << bytes / 1e9;
   return o.str();
 }
