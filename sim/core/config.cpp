@@ -41,6 +41,25 @@ std::string nearest_entry(const fs::path& dir, const std::string& name, bool fol
   return nearest(name, names);
 }
 
+// A shipped preset (configs/**) whose file name starts with `file`'s
+// ("mooncake" -> configs/serving/mooncake.json), as a path from the source
+// tree; "" when none does.
+std::string nearest_preset(const std::string& file) {
+  const std::string stem = fs::path(file).stem().string();
+  if (stem.size() < 4) return "";  // across every preset, a short name would match unrelated ones
+  std::error_code ec;
+  const fs::path root(KVTIER_SOURCE_DIR);
+  std::vector<fs::path> presets;
+  for (fs::recursive_directory_iterator it(root / "configs", ec), end; !ec && it != end; it.increment(ec))
+    if (it->is_regular_file(ec) && it->path().extension() == ".json") presets.push_back(it->path().lexically_relative(root));
+  std::sort(presets.begin(), presets.end());  // the same suggestion whatever order the folders list in
+  for (const fs::path& p : presets)
+    if (p.stem() == stem) return p.string();
+  for (const fs::path& p : presets)
+    if (p.stem().string().compare(0, stem.size(), stem) == 0) return p.string();
+  return "";
+}
+
 // A file near `path` as given (its name misspelt, or the folder it is in),
 // looked for where `tries` are: "" when none is close.
 std::string nearest_file(const std::string& path, const std::vector<fs::path>& tries) {
@@ -63,7 +82,7 @@ std::string nearest_file(const std::string& path, const std::vector<fs::path>& t
     const std::string hint = fs::is_regular_file(up / folder / file, ec) ? file : nearest_entry(up / folder, file, false);
     if (!hint.empty()) return (given.parent_path().parent_path() / folder / hint).string();
   }
-  return "";
+  return nearest_preset(file);
 }
 
 }  // namespace
