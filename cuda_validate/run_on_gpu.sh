@@ -11,11 +11,13 @@
 # copy/kernel interference), validate_copies/ and validate_kernels/ (held-out
 # sizes: `kvtier validate --paths-only`), build.log, calibrate.log, fit.log,
 # gpu_probe.log, validate.log, env.txt. One run does everything in under 8
-# minutes: a build of four targets (-j16, about 3 minutes) and probes capped at
+# minutes: a build of four targets (-j as many CPUs as there are, about 3 minutes
+# with 16) and probes capped at
 # $KVTIER_PROBE_LIMIT_S (default 100) and $KVTIER_KERNEL_LIMIT_S (default 90)
 # seconds.
 #
-# Exit: 0 measured and fitted, or no GPU here (a clear "skipped" line);
+# Exit: 0 measured and fitted, or no GPU here (a clear "skipped" line, before
+#       anything is built);
 #       1 anything that went wrong where a GPU is present.
 # Environment: OUT, KVTIER_GPU_BUILD (build-gpu), KVTIER_HW (hardware description
 # the fit is checked against; default configs/hardware/h200_cxl_nvme.json),
@@ -43,6 +45,18 @@ elapsed() { echo "$(( $(date +%s) - T0 )) s"; }
 # Is a GPU visible to the driver? (Distinguishes "no GPU here" from "the harness failed on a GPU".)
 GPU_VISIBLE=0
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then GPU_VISIBLE=1; fi
+# No GPU device at all (no nvidia-smi listing one, no /dev/nvidia0): nothing
+# to measure, so nothing is built (a build takes minutes on a small machine).
+# --prebuilt goes on: its binaries say themselves that no device is usable.
+gpu_device_present() {
+  [ "$GPU_VISIBLE" = 1 ] && return 0
+  compgen -G '/dev/nvidia[0-9]*' >/dev/null 2>&1
+}
+if [ "$PREBUILT" = 0 ] && ! gpu_device_present; then
+  log "skipped: no GPU on this machine (nvidia-smi lists none, no /dev/nvidia0), nothing built or measured (this is the expected outcome without a GPU)"
+  exit 0
+fi
+JOBS=$(nproc 2>/dev/null || echo 2)
 fail_or_skip() {  # message
   if [ "$GPU_VISIBLE" = 1 ]; then
     log "FAILED: $1 (a GPU is visible to nvidia-smi; see $OUT/*.log)"
@@ -92,13 +106,13 @@ if [ "$PREBUILT" = 0 ]; then
     targets="kvtier_calibrate kvtier_fit_calibration kvtier_gpu_probe"
   fi
   # shellcheck disable=SC2086
-  if ! timeout 240 cmake --build "$BUILD" --target $targets -j16 >> "$OUT/build.log" 2>&1; then
+  if ! timeout 240 cmake --build "$BUILD" --target $targets -j"$JOBS" >> "$OUT/build.log" 2>&1; then
     tail -15 "$OUT/build.log" | sed 's/^/run_on_gpu: build.log: /'
     fail_or_skip "build failed"
   fi
   log "built in $(elapsed)"
   # kvtier itself, for the held-out check; measuring does not depend on it.
-  timeout 240 cmake --build "$BUILD" --target kvtier -j16 >> "$OUT/build.log" 2>&1 \
+  timeout 240 cmake --build "$BUILD" --target kvtier -j"$JOBS" >> "$OUT/build.log" 2>&1 \
     || log "kvtier did not build (held-out check skipped; see $OUT/build.log)"
   log "kvtier built in $(elapsed)"
 fi

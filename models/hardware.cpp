@@ -108,7 +108,9 @@ static double link_rate_Bps(const json& l, const std::string& path, std::string*
 }
 
 Hardware parse_hardware(json& hw, const std::string& where) {
-  resolve_params(hw, hardware_params(), where);
+  // kv_capacity is accepted but not filled in when absent: a config without
+  // it resolves as before.
+  resolve_params(hw, hardware_params(), where, {"kv_capacity"});
   Hardware out;
   out.name = hw["name"].get<std::string>();
   if (!hw["devices"].is_object()) throw ConfigError(where + ".devices: expected an object: device name -> device");
@@ -203,6 +205,7 @@ Hardware parse_hardware(json& hw, const std::string& where) {
     out.tiers.push_back(n);
   }
   if (out.tiers.empty()) throw ConfigError(where + ".tiers: at least one KV tier is required");
+  if (hw.contains("kv_capacity")) out.kv_capacity = parse_kv_capacity(hw["kv_capacity"], out.tiers, where + ".kv_capacity");
 
   out.electricity_usd_per_kWh = get_num(hw, "electricity_usd_per_kWh");
   out.gpu = hw["gpu"].get<std::string>();

@@ -9,6 +9,7 @@
 
 #include "models/curve.h"
 #include "models/device.h"
+#include "models/kv_capacity.h"
 #include "models/param.h"
 #include "models/power/device_price.h"
 #include "models/power/power_model.h"
@@ -61,6 +62,9 @@ struct Hardware {
   std::vector<std::string> tiers;  // KV tiers, fastest first
   std::string gpu;                 // the device that runs attention
   double electricity_usd_per_kWh = 0;  // charged on the energy of purchased devices
+  // hardware.kv_capacity: tiers whose KV room is given (models/kv_capacity.h);
+  // the others' is what their memory holds after weights and reserve.
+  std::map<std::string, KvCapacity> kv_capacity;
 
   int device_index(const std::string& name) const;  // -1 if absent
   const DeviceEntry& device(const std::string& name) const;

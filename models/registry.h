@@ -43,13 +43,31 @@ class Registry {
   }
   const std::vector<std::string>& duplicates() const { return duplicates_; }
 
-  // Throws ConfigError naming `where` and listing the known names.
+  // Throws ConfigError naming `where`, the nearest known name and all of them.
   const Entry& find(const std::string& name, const std::string& where) const {
     auto it = entries_.find(name);
     if (it != entries_.end()) return it->second;
-    std::string msg = where + ": unknown " + family() + " '" + name + "'; known:";
-    for (const auto& kv : entries_) msg += " " + kv.first;
+    std::vector<std::string> names;
+    for (const auto& kv : entries_) names.push_back(kv.first);
+    const std::string hint = nearest(name, names);
+    std::string msg = where + ": unknown " + family() + " '" + name + "'" +
+                      (hint.empty() ? "" : " (did you mean '" + hint + "'?)") + "; known:";
+    for (const auto& n : names) msg += " " + n;
     throw ConfigError(msg);
+  }
+
+  // A key of `cfg` that `e` does not take but other implementations do:
+  // the mistake is the implementation chosen, not the key's spelling.
+  void check_foreign_params(const json& cfg, const Entry& e, const std::string& where) const {
+    for (auto k = cfg.begin(); k != cfg.end(); ++k) {
+      if (k.key() == "name" || is_annotation_key(k.key()) || takes(e, k.key())) continue;
+      std::string owners;
+      for (const auto& kv : entries_)
+        if (takes(kv.second, k.key())) owners += (owners.empty() ? "'" : ", '") + kv.first + "'";
+      if (owners.empty()) continue;  // unknown everywhere: resolve_params suggests a spelling
+      throw ConfigError(where + "." + k.key() + ": " + family() + " '" + e.name + "' takes no " + k.key() +
+                        "; it is a parameter of " + owners + " (set " + where + ".name to one of them, or remove it)");
+    }
   }
 
   bool has(const std::string& name) const { return entries_.count(name) != 0; }
@@ -61,6 +79,7 @@ class Registry {
     if (!cfg.is_object() || !cfg.contains("name") || !cfg["name"].is_string())
       throw ConfigError(where + ": expected {\"name\": \"<" + family() + ">\", ...parameters}");
     const Entry& e = find(cfg["name"].get<std::string>(), where + ".name");
+    check_foreign_params(cfg, e, where);
     resolve_params(cfg, e.params, where, {"name"});
     return e.make(cfg);
   }
@@ -72,6 +91,12 @@ class Registry {
   static std::string family();
 
  private:
+  static bool takes(const Entry& e, const std::string& key) {
+    for (const ParamSpec& p : e.params)
+      if (p.name == key) return true;
+    return false;
+  }
+
   std::map<std::string, Entry> entries_;
   std::vector<std::string> duplicates_;
 };

@@ -74,7 +74,9 @@ class Requests:
         return [t for t, o in zip(self.cols["tpot_s"], self.cols["output_tokens"]) if o >= 2]
 
     def finish(self):
-        return [a + e for a, e in zip(self.cols["arrival_s"], self.cols["e2e_s"])]
+        if "finish_s" in self.cols:
+            return list(self.cols["finish_s"])
+        return [a + e for a, e in zip(self.cols["arrival_s"], self.cols["e2e_s"])]  # a requests.csv without finish_s
 
 
 def requests_beside(path):

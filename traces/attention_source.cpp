@@ -41,6 +41,11 @@ std::unique_ptr<AttentionSource> make_attention_source(json& tr, const std::stri
     throw ConfigError(where + ".kind: expected a string (synthetic, patterns, file or none), got " +
                       brief_dump(tr["kind"]));
   const std::string kind = tr.value("kind", "");
+  // A file's path under a generator's kind: the file is what was meant.
+  if (kind != "file" && tr.contains("path"))
+    throw ConfigError(where + ".path: a trace file is read with kind \"file\", but " + where + ".kind is " +
+                      tr.value("kind", json("(none)")).dump() + "; set " + where + ".kind to \"file\" (or give " +
+                      where + " as the file name alone)");
   if (kind == "synthetic")
     return std::make_unique<SyntheticAttention>(tr, where, layers, context_tokens, steps, block_tokens, seed);
   if (kind == "patterns")

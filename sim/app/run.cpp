@@ -42,16 +42,20 @@ namespace {
 
 bool writes_steps_csv(const Simulation&, const json& cfg) { return cfg["sim"]["step_csv"].get<bool>(); }
 bool writes_steps_csv(const ServingSimulation&, const json&) { return false; }
+bool writes_iterations_csv(const Simulation&, const json&) { return false; }
+bool writes_iterations_csv(const ServingSimulation&, const json& cfg) { return cfg["sim"]["step_csv"].get<bool>(); }
 
 // steps.csv beside result.json, when asked for.
 void write_extra(const Simulation& sim, const json& cfg, const std::string& dir, StagedOutputs& outputs) {
   if (cfg["sim"]["step_csv"].get<bool>())
     outputs.write((fs::path(dir) / "steps.csv").string(), steps_csv(sim.decode_start(), sim.step_ends()), "--out");
 }
-// requests.csv beside result.json, when asked for.
+// requests.csv and iterations.csv beside result.json, when asked for.
 void write_extra(const ServingSimulation& sim, const json& cfg, const std::string& dir, StagedOutputs& outputs) {
   if (cfg["serving"]["request_csv"].get<bool>())
     outputs.write((fs::path(dir) / "requests.csv").string(), sim.requests_csv(), "--out");
+  if (cfg["sim"]["step_csv"].get<bool>())
+    outputs.write((fs::path(dir) / "iterations.csv").string(), sim.iterations_csv(), "--out");
 }
 
 void print_summary(const Simulation&, const json& cfg, const json& metrics) {
@@ -78,7 +82,8 @@ int run_on(json& cfg, bool quiet) {
   Engine sim(cfg);  // validates everything before anything runs or is written
   const std::string dir = out_dir_for(cfg);
   const std::string tl = cfg["sim"]["timeline"].get<std::string>();
-  check_run_outputs(dir, tl, writes_steps_csv(sim, cfg));  // --out, --timeline problems before the run
+  // --out, --timeline problems before the run
+  check_run_outputs(dir, tl, writes_steps_csv(sim, cfg), writes_iterations_csv(sim, cfg));
   StagedOutputs outputs;
   const std::string tl_stage = tl.empty() ? std::string() : outputs.stage(tl, "--timeline");
   json metrics = sim.run(tl_stage);

@@ -45,7 +45,7 @@ struct RunOptions {
 };
 
 // `kvtier run`: loads, resolves and runs the config on its engine and writes
-// result.json (and steps.csv or requests.csv as the config asks), staged so
+// result.json (and steps.csv, requests.csv or iterations.csv as the config asks), staged so
 // that a failure leaves nothing. Returns the exit status.
 int cmd_run(const RunOptions& options);
 

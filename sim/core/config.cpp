@@ -28,6 +28,65 @@ json load_json_file(const std::string& path) {
   return parse_json_text(ss.str(), path);
 }
 
+namespace {
+
+// The entry of folder `dir` nearest to `name` ("" when none is close),
+// folders only when `folders`.
+std::string nearest_entry(const fs::path& dir, const std::string& name, bool folders) {
+  std::error_code ec;
+  std::vector<std::string> names;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    if (folders ? it->is_directory(ec) : it->is_regular_file(ec)) names.push_back(it->path().filename().string());
+  std::sort(names.begin(), names.end());  // the same suggestion whatever order the folder lists in
+  return nearest(name, names);
+}
+
+// A shipped preset (configs/**) whose file name starts with `file`'s
+// ("mooncake" -> configs/serving/mooncake.json), as a path from the source
+// tree; "" when none does.
+std::string nearest_preset(const std::string& file) {
+  const std::string stem = fs::path(file).stem().string();
+  if (stem.size() < 4) return "";  // across every preset, a short name would match unrelated ones
+  std::error_code ec;
+  const fs::path root(KVTIER_SOURCE_DIR);
+  std::vector<fs::path> presets;
+  for (fs::recursive_directory_iterator it(root / "configs", ec), end; !ec && it != end; it.increment(ec))
+    if (it->is_regular_file(ec) && it->path().extension() == ".json") presets.push_back(it->path().lexically_relative(root));
+  std::sort(presets.begin(), presets.end());  // the same suggestion whatever order the folders list in
+  for (const fs::path& p : presets)
+    if (p.stem() == stem) return p.string();
+  for (const fs::path& p : presets)
+    if (p.stem().string().compare(0, stem.size(), stem) == 0) return p.string();
+  return "";
+}
+
+// A file near `path` as given (its name misspelt, or the folder it is in),
+// looked for where `tries` are: "" when none is close.
+std::string nearest_file(const std::string& path, const std::vector<fs::path>& tries) {
+  const fs::path given(path);
+  const std::string file = given.filename().string();
+  if (file.empty()) return "";
+  std::error_code ec;
+  for (const fs::path& t : tries) {
+    const fs::path dir = t.parent_path().empty() ? fs::path(".") : t.parent_path();
+    if (fs::is_directory(dir, ec)) {
+      const std::string hint = nearest_entry(dir, file, false);
+      if (!hint.empty()) return (given.parent_path() / hint).string();
+      continue;
+    }
+    // The folder misspelt ("config/default.json"): the nearest folder beside it, then the file in it.
+    const fs::path up = dir.parent_path().empty() ? fs::path(".") : dir.parent_path();
+    if (!fs::is_directory(up, ec) || !given.has_parent_path()) continue;
+    const std::string folder = nearest_entry(up, dir.filename().string(), true);
+    if (folder.empty()) continue;
+    const std::string hint = fs::is_regular_file(up / folder / file, ec) ? file : nearest_entry(up / folder, file, false);
+    if (!hint.empty()) return (given.parent_path().parent_path() / folder / hint).string();
+  }
+  return nearest_preset(file);
+}
+
+}  // namespace
+
 std::string find_data_file(const std::string& path, const std::string& including_file, const std::string& where) {
   std::vector<fs::path> tries{fs::path(path)};
   if (fs::path(path).is_relative()) {
@@ -40,9 +99,11 @@ std::string find_data_file(const std::string& path, const std::string& including
   for (const auto& t : tries)
     if (fs::is_regular_file(t, ec)) return t.string();
   const std::string shown = path.size() > 120 ? path.substr(0, 120) + "..." : path;
-  throw ConfigError(where + ": file '" + shown + "' not found (looked in the current directory" +
+  const std::string hint = path.size() > 1000 ? std::string() : nearest_file(path, tries);
+  throw ConfigError(where + ": file '" + shown + "' not found" + (hint.empty() ? "" : " (did you mean '" + hint + "'?)") +
+                    "; looked in the current directory" +
                     (including_file.empty() ? std::string(" and") : ", next to " + including_file + " and") + " in " +
-                    KVTIER_SOURCE_DIR + ")");
+                    KVTIER_SOURCE_DIR);
 }
 
 namespace {
@@ -319,7 +380,9 @@ ParamList sim_params() {
       integer("seed", 1, "seed of every random choice (trace generator, policies)", 0, 18446744073709551615.0),
       str("out_dir", "", "where result.json goes (default out/<config name>)"),
       str("timeline", "", "write a Chrome trace-event JSON of every activity to this file"),
-      boolean("step_csv", false, "also write steps.csv (per-step start, end, latency) next to result.json"),
+      boolean("step_csv", false,
+              "also write steps.csv (per decode step: start, end, latency) next to result.json; a serving run "
+              "writes iterations.csv (per iteration: batch, tokens, queues, KV per tier)"),
   };
 }
 
@@ -365,7 +428,10 @@ std::string find_config_file(const std::string& given) {
     std::error_code ec;
     if (fs::is_directory(given, ec))
       throw ConfigError(given + ": is a directory; expected a config file (a JSON object, e.g. configs/default.json)");
-    throw ConfigError(given + ": no such config file" +
+    std::vector<fs::path> tries{fs::path(given)};
+    if (fs::path(given).is_relative()) tries.push_back(fs::path(KVTIER_SOURCE_DIR) / given);
+    const std::string hint = given.size() > 1000 ? std::string() : nearest_file(given, tries);
+    throw ConfigError(given + ": no such config file" + (hint.empty() ? "" : " (did you mean '" + hint + "'?)") +
                       (fs::path(given).is_relative()
                            ? std::string(" (looked in the current directory and in ") + KVTIER_SOURCE_DIR + ")"
                            : std::string()));

@@ -73,14 +73,15 @@ void check_creatable(const std::filesystem::path& p, const std::string& what) {
 
 }  // namespace
 
-void check_run_outputs(const std::string& out_dir, const std::string& timeline, bool steps_csv) {
+void check_run_outputs(const std::string& out_dir, const std::string& timeline, bool steps_csv, bool iterations_csv) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const fs::path dir(out_dir);
   if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
     throw ConfigError("--out " + out_dir + ": exists and is not a folder (result.json goes into a folder)");
-  for (const char* f : {"result.json", "steps.csv"}) {
+  for (const char* f : {"result.json", "steps.csv", "iterations.csv"}) {
     if (std::string(f) == "steps.csv" && !steps_csv) continue;
+    if (std::string(f) == "iterations.csv" && !iterations_csv) continue;
     for (const fs::path& p : {dir / f, dir / (std::string(f) + ".tmp")})
       if (fs::is_directory(p, ec)) throw ConfigError("--out " + out_dir + ": " + p.string() + " is a folder");
   }

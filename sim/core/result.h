@@ -22,7 +22,8 @@ json build_provenance();
 // `out_dir` is a folder or can become one, and `timeline` (may be empty) is
 // not a folder and its folder can be written. Throws ConfigError naming the
 // option (--out, --timeline).
-void check_run_outputs(const std::string& out_dir, const std::string& timeline, bool steps_csv = false);
+void check_run_outputs(const std::string& out_dir, const std::string& timeline, bool steps_csv = false,
+                       bool iterations_csv = false);
 void write_steps_csv(const std::string& path, double decode_start, const std::vector<double>& step_ends);
 std::string steps_csv(double decode_start, const std::vector<double>& step_ends);
 

@@ -76,7 +76,7 @@ void KvStore::add_tier(size_t i) {
   const size_t d = static_cast<size_t>(hw.device_index(hw.tiers[i]));
   s_.tier_dev.push_back(d);
   double cap = hw.devices[d].model->capacity_bytes();
-  std::string why;
+  std::string why, held;  // held: what the device keeps besides KV, for a kv_capacity above the rest
   if (d == s_.gpu_dev) {
     s_.gpu_tier = true;
     // With policies.weights, the GPU keeps its share of the weights and
@@ -84,13 +84,17 @@ void KvStore::add_tier(size_t i) {
     const double w = s_.gpu_weight_bytes();
     cap -= w;
     why = " after " + std::to_string(w / 1e9) + " GB of weights";
+    held = " after reserved_GB and " + std::to_string(w / 1e9) + " GB of weights";
   } else if (s_.tier_weight_bytes(i) > 0) {
     // Host memory and disk hold the weights' other shares (DRAM also the
     // buffer disk weights pass through); KV gets the rest.
     const double w = s_.tier_weight_bytes(i);
     cap -= w;
     why = " after " + std::to_string(w / 1e9) + " GB of weights (policies.weights)";
+    held = why;
   }
+  // hardware.kv_capacity: the room given, within what the device holds.
+  cap = kv_room_bytes(hw.kv_capacity, hw.tiers[i], cap, double(model.kv_bytes_per_token()) * s_.bt, held);
   TierInfo ti;
   ti.name = hw.tiers[i];
   ti.kind = hw.devices[d].kind;

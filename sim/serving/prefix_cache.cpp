@@ -72,6 +72,10 @@ void PrefixCache::setup_tiers(json& pc, const EngineSetup& s, const Room& room) 
     const bool swap_here = static_cast<int>(s.tier_dev[t]) == room.swap_dev;
     double cap = s.hw.devices[s.tier_dev[t]].model->capacity_bytes() - room.weight_bytes[t];
     if (swap_here) cap -= room.swap_bytes;
+    // hardware.kv_capacity: the cache's room given (the swap space and weights beside it).
+    cap = kv_room_bytes(s.hw.kv_capacity, s.hw.tiers[t], cap, room.kv_block_bytes,
+                        std::string(" after") + (room.weight_bytes[t] > 0 ? " the weights (policies.weights) and" : "") +
+                            (swap_here ? " the swap space (serving.swap_space_GiB)" : " nothing else"));
     ReplayTierSpec ts;
     ts.name = s.hw.tiers[t];
     ts.capacity_blocks = cap > 0 ? static_cast<uint64_t>(cap / double(cfg_->block_bytes)) : 0;

@@ -33,6 +33,7 @@ class PrefixCache {
     int swap_dev = -1;
     double swap_bytes = 0;
     std::vector<double> weight_bytes;  // per tier (GPU first)
+    double kv_block_bytes = 0;         // a paged block of every layer: hardware.kv_capacity's block
   };
   PrefixCache();
   ~PrefixCache();

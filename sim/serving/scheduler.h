@@ -98,6 +98,7 @@ class Scheduler {
   uint64_t swapped_blocks() const { return swapped_blocks_; }
   size_t running() const { return running_.size(); }
   size_t waiting() const { return waiting_.size(); }
+  size_t swapped() const { return swapped_.size(); }
   uint64_t preemptions() const { return preemptions_; }
   uint64_t watermark_blocks() const { return static_cast<uint64_t>(limits_.watermark * double(limits_.gpu_blocks)); }
   uint64_t blocks_for(uint64_t tokens) const { return (tokens + limits_.block_tokens - 1) / limits_.block_tokens; }

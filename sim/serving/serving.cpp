@@ -197,9 +197,14 @@ void ServingSimulation::drive() {
       sg4::this_actor::sleep_until(reqs_[next].arrival_s);
       continue;
     }
+    if (record_iterations_) iteration_rows_.push_back(planned_row(p, now));
     // Whether requests remain after this iteration (weights for the next one may load during its last layer).
     iteration(p, iterations_, done + sched_->finishing() < reqs_.size());
     after_iteration(p, done);
+    if (record_iterations_) {
+      iteration_rows_.back().end_s = sg4::Engine::get_clock();
+      iteration_rows_.back().tier_bytes = occ_now_;
+    }
     if (check) check_iteration(sg4::Engine::get_clock());
   }
   planner_->stop();
@@ -223,6 +228,20 @@ void ServingSimulation::after_iteration(const IterationPlan& p, uint64_t& done) 
   cache_->trim_gpu(limits_.gpu_blocks - sched_->used_blocks());
   cache_->submit_moves(*planner_, s_.gpu_dev);
   sample_occupancy();
+}
+
+// iterations.csv's row as the plan leaves it: the iteration's work and the
+// queues (running: admitted and resumed requests, those the iteration
+// finishes among them); its end and each tier's KV once it has run.
+IterationRow ServingSimulation::planned_row(const IterationPlan& p, double start) const {
+  IterationRow row;
+  row.start_s = start;
+  row.batch = static_cast<uint32_t>(p.items.size());
+  for (const IterationItem& it : p.items) (it.prefill ? row.prefill_tokens : row.decode_tokens) += it.tokens;
+  row.running = static_cast<uint32_t>(sched_->running());
+  row.waiting = static_cast<uint32_t>(sched_->waiting());
+  row.swapped = static_cast<uint32_t>(sched_->swapped());
+  return row;
 }
 
 // The platform, the timeline's tracks and the transfer planner's streams.
@@ -333,7 +352,10 @@ json ServingSimulation::tier_metrics(double end, const json& prefix_cache) const
 
 std::string ServingSimulation::requests_csv() const {
   std::vector<std::string> tiers(s_.hw.tiers.begin() + 1, s_.hw.tiers.end());
-  return serving_requests_csv(reqs_, tiers, cache_->has_gpu() ? s_.hw.tiers[0] : std::string());
+  return serving_requests_csv(reqs_, ServingSlo{slo_ttft_s_, slo_tpot_s_}, tiers,
+                              cache_->has_gpu() ? s_.hw.tiers[0] : std::string());
 }
+
+std::string ServingSimulation::iterations_csv() const { return serving_iterations_csv(iteration_rows_, s_.hw.tiers); }
 
 }  // namespace kvtier

@@ -27,6 +27,7 @@
 #include "sim/core/engine_setup.h"
 #include "sim/core/validation_cache.h"
 #include "sim/serving/scheduler.h"
+#include "sim/serving/serving_metrics.h"
 
 namespace kvtier {
 
@@ -53,6 +54,8 @@ class ServingSimulation {
   json run(const std::string& timeline_path);
   // One line per request (requests.csv beside result.json).
   std::string requests_csv() const;
+  // One line per iteration (iterations.csv, with sim.step_csv).
+  std::string iterations_csv() const;
 
  private:
   void read_limits(const json& sv);
@@ -65,6 +68,7 @@ class ServingSimulation {
   void paged_iteration(const IterationPlan& p, uint64_t index, bool more_after);
   void tiered_iteration(const IterationPlan& p, uint64_t index, bool more_after);
   void after_iteration(const IterationPlan& p, uint64_t& done);
+  IterationRow planned_row(const IterationPlan& p, double start) const;
   void bind_policies();
   void bind_kv_policies();
   void build_kv_store(ValidationCache* validating);
@@ -119,6 +123,8 @@ class ServingSimulation {
   double occ_t_ = 0;
   std::vector<double> occ_now_;
   double last_check_t_ = 0;
+  bool record_iterations_ = false;  // sim.step_csv: iterations.csv
+  std::vector<IterationRow> iteration_rows_;
 };
 
 }  // namespace kvtier

@@ -124,6 +124,7 @@ void ServingSimulation::read_limits(const json& sv) {
   coarsen_ = sv["coarsen"].get<bool>();
   tiered_ = sv["kv"] == "tiered";
   seed_ = cfg_["sim"]["seed"].get<uint64_t>();
+  record_iterations_ = cfg_["sim"]["step_csv"].get<bool>();
 }
 
 void ServingSimulation::configure_attention(json& sv) {
@@ -155,7 +156,11 @@ void ServingSimulation::configure_gpu() {
   // The GPU's share of the weights (all of them unless policies.weights
   // streams some) and the buffers streamed weights land in.
   const double gpu_weights = s_.weights ? s_.weights->gpu_bytes() + s_.weights->gpu_staging_bytes() : s_.model.weight_bytes();
-  const double gpu_kv = gpu.capacity_bytes() - gpu_weights;
+  // hardware.kv_capacity: the pool given, within what the GPU holds.
+  const double gpu_kv = kv_room_bytes(s_.hw.kv_capacity, s_.hw.gpu,
+                                      gpu.capacity_bytes() - gpu_weights, kv_tok * limits_.block_tokens,
+                                      " after reserved_GB and " + plain_numbers(std::to_string(gpu_weights / 1e9)) +
+                                          " GB of weights");
   limits_.gpu_blocks = gpu_kv > 0 ? static_cast<uint64_t>(gpu_kv / (kv_tok * limits_.block_tokens)) : 0;
   if (limits_.gpu_blocks == 0)
     throw ConfigError("hardware.devices." + s_.hw.gpu + ": no room for one KV block of " +
@@ -208,6 +213,7 @@ void ServingSimulation::configure_prefix_cache(json& pc, double swap_bytes, uint
   room.swap_dev = swap_dev_;
   room.swap_bytes = limits_.preemption == PreemptionMode::Swap ? swap_bytes : 0.0;
   for (size_t t = 0; t < s_.tier_dev.size(); ++t) room.weight_bytes.push_back(weight_bytes_in(s_.tier_dev[t]));
+  room.kv_block_bytes = static_cast<double>(s_.model.kv_bytes_per_token()) * limits_.block_tokens;
   cache_->setup(pc, s_, reqs_, prefix_block_tokens, distinct_blocks, room, limits_.block_tokens);
 }
 

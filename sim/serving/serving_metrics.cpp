@@ -15,6 +15,9 @@ double tpot(const ServingRequest& r) {
 }
 }  // namespace
 
+bool ServingSlo::ttft_met(const ServingRequest& r) const { return ttft_s <= 0 || r.first_token_s - r.arrival_s <= ttft_s; }
+bool ServingSlo::tpot_met(const ServingRequest& r) const { return tpot_s <= 0 || tpot(r) <= tpot_s; }
+
 json distribution(std::vector<double> v) {
   if (v.empty()) return json{{"mean", 0.0}, {"p50", 0.0}, {"p90", 0.0}, {"p99", 0.0}, {"count", 0}};
   std::sort(v.begin(), v.end());
@@ -28,6 +31,7 @@ json distribution(std::vector<double> v) {
 json serving_metrics(const std::vector<ServingRequest>& reqs, const ServingTotals& tot) {
   std::vector<double> queue, ttft, tpots, e2e;
   uint64_t out_tokens = 0, prompt_tokens = 0, computed = 0, hit = 0, good = 0, decode_tokens = 0;
+  const ServingSlo slo{tot.slo_ttft_s, tot.slo_tpot_s};
   double first_token = tot.end_s;  // the earliest first token: decode runs from there to the end
   for (const ServingRequest& r : reqs) {
     if (r.generated > 0) {
@@ -43,9 +47,7 @@ json serving_metrics(const std::vector<ServingRequest>& reqs, const ServingTotal
     computed += r.computed_tokens;
     for (uint32_t h : r.hit_tokens) hit += h;
     hit += r.gpu_hit_tokens;
-    const bool ttft_ok = tot.slo_ttft_s <= 0 || r.first_token_s - r.arrival_s <= tot.slo_ttft_s;
-    const bool tpot_ok = tot.slo_tpot_s <= 0 || tpot(r) <= tot.slo_tpot_s;
-    if (ttft_ok && tpot_ok) ++good;
+    if (slo.ttft_met(r) && slo.tpot_met(r)) ++good;
   }
   json m;
   m["simulated_time_s"] = tot.end_s;
@@ -77,20 +79,38 @@ json serving_metrics(const std::vector<ServingRequest>& reqs, const ServingTotal
   return m;
 }
 
-std::string serving_requests_csv(const std::vector<ServingRequest>& reqs, const std::vector<std::string>& tiers,
-                                 const std::string& gpu) {
+std::string serving_requests_csv(const std::vector<ServingRequest>& reqs, const ServingSlo& slo,
+                                 const std::vector<std::string>& tiers, const std::string& gpu) {
   std::ostringstream o;
   o.precision(17);
-  o << "id,arrival_s,input_tokens,output_tokens,queueing_s,ttft_s,tpot_s,e2e_s,computed_prompt_tokens,preemptions";
+  o << "id,arrival_s,input_tokens,output_tokens,queueing_s,ttft_s,tpot_s,e2e_s,computed_prompt_tokens,preemptions,"
+       "finish_s,ttft_slo_met,tpot_slo_met,slo_met";
   for (const auto& t : tiers) o << ",hit_tokens_" << t;
   if (!gpu.empty()) o << ",hit_tokens_" << gpu;
   o << "\n";
   for (const ServingRequest& r : reqs) {
     o << r.id << ',' << r.arrival_s << ',' << r.input_tokens << ',' << r.generated << ','
       << r.first_scheduled_s - r.arrival_s << ',' << r.first_token_s - r.arrival_s << ',' << tpot(r) << ','
-      << r.finish_s - r.arrival_s << ',' << r.computed_tokens << ',' << r.preemptions;
+      << r.finish_s - r.arrival_s << ',' << r.computed_tokens << ',' << r.preemptions << ',' << r.finish_s << ',' << int(slo.ttft_met(r)) << ','
+      << int(slo.tpot_met(r)) << ',' << int(slo.ttft_met(r) && slo.tpot_met(r));
     for (size_t t = 0; t < tiers.size(); ++t) o << ',' << (t < r.hit_tokens.size() ? r.hit_tokens[t] : 0u);
     if (!gpu.empty()) o << ',' << r.gpu_hit_tokens;
+    o << "\n";
+  }
+  return o.str();
+}
+
+std::string serving_iterations_csv(const std::vector<IterationRow>& rows, const std::vector<std::string>& tiers) {
+  std::ostringstream o;
+  o.precision(17);
+  o << "iteration,start_s,end_s,batch,prefill_tokens,decode_tokens,running,waiting,swapped";
+  for (const auto& t : tiers) o << ",kv_bytes_" << t;
+  o << "\n";
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const IterationRow& r = rows[i];
+    o << i << ',' << r.start_s << ',' << r.end_s << ',' << r.batch << ',' << r.prefill_tokens << ',' << r.decode_tokens
+      << ',' << r.running << ',' << r.waiting << ',' << r.swapped;
+    for (size_t t = 0; t < tiers.size(); ++t) o << ',' << (t < r.tier_bytes.size() ? r.tier_bytes[t] : 0.0);
     o << "\n";
   }
   return o.str();

@@ -75,6 +75,22 @@ def test_calibrate_without_gpu_exits_77_and_writes_nothing(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_run_on_gpu_skips_before_building_without_a_gpu(tmp_path):
+    """Without a GPU device the calibration script says it skipped and builds
+    nothing: no build folder, exit 0."""
+    import glob
+    if gpu_visible() or glob.glob("/dev/nvidia[0-9]*"):
+        pytest.skip("a GPU device is present: run cuda_validate/run_on_gpu.sh itself")
+    env = dict(os.environ, OUT=str(tmp_path / "out"), KVTIER_GPU_BUILD=str(tmp_path / "build-gpu"))
+    p = subprocess.run(["bash", str(ROOT / "cuda_validate" / "run_on_gpu.sh")], cwd=str(tmp_path), env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, (p.stdout, p.stderr)
+    assert p.stdout.strip().splitlines() == [
+        "run_on_gpu: skipped: no GPU on this machine (nvidia-smi lists none, no /dev/nvidia0), nothing built or "
+        "measured (this is the expected outcome without a GPU)"], p.stdout
+    assert not (tmp_path / "build-gpu").exists()
+
+
 def test_calibrate_rejects_bad_options(tmp_path):
     t = tool("kvtier_calibrate")
     if not (t.is_file() and os.access(t, os.X_OK)):

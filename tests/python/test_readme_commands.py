@@ -109,7 +109,21 @@ def clone(tmp_path_factory):
     (repo / "build").mkdir()
     os.symlink(kvtier_binary(), repo / "build" / "kvtier")
     os.symlink(ROOT.parent / "shared", base / "shared")
+    UNTRACKED_BEFORE.update(untracked_files())
     return repo
+
+
+UNTRACKED_BEFORE = set()
+
+
+def untracked_files():
+    """Files in the source tree git would list as new (not ignored): the
+    inputs are linked into the clone, so what a command writes beside them
+    lands here."""
+    p = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=all"],
+                       capture_output=True, text=True)
+    assert p.returncode == 0, "the tests run in a git checkout (a clone): %s" % p.stderr
+    return {l[3:] for l in p.stdout.splitlines() if l.startswith("?? ")}
 
 
 def test_readme_commands_are_found():
@@ -145,3 +159,6 @@ def test_readme_commands_leave_nothing_outside_out(clone):
     stray = sorted(p.name for p in clone.iterdir() if p.name not in expected)
     assert not stray, "README commands wrote into the repository's top folder: %s" % ", ".join(stray)
     assert "out/" in (ROOT / ".gitignore").read_text().split()
+    # Beside the linked inputs: whatever they wrote there, .gitignore covers.
+    new = sorted(untracked_files() - UNTRACKED_BEFORE)
+    assert not new, "README commands wrote files .gitignore does not cover: %s" % ", ".join(new[:20])
