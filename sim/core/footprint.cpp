@@ -2,6 +2,20 @@
 
 #include <malloc.h>
 
+// Under AddressSanitizer malloc is the sanitizer's, which glibc's mallinfo2
+// does not see: ask the sanitizer's allocator instead.
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define KVTIER_ASAN_ALLOCATOR 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define KVTIER_ASAN_ALLOCATOR 1
+#endif
+#ifdef KVTIER_ASAN_ALLOCATOR
+#include <sanitizer/allocator_interface.h>
+#endif
+
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -110,8 +124,12 @@ nlohmann::json footprint_json() {
 void reset_footprint() { g_parts.clear(); }
 
 double heap_bytes_in_use() {
+#ifdef KVTIER_ASAN_ALLOCATOR
+  return static_cast<double>(__sanitizer_get_current_allocated_bytes());
+#else
   const struct mallinfo2 mi = mallinfo2();
   return static_cast<double>(mi.uordblks) + static_cast<double>(mi.hblkhd);
+#endif
 }
 
 }  // namespace kvtier
