@@ -128,9 +128,7 @@ json PointResolver::resolved(size_t index) const {
   }
 }
 
-uint64_t PointResolver::key(size_t index) {
-  const json o = space_.overrides(index);
-  if (share_ && o.contains(kSeedPath)) return shared_key(index, o);
+PointResolver::Built PointResolver::construct(size_t index, const json& o) {
   Built b;
   try {
     b = build(o);
@@ -138,6 +136,13 @@ uint64_t PointResolver::key(size_t index) {
     fail(index, o, e.what());
   }
   ++constructed_;
+  return b;
+}
+
+uint64_t PointResolver::key(size_t index) {
+  const json o = space_.overrides(index);
+  if (share_ && o.contains(kSeedPath)) return shared_key(index, o);
+  Built b = construct(index, o);
   return hash(b);
 }
 
@@ -157,13 +162,7 @@ uint64_t PointResolver::shared_key(size_t index, const json& o) {
   if (auto it = around_.find(shared); it != around_.end())
     return fnv1a(it->second.suffix, fnv1a(seed_text, it->second.prefix_state));
 
-  Built b;
-  try {
-    b = build(o);
-  } catch (const ConfigError& e) {
-    fail(index, o, e.what());
-  }
-  ++constructed_;
+  Built b = construct(index, o);
   const std::string whole = text(b);
   // The splice must give back this very text, or no point shares.
   if (!b.cfg["sim"].is_object() || b.cfg["sim"]["seed"] != seed) {

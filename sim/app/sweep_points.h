@@ -47,6 +47,8 @@ class PointResolver {
     std::shared_ptr<const ParsedHardware> hw;
   };
   Built build(const json& overrides);
+  // build(), counted; a ConfigError becomes the point's failure.
+  Built construct(size_t index, const json& overrides);
   // The resolved configuration's text (its dump), hardware spliced in.
   std::string text(Built& b) const;
   // fnv1a(text(b)), the hardware's part hashed once for the text before it.
