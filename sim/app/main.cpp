@@ -6,6 +6,7 @@
 #include "models/device.h"
 #include "models/power/device_price.h"
 #include "models/power/power_model.h"
+#include "policies/router.h"
 #include "policies/policy.h"
 #include "policies/weights.h"
 #include "sim/app/cli_replay.h"
@@ -63,6 +64,7 @@ void list(const std::string& what) {
     list_family<EvaluationPolicy>("evaluation policies");
     list_family<CompressionPolicy>("compression policies");
     list_family<WeightPolicy>("weight policies");
+    list_family<RouterPolicy>("routers (cluster.router)");
   }
   if (all || what == "devices") {
     list_family<DeviceModel>("device kinds");
@@ -247,7 +249,8 @@ int main(int argc, char** argv) {
   add_config(app, c);
 
   if (std::string dup = registry_duplicates<EvictionPolicy, PromotionPolicy, PlacementPolicy, PrefetchPolicy,
-                                               EvaluationPolicy, CompressionPolicy, WeightPolicy, DeviceModel, PowerModel>();
+                                               EvaluationPolicy, CompressionPolicy, WeightPolicy, RouterPolicy, DeviceModel,
+                                               PowerModel>();
       !dup.empty()) {
     std::cerr << "kvtier: error: " << dup << " (each name must be unique in its family)\n";
     return 1;

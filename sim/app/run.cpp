@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "sim/cluster/cluster.h"
 #include "sim/core/config.h"
 #include "sim/core/footprint.h"
 #include "sim/core/progress.h"
@@ -18,17 +19,30 @@ namespace fs = std::filesystem;
 namespace kvtier {
 
 EngineKind engine_kind(const json& cfg) {
-  return cfg.is_object() && cfg.contains("serving") ? EngineKind::serving : EngineKind::single_batch;
+  if (!cfg.is_object()) return EngineKind::single_batch;
+  if (cfg.contains("cluster")) {
+    if (!cfg.contains("serving"))
+      throw ConfigError("cluster: a cluster serves a request stream; the config needs a \"serving\" section");
+    return EngineKind::cluster;
+  }
+  return cfg.contains("serving") ? EngineKind::serving : EngineKind::single_batch;
 }
 
 void resolve_config(json& cfg) {
-  if (engine_kind(cfg) == EngineKind::serving) ServingSimulation sim(cfg);
-  else Simulation sim(cfg);
+  switch (engine_kind(cfg)) {
+    case EngineKind::cluster: { ClusterSimulation sim(cfg); break; }
+    case EngineKind::serving: { ServingSimulation sim(cfg); break; }
+    case EngineKind::single_batch: { Simulation sim(cfg); break; }
+  }
 }
 
 void validate_config(json& cfg, ValidationCache& cache, std::shared_ptr<const ParsedHardware> hardware) {
-  if (engine_kind(cfg) == EngineKind::serving) ServingSimulation sim(cfg, &cache, std::move(hardware));
-  else Simulation sim(cfg, &cache, std::move(hardware));
+  switch (engine_kind(cfg)) {
+    // A cluster's instances each parse the hardware with their own GPU and tiers.
+    case EngineKind::cluster: { ClusterSimulation sim(cfg); break; }
+    case EngineKind::serving: { ServingSimulation sim(cfg, &cache, std::move(hardware)); break; }
+    case EngineKind::single_batch: { Simulation sim(cfg, &cache, std::move(hardware)); break; }
+  }
 }
 
 std::string out_dir_for(const json& cfg) {
@@ -42,6 +56,8 @@ namespace {
 
 bool writes_steps_csv(const Simulation&, const json& cfg) { return cfg["sim"]["step_csv"].get<bool>(); }
 bool writes_steps_csv(const ServingSimulation&, const json&) { return false; }
+bool writes_steps_csv(const ClusterSimulation&, const json&) { return false; }
+bool writes_iterations_csv(const ClusterSimulation&, const json&) { return false; }
 bool writes_iterations_csv(const Simulation&, const json&) { return false; }
 bool writes_iterations_csv(const ServingSimulation&, const json& cfg) { return cfg["sim"]["step_csv"].get<bool>(); }
 
@@ -58,6 +74,12 @@ void write_extra(const ServingSimulation& sim, const json& cfg, const std::strin
     outputs.write((fs::path(dir) / "iterations.csv").string(), sim.iterations_csv(), "--out");
 }
 
+// requests.csv, with the instance of each request.
+void write_extra(const ClusterSimulation& sim, const json& cfg, const std::string& dir, StagedOutputs& outputs) {
+  if (cfg["serving"]["request_csv"].get<bool>())
+    outputs.write((fs::path(dir) / "requests.csv").string(), sim.requests_csv(), "--out");
+}
+
 void print_summary(const Simulation&, const json& cfg, const json& metrics) {
   std::cout << "kvtier: " << cfg["name"].get<std::string>() << ": " << metrics["decode_tokens_per_s"].get<double>()
             << " tokens/s, TPOT " << metrics["mean_step_latency_s"].get<double>() * 1e3 << " ms, TTFT "
@@ -71,6 +93,14 @@ void print_summary(const ServingSimulation&, const json& cfg, const json& metric
             << " requests, " << metrics["throughput_tokens_per_s"].get<double>() << " tokens/s, TTFT p50 "
             << metrics["ttft_s"]["p50"].get<double>() << " s, TPOT p50 " << metrics["tpot_s"]["p50"].get<double>() * 1e3
             << " ms, " << metrics["preemptions"].get<uint64_t>() << " preemptions, simulated "
+            << metrics["simulated_time_s"].get<double>() << " s\n";
+}
+
+void print_summary(const ClusterSimulation&, const json& cfg, const json& metrics) {
+  std::cout << "kvtier: " << cfg["name"].get<std::string>() << ": " << metrics["instances"].size() << " instances, "
+            << metrics["requests"].get<uint64_t>() << " requests, " << metrics["throughput_tokens_per_s"].get<double>()
+            << " tokens/s, TTFT p50 " << metrics["ttft_s"]["p50"].get<double>() << " s, TPOT p50 "
+            << metrics["tpot_s"]["p50"].get<double>() * 1e3 << " ms, simulated "
             << metrics["simulated_time_s"].get<double>() << " s\n";
 }
 
@@ -110,7 +140,11 @@ int cmd_run(const RunOptions& o) {
   if (!o.seed.empty()) cfg["sim"]["seed"] = parse_seed(o.seed.front(), "--seed");
   if (!o.out.empty()) cfg["sim"]["out_dir"] = o.out;
   if (!o.timeline.empty()) cfg["sim"]["timeline"] = o.timeline;
-  if (engine_kind(cfg) == EngineKind::serving) return run_on<ServingSimulation>(cfg, o.quiet);
+  switch (engine_kind(cfg)) {
+    case EngineKind::cluster: return run_on<ClusterSimulation>(cfg, o.quiet);
+    case EngineKind::serving: return run_on<ServingSimulation>(cfg, o.quiet);
+    case EngineKind::single_batch: break;
+  }
   return run_on<Simulation>(cfg, o.quiet);
 }
 

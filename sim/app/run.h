@@ -1,7 +1,8 @@
 // Which engine runs a configuration, and running it: the one place that
 // chooses between the single-batch decode engine (sim/engine/engine.h) and
 // the serving engine (sim/serving/serving.h, a config with a "serving"
-// section). `kvtier run`, `kvtier config` and `kvtier sweep` (each point's
+// section) and the cluster engine (sim/cluster/cluster.h, one with a
+// "cluster" section too). `kvtier run`, `kvtier config` and `kvtier sweep` (each point's
 // validation and its run) all go through here.
 #pragma once
 
@@ -14,7 +15,7 @@
 
 namespace kvtier {
 
-enum class EngineKind { single_batch, serving };
+enum class EngineKind { single_batch, serving, cluster };
 
 // The engine a loaded configuration runs on.
 EngineKind engine_kind(const json& cfg);

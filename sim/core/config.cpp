@@ -449,7 +449,7 @@ json load_config(const std::string& given, const std::vector<std::string>& sets)
 
 void finish_config(json& cfg, const std::string& path, const std::vector<std::string>& sets) {
   for (const auto& s : sets) apply_set(cfg, s);
-  const std::vector<std::string> sections{"name", "hardware", "model", "workload", "policies", "sim", "serving"};
+  const std::vector<std::string> sections{"name", "hardware", "model", "workload", "policies", "sim", "serving", "cluster"};
   for (auto it = cfg.begin(); it != cfg.end(); ++it) {
     if (is_annotation_key(it.key()) || std::find(sections.begin(), sections.end(), it.key()) != sections.end()) continue;
     std::string hint = nearest(it.key(), sections);

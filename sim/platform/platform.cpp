@@ -29,15 +29,22 @@ namespace kvtier {
 #endif
 
 void run_simulation(sg4::Host* host, const std::string& name, std::function<void()> body) {
+  std::vector<ActorSpec> one;
+  one.push_back(ActorSpec{host, name, std::move(body)});
+  run_simulation(std::move(one));
+}
+
+void run_simulation(std::vector<ActorSpec> actors) {
   std::exception_ptr failure;
-  sg4::Actor::create(name, host, [&body, &failure] {
-    try {
-      body();
-    } catch (...) {
-      failure = std::current_exception();
-      sg4::Actor::kill_all();
-    }
-  });
+  for (ActorSpec& a : actors)
+    sg4::Actor::create(a.name, a.host, [&a, &failure] {
+      try {
+        a.body();
+      } catch (...) {
+        if (!failure) failure = std::current_exception();
+        sg4::Actor::kill_all();
+      }
+    });
   sg4::Engine::get_instance()->run();
   if (failure) std::rethrow_exception(failure);
 }

@@ -53,6 +53,14 @@ sg4::Engine& start_simgrid();
 // nothing left to do. An exception must not escape an actor (SimGrid would
 // abort): it ends every actor and is rethrown here once the engine returns.
 void run_simulation(sg4::Host* host, const std::string& name, std::function<void()> body);
+// Several actors at once (a cluster's router and its model instances): the
+// same, with the first failure of any of them rethrown.
+struct ActorSpec {
+  sg4::Host* host;
+  std::string name;
+  std::function<void()> body;
+};
+void run_simulation(std::vector<ActorSpec> actors);
 
 // Size dependence of one route, precomputed so that the SimGrid factor
 // callbacks do no allocation and no route lookup (see Platform).

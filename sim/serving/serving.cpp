@@ -16,6 +16,7 @@
 #include "sim/platform/platform.h"
 #include "sim/platform/streams.h"
 #include "sim/platform/transfer_planner.h"
+#include "sim/platform/wakeup.h"
 #include "sim/platform/weight_stream.h"
 #include "sim/serving/prefix_cache.h"
 #include "sim/serving/serving_energy.h"
@@ -177,12 +178,13 @@ void ServingSimulation::drive() {
   uint64_t done = 0;
   const bool check = invariants_requested();
   Progress progress("serving", static_cast<double>(reqs_.size()), "requests");
-  while (done < reqs_.size()) {
-    progress.update(static_cast<double>(done));
+  // Fed by a router, requests keep coming until it closes.
+  while (done < reqs_.size() || (fed_ && !closed_)) {
+    if (!fed_) progress.update(static_cast<double>(done));
     const double now = sg4::Engine::get_clock();
     while (next < reqs_.size() && reqs_[next].arrival_s <= now) sched_->arrive(static_cast<uint32_t>(next++));
     if (sched_->idle()) {
-      sg4::this_actor::sleep_until(reqs_[next].arrival_s);
+      wait_for_arrival(next);
       continue;
     }
     // What the running sequences took from the pool since is no longer cached there.
@@ -191,15 +193,15 @@ void ServingSimulation::drive() {
     if (p.items.empty()) {
       // Nothing fits now (the pool is held by sequences that cannot grow):
       // only an arrival can change that; with none left the trace cannot be served.
-      if (next >= reqs_.size())
+      if (next >= reqs_.size() && (!fed_ || closed_))
         throw ConfigError("serving: the GPU's KV pool (" + std::to_string(limits_.gpu_blocks) +
                           " blocks) cannot hold the running sequences; raise memory or lower serving.max_running");
-      sg4::this_actor::sleep_until(reqs_[next].arrival_s);
+      wait_for_arrival(next);
       continue;
     }
     if (record_iterations_) iteration_rows_.push_back(planned_row(p, now));
     // Whether requests remain after this iteration (weights for the next one may load during its last layer).
-    iteration(p, iterations_, done + sched_->finishing() < reqs_.size());
+    iteration(p, iterations_, done + sched_->finishing() < reqs_.size() || (fed_ && !closed_));
     after_iteration(p, done);
     if (record_iterations_) {
       iteration_rows_.back().end_s = sg4::Engine::get_clock();
@@ -208,6 +210,11 @@ void ServingSimulation::drive() {
     if (check) check_iteration(sg4::Engine::get_clock());
   }
   planner_->stop();
+}
+
+void ServingSimulation::wait_for_arrival(size_t next) {
+  if (next < reqs_.size()) sg4::this_actor::sleep_until(reqs_[next].arrival_s);
+  else wakeup_->wait();  // fed: the router's next hand-over (or its close)
 }
 
 // Prompts whose prefill completed are written down (write-through); requests
@@ -220,6 +227,10 @@ void ServingSimulation::after_iteration(const IterationPlan& p, uint64_t& done) 
     if (write_through && it.completes_prefill && reqs_[it.req].generated == 0) cache_->write_down(reqs_[it.req]);
   for (uint32_t id : sched_->complete(end)) {
     ++done;
+    if (fed_) {
+      outstanding_tokens_ -= uint64_t(reqs_[id].input_tokens) + reqs_[id].output_tokens;
+      --unfinished_;
+    }
     if (pipeline_) give_back_slot(id);
     if (!attention_.empty()) attention_[id].reset();
     if (!write_through) cache_->write_down(reqs_[id]);
@@ -246,17 +257,34 @@ IterationRow ServingSimulation::planned_row(const IterationPlan& p, double start
 
 // The platform, the timeline's tracks and the transfer planner's streams.
 void ServingSimulation::start_engines(const std::string& timeline_path) {
-  platform_ = std::make_unique<Platform>(s_.hw, *s_.topo);
+  owned_platform_ = std::make_unique<Platform>(s_.hw, *s_.topo);
   // Paged KV moves whole sequences' blocks (all layers); tiered KV a layer's block at a time.
-  platform_->set_request_bytes(tiered_ ? double(kv_->table().block_bytes)
-                                       : double(s_.model.kv_bytes_per_token()) * limits_.block_tokens);
+  owned_platform_->set_request_bytes(tiered_ ? double(kv_->table().block_bytes)
+                                             : double(s_.model.kv_bytes_per_token()) * limits_.block_tokens);
+  owned_timeline_ = std::make_unique<Timeline>();
+  if (!timeline_path.empty()) owned_timeline_->open(timeline_path);
+  platform_ = owned_platform_.get();
+  timeline_ = owned_timeline_.get();
+  attach_engines(true);
+}
+
+void ServingSimulation::attach(Platform& platform, Timeline& timeline) {
+  platform_ = &platform;
+  timeline_ = &timeline;
+  wakeup_ = std::make_unique<Wakeup>();
+  attach_engines(false);
+  start_pipelines();
+}
+
+// `own_links`: the run's own platform, whose links' tracks come after its GPU's.
+void ServingSimulation::attach_engines(bool own_links) {
   board_ = std::make_unique<JobBoard>();
-  timeline_ = std::make_unique<Timeline>();
-  if (!timeline_path.empty()) timeline_->open(timeline_path);
   gpu_track_ = timeline_->track(Timeline::Streams, s_.hw.gpu + " compute");
-  for (auto& st : platform_->stats()) st.track = timeline_->track(Timeline::Links, st.name);
+  if (own_links)
+    for (auto& st : platform_->stats()) st.track = timeline_->track(Timeline::Links, st.name);
   if (timeline_->enabled())
-    for (const auto& name : s_.hw.tiers) occ_track_.push_back(timeline_->counter_track(name + " occupancy", "bytes"));
+    for (const auto& name : s_.hw.tiers)
+      occ_track_.push_back(timeline_->counter_track(fed_ ? s_.hw.gpu + ": " + name + " occupancy" : name + " occupancy", "bytes"));
   occ_area_.assign(s_.hw.tiers.size(), 0.0);
   occ_peak_.assign(s_.hw.tiers.size(), 0.0);
   occ_now_.assign(s_.hw.tiers.size(), 0.0);
@@ -265,9 +293,7 @@ void ServingSimulation::start_engines(const std::string& timeline_path) {
   planner_->start();
 }
 
-json ServingSimulation::run(const std::string& timeline_path) {
-  start_simgrid();
-  start_engines(timeline_path);
+void ServingSimulation::start_pipelines() {
   if (tiered_) {
     // Before any transfer is submitted: the checker counts them.
     if (invariants_requested()) checker_ = std::make_unique<InvariantChecker>(s_, *kv_, *board_, *platform_);
@@ -279,6 +305,12 @@ json ServingSimulation::run(const std::string& timeline_path) {
     paged_ = std::make_unique<PagedPipeline>(s_, c_, *planner_, *platform_, *board_, *timeline_, gpu_track_, swap_dev_,
                                              limits_.block_tokens, coarsen_);
   }
+}
+
+json ServingSimulation::run(const std::string& timeline_path) {
+  start_simgrid();
+  start_engines(timeline_path);
+  start_pipelines();
   run_simulation(platform_->controller(), s_.hw.gpu + " compute", [this] { drive(); });
   const double end = sg4::Engine::get_clock();
   check_end();
@@ -286,6 +318,47 @@ json ServingSimulation::run(const std::string& timeline_path) {
   sample_occupancy();
   timeline_->close();
   return metrics(end);
+}
+
+void ServingSimulation::serve() { drive(); }
+
+void ServingSimulation::accept(ServingRequest r) {
+  r.id = static_cast<uint32_t>(reqs_.size());
+  outstanding_tokens_ += uint64_t(r.input_tokens) + r.output_tokens;
+  ++unfinished_;
+  reqs_.push_back(std::move(r));
+  if (!attention_cfg_.empty()) attention_.resize(reqs_.size());
+}
+
+void ServingSimulation::wake() { wakeup_->notify(); }
+
+void ServingSimulation::close() {
+  closed_ = true;
+  wakeup_->notify();
+}
+
+size_t ServingSimulation::queued() const { return sched_ ? sched_->waiting() + sched_->swapped() : 0; }
+
+uint32_t ServingSimulation::cached_prefix_tokens(const ServingRequest& r) const {
+  ServingRequest probe;  // the lookup records hits per tier on the request: a copy takes them
+  probe.input_tokens = r.input_tokens;
+  probe.prefix_blocks = r.prefix_blocks;
+  return cache_->lookup(probe);
+}
+
+bool ServingSimulation::gpu_prefix_cache() const { return cache_->has_gpu(); }
+
+json ServingSimulation::instance_metrics(double end) {
+  check_end();
+  sample_occupancy();
+  ServingTotals tot = totals(end);
+  json m = serving_metrics(reqs_, tot);
+  m["swap_bytes"] = swap_bytes_;
+  m["prefix_cache"] = cache_->metrics(reqs_);
+  m["kv_pool_blocks"] = limits_.gpu_blocks;
+  m["ssd_bytes_written"] = c_.ssd_bytes_written;
+  m["tiers"] = tier_metrics(end, m["prefix_cache"]);
+  return m;
 }
 
 void ServingSimulation::check_end() const {
@@ -298,7 +371,7 @@ void ServingSimulation::check_end() const {
                            std::to_string(ti.used_blocks) + " blocks after every request finished");
 }
 
-json ServingSimulation::metrics(double end) const {
+ServingTotals ServingSimulation::totals(double end) const {
   ServingTotals tot;
   tot.end_s = end;
   tot.iterations = iterations_;
@@ -310,7 +383,11 @@ json ServingSimulation::metrics(double end) const {
   tot.gpu_busy_s = c_.gpu_busy_s;
   tot.slo_ttft_s = slo_ttft_s_;
   tot.slo_tpot_s = slo_tpot_s_;
-  json m = serving_metrics(reqs_, tot);
+  return tot;
+}
+
+json ServingSimulation::metrics(double end) const {
+  json m = serving_metrics(reqs_, totals(end));
   m["swap_bytes"] = swap_bytes_;
   m["prefix_cache"] = cache_->metrics(reqs_);
   m["kv_pool_blocks"] = limits_.gpu_blocks;

@@ -41,6 +41,8 @@ class PagedPipeline;
 class PrefixCache;
 class InvariantChecker;
 class AttentionSource;
+class Wakeup;
+struct RequestStream;
 
 ParamList serving_params();
 
@@ -50,20 +52,62 @@ class ServingSimulation {
   // Simulation's (sim/engine/engine.h): validation only, hardware given parsed.
   explicit ServingSimulation(json& cfg, ValidationCache* validating = nullptr,
                              std::shared_ptr<const ParsedHardware> hardware = nullptr);
+  // A model instance of a cluster (sim/cluster/): its requests come one by
+  // one from the cluster's router (accept) out of `stream`, whose prefix
+  // blocks and request checks it takes; the platform and the timeline are
+  // the cluster's (attach). cfg's hardware names this instance's GPU and tiers.
+  ServingSimulation(json& cfg, const RequestStream& stream, std::shared_ptr<const ParsedHardware> hardware);
   ~ServingSimulation();
   json run(const std::string& timeline_path);
+
+  // As a cluster's instance. Before SimGrid runs: this instance's engines on
+  // the shared platform, its tracks named after its GPU.
+  void attach(Platform& platform, Timeline& timeline);
+  // The instance's actor body: serves what it is handed until close() and done.
+  void serve();
+  // The router hands over a request at its arrival (its id is replaced by
+  // this instance's own); close(): no more will come.
+  void accept(ServingRequest r);
+  void close();
+  // After the router's hand-overs of one moment: the instance looks at what
+  // it was handed (a wake-up is a scheduling point of SimGrid's, so the
+  // requests of one moment are all handed over before it).
+  void wake();
+  // For routing: the prompt and output tokens of the requests it was handed
+  // that have not finished, and the prompt tokens of `r` its prefix cache
+  // holds now.
+  uint64_t outstanding_tokens() const { return outstanding_tokens_; }
+  uint64_t unfinished() const { return unfinished_; }
+  uint32_t cached_prefix_tokens(const ServingRequest& r) const;
+  size_t queued() const;
+  // After the run: this instance's metrics, without the platform's links and
+  // energy (the cluster reports those once).
+  json instance_metrics(double end);
+  // The run's counts (iterations, preemptions, GPU busy time) at `end`.
+  ServingTotals totals(double end) const;
+  const std::vector<ServingRequest>& requests() const { return reqs_; }
+  const std::vector<std::string>& tier_names() const { return s_.hw.tiers; }
+  bool gpu_prefix_cache() const;
+  const EngineSetup& setup() const { return s_; }
+  const EngineCounters& counters() const { return c_; }
   // One line per request (requests.csv beside result.json).
   std::string requests_csv() const;
   // One line per iteration (iterations.csv, with sim.step_csv).
   std::string iterations_csv() const;
 
  private:
+  void init(ValidationCache* validating, std::shared_ptr<const ParsedHardware> hardware, const RequestStream* stream);
   void read_limits(const json& sv);
   void configure_attention(json& sv);
   void configure_gpu();
   double configure_swap(const json& sv);  // the swap space's bytes
   void configure_prefix_cache(json& pc, double swap_bytes, uint32_t prefix_block_tokens, uint64_t distinct_blocks);
   void drive();
+  // Blocks until a request may have arrived: the next of the stream's
+  // arrivals, or the router's next hand-over.
+  void wait_for_arrival(size_t next);
+  void attach_engines(bool own_links);
+  void start_pipelines();
   void iteration(const IterationPlan& p, uint64_t index, bool more_after);
   void paged_iteration(const IterationPlan& p, uint64_t index, bool more_after);
   void tiered_iteration(const IterationPlan& p, uint64_t index, bool more_after);
@@ -103,10 +147,17 @@ class ServingSimulation {
   double slo_ttft_s_ = 0, slo_tpot_s_ = 0;
   int swap_dev_ = -1;              // the host memory that holds swapped-out sequences
 
-  // Run state.
-  std::unique_ptr<Platform> platform_;
+  // Run state. The platform and timeline are the run's own, or the
+  // cluster's (owned_* empty).
+  std::unique_ptr<Platform> owned_platform_;
+  std::unique_ptr<Timeline> owned_timeline_;
+  Platform* platform_ = nullptr;
+  Timeline* timeline_ = nullptr;
   std::unique_ptr<JobBoard> board_;
-  std::unique_ptr<Timeline> timeline_;
+  // A cluster's instance: fed by its router.
+  bool fed_ = false, closed_ = false;
+  std::unique_ptr<Wakeup> wakeup_;
+  uint64_t outstanding_tokens_ = 0, unfinished_ = 0;
   std::unique_ptr<TransferPlanner> planner_;
   std::unique_ptr<Scheduler> sched_;
   std::unique_ptr<KvStore> kv_;              // serving.kv "tiered"

@@ -85,6 +85,19 @@ ParamList slo_params() {
 ServingSimulation::ServingSimulation(json& cfg, ValidationCache* validating, std::shared_ptr<const ParsedHardware> hardware)
     : cfg_(cfg), cache_(std::make_unique<PrefixCache>()) {
   reset_footprint();  // this run's memory, committed part by part as it is built
+  init(validating, std::move(hardware), nullptr);
+}
+
+ServingSimulation::ServingSimulation(json& cfg, const RequestStream& stream, std::shared_ptr<const ParsedHardware> hardware)
+    : cfg_(cfg), cache_(std::make_unique<PrefixCache>()) {
+  fed_ = true;
+  init(nullptr, std::move(hardware), &stream);
+}
+
+// `stream`: a cluster's, whose requests this instance is handed one by one
+// (null: the run's own, read from serving.requests).
+void ServingSimulation::init(ValidationCache* validating, std::shared_ptr<const ParsedHardware> hardware,
+                             const RequestStream* stream) {
   s_.hw = hardware ? hardware->hw : parse_hardware(cfg_["hardware"], "hardware");
   s_.topo = std::make_unique<Topology>(s_.hw);
   s_.model = parse_llm(cfg_["model"], "model");
@@ -102,14 +115,25 @@ ServingSimulation::ServingSimulation(json& cfg, ValidationCache* validating, std
   configure_gpu();
   const double swap_bytes = configure_swap(sv);
   // The requests, all read now: their checks come before anything runs.
-  RequestStream rs = load_requests(sv);
-  reqs_ = std::move(rs.reqs);
+  RequestStream own;
+  if (!stream) {
+    own = load_requests(sv);
+    reqs_ = std::move(own.reqs);
+    stream = &own;
+  }
+  const RequestStream& rs = *stream;
   source_name_ = rs.source_name;
   if (tiered_ && sv["prefix_cache"]["enabled"].get<bool>() && rs.distinct_blocks > 0)
     throw ConfigError("serving.prefix_cache.enabled: with serving.kv \"tiered\" the tiers hold running sequences' KV, "
                       "not a prefix cache; set false");
+  if (fed_ && tiered_)
+    throw ConfigError("serving.kv: a cluster's instances keep their KV in the GPU's paged pool (\"paged\"); \"tiered\" "
+                      "runs on one GPU");
+  if (fed_ && sv["prefix_cache"]["warm"].get<bool>())
+    throw ConfigError("serving.prefix_cache.warm: a cluster's instances start cold (which instance would hold the "
+                      "precomputed blocks depends on the router); set false");
   if (tiered_) build_kv_store(validating);
-  check_requests(reqs_, source_name_, limits_, s_.model, tiered_ ? "tiers hold " : "GPU holds ");
+  check_requests(fed_ ? rs.reqs : reqs_, source_name_, limits_, s_.model, tiered_ ? "tiers hold " : "GPU holds ");
   configure_prefix_cache(sv["prefix_cache"], swap_bytes, rs.prefix_block_tokens, rs.distinct_blocks);
 }
 

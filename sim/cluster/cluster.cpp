@@ -1,0 +1,376 @@
+#include "sim/cluster/cluster.h"
+
+#include <algorithm>
+#include <sstream>
+#include <stdexcept>
+
+#include "models/hardware.h"
+#include "models/llm.h"
+#include "models/topology.h"
+#include "policies/router.h"
+#include "sim/core/config.h"
+#include "sim/core/footprint.h"
+#include "sim/core/timeline.h"
+#include "sim/engine/energy_metrics.h"
+#include "sim/engine/engine_metrics.h"
+#include "sim/platform/platform.h"
+#include "sim/serving/serving.h"
+#include "sim/serving/serving_metrics.h"
+
+namespace kvtier {
+
+ParamList cluster_params() {
+  return {
+      integer("replicas", 0,
+              "model instances, one per GPU (0: one on every GPU of the hardware); each has its own scheduler, paged KV "
+              "pool and prefix cache",
+              0, 1 << 16),
+      any("gpus", json::array(),
+          "the GPUs the instances run on, in order (device names; default: hardware.gpu, then every other device of "
+          "kind gpu in the order listed)",
+          ParamType::Array),
+      any("router", "round_robin",
+          "which instance an arriving request goes to: a router name or {\"name\": ..., parameters} (`kvtier list "
+          "routers`)"),
+  };
+}
+
+struct ClusterSimulation::Instance {
+  json cfg;  // this instance's configuration: its GPU and tiers in hardware
+  std::string gpu;
+  std::unique_ptr<ServingSimulation> sim;
+};
+
+ClusterSimulation::ClusterSimulation(json& cfg) : cfg_(cfg) {
+  reset_footprint();
+  resolve_params(cfg_["cluster"], cluster_params(), "cluster");
+  json& sv = cfg_["serving"];
+  if (!sv.is_object()) throw ConfigError("serving: expected an object (the serving engine's settings)");
+  resolve_params(sv, serving_params(), "serving");
+  stream_ = load_requests(sv);
+  router_ = Registry<RouterPolicy>::instance().create(cfg_["cluster"]["router"], "cluster.router");
+  place_instances();
+  instance_of_.assign(stream_.reqs.size(), 0);
+  local_id_.assign(stream_.reqs.size(), 0);
+}
+
+ClusterSimulation::~ClusterSimulation() = default;
+
+namespace {
+
+// The device of `kind` closest to `from`: fewest links, then least latency,
+// then first listed. A GPU's host memory is its own socket's where the
+// hardware has one per socket.
+size_t nearest_of_kind(const Hardware& hw, const Topology& topo, size_t from, const std::string& kind) {
+  size_t best = hw.devices.size();
+  std::pair<size_t, double> best_cost{0, 0};
+  for (size_t d = 0; d < hw.devices.size(); ++d) {
+    if (hw.devices[d].kind != kind) continue;
+    const Route r = topo.route(from, d);
+    double lat = 0;
+    for (const Hop& h : r) lat += hw.links[h.link].latency_s;
+    const std::pair<size_t, double> cost{r.size(), lat};
+    if (best == hw.devices.size() || cost < best_cost) {
+      best = d;
+      best_cost = cost;
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+// Which GPU each instance runs on and which devices are its tiers: the
+// hardware's own tiers for an instance on hardware.gpu, the nearest device
+// of the same kind for the others. Devices several instances keep KV in are
+// shared out equally (hardware.kv_capacity of each instance).
+void ClusterSimulation::place_instances() {
+  json hwj = cfg_["hardware"];
+  const Hardware hw = parse_hardware(hwj, "hardware");
+  const Topology topo(hw);
+  cfg_["hardware"] = hwj;
+  const json& cl = cfg_["cluster"];
+  std::vector<size_t> gpus;
+  auto is_gpu = [&](size_t d) { return hw.devices[d].model->flops() > 0 && hw.devices[d].kind == "gpu"; };
+  if (!cl["gpus"].empty()) {
+    for (size_t i = 0; i < cl["gpus"].size(); ++i) {
+      const json& g = cl["gpus"][i];
+      const std::string where = "cluster.gpus[" + std::to_string(i) + "]";
+      if (!g.is_string()) throw ConfigError(where + ": expected a device name");
+      const int d = hw.device_index(g.get<std::string>());
+      if (d < 0 || !is_gpu(static_cast<size_t>(d)))
+        throw ConfigError(where + ": '" + g.get<std::string>() + "' is not a GPU of the hardware");
+      if (std::find(gpus.begin(), gpus.end(), size_t(d)) != gpus.end())
+        throw ConfigError(where + ": '" + g.get<std::string>() + "' is listed twice (one instance per GPU)");
+      gpus.push_back(static_cast<size_t>(d));
+    }
+  } else {
+    gpus.push_back(static_cast<size_t>(hw.device_index(hw.gpu)));
+    for (size_t d = 0; d < hw.devices.size(); ++d)
+      if (is_gpu(d) && d != gpus[0]) gpus.push_back(d);
+  }
+  const size_t want = cl["replicas"].get<size_t>();
+  const size_t n = want == 0 ? gpus.size() : want;
+  if (n > gpus.size())
+    throw ConfigError("cluster.replicas: " + std::to_string(n) + " instances of one GPU each, but the hardware (or "
+                      "cluster.gpus) has " + std::to_string(gpus.size()) + " GPUs");
+  if (hw.tiers.empty() || hw.tiers[0] != hw.gpu)
+    throw ConfigError("hardware.tiers: a cluster's instances keep running KV on their GPU: the first tier must be the GPU (" +
+                      hw.gpu + ")");
+  // Each instance's tier devices.
+  std::vector<std::vector<size_t>> tiers(n);
+  std::vector<uint32_t> sharers(hw.devices.size(), 0);
+  for (size_t i = 0; i < n; ++i) {
+    tiers[i].push_back(gpus[i]);
+    for (size_t t = 1; t < hw.tiers.size(); ++t) {
+      const size_t own = static_cast<size_t>(hw.device_index(hw.tiers[t]));
+      tiers[i].push_back(gpus[i] == gpus[0] && i == 0 ? own : nearest_of_kind(hw, topo, gpus[i], hw.devices[own].kind));
+      ++sharers[tiers[i].back()];
+    }
+  }
+  for (size_t i = 0; i < n; ++i) {
+    auto in = std::make_unique<Instance>();
+    in->gpu = hw.devices[gpus[i]].name;
+    in->cfg = instance_config(gpus[i], tiers[i], sharers);
+    try {
+      in->sim = std::make_unique<ServingSimulation>(in->cfg, stream_, nullptr);
+    } catch (const ConfigError& e) {
+      if (n == 1) throw;
+      throw ConfigError(std::string(e.what()) + " (the instance on " + in->gpu + ")");
+    }
+    inst_.push_back(std::move(in));
+  }
+  // The run's configuration as resolved: the first instance's, with the
+  // hardware as given (its GPU and tiers) and the cluster section.
+  const json keep_hw = cfg_["hardware"], keep_cluster = cfg_["cluster"];
+  cfg_ = inst_[0]->cfg;
+  cfg_["hardware"] = keep_hw;
+  cfg_["cluster"] = keep_cluster;
+  cfg_["cluster"]["replicas"] = n;
+}
+
+// The config of an instance on GPU `gpu` with tiers `tier_devs`: its tiers
+// named after its devices, hardware.kv_capacity carried over to them, and a
+// device that `sharers` instances keep KV in given each its share.
+json ClusterSimulation::instance_config(size_t gpu, const std::vector<size_t>& tier_devs,
+                                        const std::vector<uint32_t>& sharers) const {
+  json c = cfg_;
+  c.erase("cluster");
+  json hwj = c["hardware"];
+  const Hardware hw = parse_hardware(hwj, "hardware");
+  json& h = c["hardware"];
+  h["gpu"] = hw.devices[gpu].name;
+  json names = json::array();
+  for (size_t d : tier_devs) names.push_back(hw.devices[d].name);
+  h["tiers"] = names;
+  const json given = h.contains("kv_capacity") ? h["kv_capacity"] : json::object();
+  json cap = json::object();
+  const LlmSpec model = [&] {
+    json m = c["model"];
+    return parse_llm(m, "model");
+  }();
+  const json& sv = c["serving"];
+  const double block_bytes = double(model.kv_bytes_per_token()) * get_int(c["workload"], "block_tokens");
+  // The swap space's tier, as the serving engine picks it.
+  const std::string swap_tier = sv["swap_tier"].get<std::string>();
+  int swap_t = -1;
+  for (size_t t = 1; t < tier_devs.size() && swap_t < 0; ++t)
+    if (swap_tier.empty() ? hw.devices[tier_devs[t]].model->role() == DeviceRole::Memory : hw.tiers[t] == swap_tier)
+      swap_t = static_cast<int>(t);
+  if (!swap_tier.empty() && swap_t > 0) c["serving"]["swap_tier"] = hw.devices[tier_devs[size_t(swap_t)]].name;
+  const double swap_bytes = sv["preemption"] == "swap" ? sv["swap_space_GiB"].get<double>() * 1073741824.0 : 0.0;
+  for (size_t t = 0; t < tier_devs.size(); ++t) {
+    const std::string& own = hw.tiers[t];
+    const std::string& mine = hw.devices[tier_devs[t]].name;
+    if (given.contains(own)) {
+      cap[mine] = given[own];
+    } else if (t > 0 && sharers[tier_devs[t]] > 1) {
+      const double share = hw.devices[tier_devs[t]].model->capacity_bytes() / sharers[tier_devs[t]] -
+                           (int(t) == swap_t ? swap_bytes : 0.0);
+      const uint64_t blocks = share > 0 ? static_cast<uint64_t>(share / block_bytes) : 0;
+      if (blocks == 0)
+        throw ConfigError("cluster.replicas: " + std::to_string(sharers[tier_devs[t]]) + " instances share " + mine +
+                          ", whose share holds no KV block" + (int(t) == swap_t ? " beside the swap space" : ""));
+      cap[mine] = blocks;
+    }
+  }
+  if (cap.empty()) h.erase("kv_capacity");
+  else h["kv_capacity"] = cap;
+  return c;
+}
+
+// The router: each request at its arrival, to the instance it picks.
+void ClusterSimulation::route_all() {
+  std::vector<InstanceLoad> loads(inst_.size());
+  std::vector<uint8_t> handed(inst_.size(), 0);
+  const bool prefix = router_->reads_prefix();
+  auto wake = [&] {
+    for (size_t i = 0; i < inst_.size(); ++i)
+      if (handed[i]) inst_[i]->sim->wake();
+    std::fill(handed.begin(), handed.end(), 0);
+  };
+  for (size_t k = 0; k < stream_.reqs.size(); ++k) {
+    const ServingRequest& q = stream_.reqs[k];
+    // Requests that arrive together are handed over together, before any
+    // instance is woken: one woken by the first would plan without the rest.
+    if (q.arrival_s > sg4::Engine::get_clock()) {
+      wake();
+      sg4::this_actor::sleep_until(q.arrival_s);
+    }
+    for (size_t i = 0; i < inst_.size(); ++i) {
+      loads[i].outstanding_tokens = inst_[i]->sim->outstanding_tokens();
+      loads[i].requests = inst_[i]->sim->unfinished();
+      loads[i].cached_tokens = prefix ? inst_[i]->sim->cached_prefix_tokens(q) : 0;
+    }
+    const uint32_t i = router_->route(RoutedRequest{static_cast<uint32_t>(k), q.input_tokens, q.output_tokens}, loads);
+    if (i >= inst_.size()) throw std::logic_error("router returned instance " + std::to_string(i));
+    instance_of_[k] = i;
+    local_id_[k] = static_cast<uint32_t>(inst_[i]->sim->requests().size());
+    inst_[i]->sim->accept(q);
+    handed[i] = 1;
+  }
+  wake();
+  for (auto& in : inst_) in->sim->close();
+}
+
+json ClusterSimulation::run(const std::string& timeline_path) {
+  start_simgrid();
+  const EngineSetup& s0 = inst_[0]->sim->setup();
+  platform_ = std::make_unique<Platform>(s0.hw, *s0.topo);
+  platform_->set_request_bytes(double(s0.model.kv_bytes_per_token()) * get_int(cfg_["workload"], "block_tokens"));
+  timeline_ = std::make_unique<Timeline>();
+  if (!timeline_path.empty()) timeline_->open(timeline_path);
+  for (auto& in : inst_) in->sim->attach(*platform_, *timeline_);
+  for (auto& st : platform_->stats()) st.track = timeline_->track(Timeline::Links, st.name);
+  std::vector<ActorSpec> actors;
+  for (auto& in : inst_) {
+    ServingSimulation* sim = in->sim.get();
+    actors.push_back(ActorSpec{platform_->controller(), in->gpu + " serving", [sim] { sim->serve(); }});
+  }
+  actors.push_back(ActorSpec{platform_->controller(), "router", [this] { route_all(); }});
+  run_simulation(std::move(actors));
+  const double end = sg4::Engine::get_clock();
+  json m = metrics(end);
+  timeline_->close();
+  return m;
+}
+
+namespace {
+
+// The instances' values of a metrics object added up, key by key: counts
+// and bytes sum; what all instances share (a setting, or a flag) is the
+// first's. `skip`: keys left out (a peak of each is not the peak of their sum).
+void add_up(json& into, const json& more, const std::vector<std::string>& same, const std::vector<std::string>& skip) {
+  for (auto it = more.begin(); it != more.end(); ++it) {
+    const std::string& k = it.key();
+    if (std::find(skip.begin(), skip.end(), k) != skip.end()) continue;
+    if (!into.contains(k)) {
+      into[k] = *it;
+    } else if (it->is_object()) {
+      add_up(into[k], *it, same, skip);
+    } else if (it->is_number() && std::find(same.begin(), same.end(), k) == same.end()) {
+      if (it->is_number_unsigned() && into[k].is_number_unsigned())
+        into[k] = into[k].get<uint64_t>() + it->get<uint64_t>();
+      else
+        into[k] = into[k].get<double>() + it->get<double>();
+    }
+  }
+}
+
+}  // namespace
+
+// The cluster's metrics: every request's distributions as one serving run's,
+// each instance's own under `instances`, the platform's links and energy.
+json ClusterSimulation::metrics(double end) {
+  const size_t n = inst_.size();
+  std::vector<ServingRequest> all(stream_.reqs.size());
+  for (size_t k = 0; k < all.size(); ++k) {
+    all[k] = inst_[instance_of_[k]]->sim->requests()[local_id_[k]];
+    all[k].id = static_cast<uint32_t>(k);
+  }
+  std::vector<json> per(n);
+  ServingTotals tot;
+  tot.end_s = end;
+  double busy = 0;
+  for (size_t i = 0; i < n; ++i) {
+    per[i] = inst_[i]->sim->instance_metrics(end);
+    const ServingTotals t = inst_[i]->sim->totals(end);
+    tot.iterations += t.iterations;
+    tot.layered_iterations += t.layered_iterations;
+    tot.preemptions += t.preemptions;
+    tot.swapped_out += t.swapped_out;
+    tot.swapped_in += t.swapped_in;
+    tot.recomputed += t.recomputed;
+    tot.slo_ttft_s = t.slo_ttft_s;
+    tot.slo_tpot_s = t.slo_tpot_s;
+    busy += t.gpu_busy_s;
+  }
+  tot.gpu_busy_s = busy / double(n);  // gpu_busy_fraction: the mean over the instances' GPUs
+  json m = serving_metrics(all, tot);
+  if (n == 1) {
+    for (const char* k : {"swap_bytes", "prefix_cache", "kv_pool_blocks", "ssd_bytes_written", "tiers"}) m[k] = per[0][k];
+  } else {
+    json sums = json::object();
+    for (size_t i = 0; i < n; ++i) {
+      json part = per[i];
+      // Tiers by the hardware's own tier names: each instance's GPU and
+      // nearest host memory and drive in the first instance's places.
+      json tiers = json::object();
+      const auto& names = inst_[i]->sim->tier_names();
+      const auto& own = inst_[0]->sim->tier_names();
+      for (size_t t = 0; t < names.size() && t < own.size(); ++t)
+        if (part["tiers"].contains(names[t])) tiers[own[t]] = part["tiers"][names[t]];
+      part["tiers"] = tiers;
+      add_up(sums, part, {"distinct_blocks", "block_tokens"}, {"peak_bytes", "years_to_wear_out"});
+    }
+    for (const char* k : {"swap_bytes", "prefix_cache", "kv_pool_blocks", "ssd_bytes_written", "tiers"}) m[k] = sums[k];
+  }
+  json instances = json::array();
+  for (size_t i = 0; i < n; ++i) {
+    per[i]["gpu"] = inst_[i]->gpu;
+    per[i]["tier_devices"] = inst_[i]->sim->tier_names();
+    instances.push_back(per[i]);
+  }
+  m["instances"] = instances;
+  m["links"] = link_metrics(*platform_, end);
+  EnergyRun run;
+  run.end_s = end;
+  run.generated_tokens = m.at("output_tokens").get<double>();
+  run.requests = m.at("requests").get<double>();
+  for (auto& in : inst_) {
+    const EngineSetup& s = in->sim->setup();
+    const EngineCounters& c = in->sim->counters();
+    run.throttled_s += c.throttled_s;
+    for (size_t t = 1; t < s.tiers() && t < c.wear.size(); ++t)
+      if (s.hw.devices[s.tier_dev[t]].model->is_storage()) run.wear.push_back({s.tier_dev[t], c.wear[t].life_used()});
+  }
+  m.update(energy_cost_metrics(inst_[0]->sim->setup().hw, *platform_, run));
+  return m;
+}
+
+std::string ClusterSimulation::requests_csv() const {
+  std::vector<ServingRequest> all(stream_.reqs.size());
+  for (size_t k = 0; k < all.size(); ++k) {
+    all[k] = inst_[instance_of_[k]]->sim->requests()[local_id_[k]];
+    all[k].id = static_cast<uint32_t>(k);
+  }
+  const ServingSimulation& s0 = *inst_[0]->sim;
+  const auto& names = s0.tier_names();
+  const std::vector<std::string> tiers(names.begin() + 1, names.end());
+  const json& slo = cfg_["serving"]["slo"];
+  const std::string csv = serving_requests_csv(all, ServingSlo{slo["ttft_s"].get<double>(), slo["tpot_s"].get<double>()},
+                                               tiers, s0.gpu_prefix_cache() ? names[0] : std::string());
+  // Each line, the instance that served it.
+  std::istringstream in(csv);
+  std::ostringstream out;
+  std::string line;
+  size_t k = 0;
+  bool header = true;
+  while (std::getline(in, line)) {
+    out << line << ',' << (header ? std::string("instance") : inst_[instance_of_[k++]]->gpu) << '\n';
+    header = false;
+  }
+  return out.str();
+}
+
+}  // namespace kvtier

@@ -1,0 +1,117 @@
+"""The cluster engine (docs/cluster.md): model instances on a machine's GPUs
+behind a router. One instance is the serving run exactly; N instances on
+identical requests are N times one; the routers route as they say; shared
+host memory is shared out; a slower link never makes the cluster faster."""
+
+import csv
+import json
+
+import pytest
+
+from conftest import ROOT
+
+FOUR = ROOT / "tests" / "data" / "cluster" / "four_a100.json"
+FOUR_H200 = ROOT / "tests" / "data" / "cluster" / "four_h200.json"
+VLLM = ROOT / "configs" / "systems" / "vllm_swap.json"
+MOONCAKE = ROOT / "configs" / "serving" / "mooncake.json"
+
+
+def run(kvtier, tmp_path, name, config, *sets):
+    out = tmp_path / name
+    args = ["run", config, "--out", out, "-q"]
+    for s in sets:
+        args += ["--set", s]
+    p = kvtier(*args, cwd=tmp_path, timeout=300)
+    assert p.returncode == 0, p.stderr
+    return json.loads((out / "result.json").read_text())["metrics"], out
+
+
+def flat(d, prefix=""):
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(flat(v, prefix + k + "."))
+        else:
+            out[prefix + k] = v
+    return out
+
+
+FOUR_HW = 'hardware={"preset": "%s"}' % FOUR
+# Mooncake's preset keeps its KV in DRAM and an SSD below its H200s.
+FOUR_H200_HW = 'hardware={"preset": "%s", "tiers": ["gpu", "dram", "ssd"]}' % FOUR_H200
+
+
+@pytest.mark.parametrize("config,sets", [
+    (VLLM, []),
+    (ROOT / "configs" / "serving" / "prefix_example.json", []),
+    (MOONCAKE, ["serving.limit=400"]),
+])
+def test_one_instance_is_the_serving_run_exactly(kvtier, tmp_path, config, sets):
+    plain, pdir = run(kvtier, tmp_path, "plain", config, *sets)
+    one, cdir = run(kvtier, tmp_path, "cluster", config, *sets, 'cluster={"replicas": 1}')
+    fp, fc = flat(plain), flat(one)
+    differ = [k for k in fp if fc.get(k) != fp[k]]
+    assert not differ, [(k, fp[k], fc.get(k)) for k in differ[:5]]
+    assert len(one["instances"]) == 1 and one["instances"][0]["requests"] == plain["requests"]
+    # requests.csv: the same lines, each with the instance that served it.
+    a = (pdir / "requests.csv").read_text().splitlines()
+    b = (cdir / "requests.csv").read_text().splitlines()
+    assert [l.rsplit(",", 1)[0] for l in b] == a
+    assert b[0].endswith(",instance") and all(l.endswith(",gpu") for l in b[1:])
+
+
+@pytest.mark.parametrize("router", ["round_robin", "least_tokens", "kv_aware"])
+def test_n_instances_on_identical_requests_are_n_times_one(kvtier, tmp_path, router):
+    one, _ = run(kvtier, tmp_path, "one", VLLM, "serving.requests.count=15", "serving.preemption=recompute")
+    four, out = run(kvtier, tmp_path, "four", VLLM, FOUR_HW, "serving.requests.count=60", "serving.preemption=recompute",
+                    'cluster={"replicas": 4, "router": "%s"}' % router)
+    assert four["throughput_tokens_per_s"] == pytest.approx(4 * one["throughput_tokens_per_s"], rel=1e-9)
+    assert four["simulated_time_s"] == pytest.approx(one["simulated_time_s"], rel=1e-9)
+    assert [i["requests"] for i in four["instances"]] == [15] * 4
+    assert [i["gpu"] for i in four["instances"]] == ["gpu", "gpu1", "gpu2", "gpu3"]
+    rows = list(csv.DictReader(open(out / "requests.csv")))
+    assert sorted({r["instance"] for r in rows}) == ["gpu", "gpu1", "gpu2", "gpu3"]
+
+
+def test_least_tokens_balances_what_round_robin_does_not(kvtier, tmp_path):
+    # Alternating long and short prompts: round-robin gives one instance
+    # every long one; least-tokens spreads them.
+    sets = [FOUR_H200_HW, "serving.limit=200", "serving.preemption=recompute"]
+    rr, _ = run(kvtier, tmp_path, "rr", MOONCAKE, *sets, 'cluster={"replicas": 2, "router": "round_robin"}')
+    lt, _ = run(kvtier, tmp_path, "lt", MOONCAKE, *sets, 'cluster={"replicas": 2, "router": "least_tokens"}')
+    spread = lambda m: abs(m["instances"][0]["prompt_tokens"] - m["instances"][1]["prompt_tokens"])
+    assert sum(i["requests"] for i in lt["instances"]) == 200
+    assert spread(lt) < spread(rr)
+    assert lt["ttft_s"]["p50"] <= rr["ttft_s"]["p50"]
+
+
+def test_kv_aware_routing_finds_more_cached_prefix_than_round_robin(kvtier, tmp_path):
+    sets = [FOUR_H200_HW, "serving.limit=1500", "serving.preemption=recompute"]
+    rr, _ = run(kvtier, tmp_path, "rr", MOONCAKE, *sets, 'cluster={"replicas": 4, "router": "round_robin"}')
+    kv, _ = run(kvtier, tmp_path, "kv", MOONCAKE, *sets, 'cluster={"replicas": 4, "router": "kv_aware"}')
+    assert kv["prefix_hit_tokens"] > 1.2 * rr["prefix_hit_tokens"]
+    assert kv["computed_prompt_tokens"] < rr["computed_prompt_tokens"]
+
+
+def test_instances_sharing_host_memory_get_a_share_each(kvtier, tmp_path):
+    # Four instances, one 64 GB DRAM: each prefix cache holds at most a quarter.
+    sets = [FOUR_H200_HW, "serving.limit=1500", "serving.preemption=recompute", "hardware.devices.dram.capacity_GB=64"]
+    one, _ = run(kvtier, tmp_path, "one", MOONCAKE, *sets, 'cluster={"replicas": 1}')
+    four, _ = run(kvtier, tmp_path, "four", MOONCAKE, *sets, 'cluster={"replicas": 4, "router": "kv_aware"}')
+    assert all(i["tier_devices"] == [i["gpu"], "dram", "ssd"] for i in four["instances"])
+    assert one["tiers"]["dram"]["peak_bytes"] > 16e9
+    peaks = [i["tiers"]["dram"]["peak_bytes"] for i in four["instances"]]
+    assert max(peaks) <= 16e9 and min(peaks) > 8e9, peaks
+    assert four["kv_pool_blocks"] == 4 * one["kv_pool_blocks"]
+
+
+def test_a_slower_host_link_never_makes_the_cluster_faster(kvtier, tmp_path):
+    # Round-robin: the routing does not depend on timing (a load-aware router
+    # may route differently on a slower machine, a different run).
+    sets = [FOUR_H200_HW, "serving.limit=300", "serving.preemption=recompute", 'cluster={"replicas": 2}']
+    fast, _ = run(kvtier, tmp_path, "fast", MOONCAKE, *sets)
+    slow, _ = run(kvtier, tmp_path, "slow", MOONCAKE, *sets, "hardware.links.pcie_gpu1.pcie=\"gen3x4\"")
+    assert slow["prefix_hit_tokens"] == fast["prefix_hit_tokens"]
+    assert slow["simulated_time_s"] >= fast["simulated_time_s"] * (1 - 1e-12)
+    assert slow["ttft_s"]["mean"] >= fast["ttft_s"]["mean"] * (1 - 1e-12)
+    assert slow["links"] != fast["links"]
