@@ -31,14 +31,24 @@ ParamList cluster_params() {
           ParamType::Array),
       any("router", "round_robin",
           "which instance an arriving request goes to: a router name or {\"name\": ..., parameters} (`kvtier list "
-          "routers`)"),
+          "policies`)"),
+      integer("prefill_replicas", 0,
+              "disaggregated prefill and decode: the first this many instances only prefill (the router picks among "
+              "them) and the rest only decode, pulling each prompt's KV from its prefill GPU (0: every instance does "
+              "both)",
+              0, 1 << 16),
+      any("decode_router", "least_tokens",
+          "with prefill_replicas: which decode instance a prefilled request goes to (a router name or object)"),
   };
 }
 
 struct ClusterSimulation::Instance {
   json cfg;  // this instance's configuration: its GPU and tiers in hardware
   std::string gpu;
+  size_t gpu_dev = 0;
+  std::string role = "both";  // or "prefill", "decode"
   std::unique_ptr<ServingSimulation> sim;
+  std::vector<uint32_t> global;  // per request it was handed: its index in the stream
 };
 
 ClusterSimulation::ClusterSimulation(json& cfg) : cfg_(cfg) {
@@ -49,9 +59,22 @@ ClusterSimulation::ClusterSimulation(json& cfg) : cfg_(cfg) {
   resolve_params(sv, serving_params(), "serving");
   stream_ = load_requests(sv);
   router_ = Registry<RouterPolicy>::instance().create(cfg_["cluster"]["router"], "cluster.router");
+  decode_router_ = Registry<RouterPolicy>::instance().create(cfg_["cluster"]["decode_router"], "cluster.decode_router");
+  prefill_ = cfg_["cluster"]["prefill_replicas"].get<size_t>();
   place_instances();
+  if (prefill_ > 0 && prefill_ >= inst_.size())
+    throw ConfigError("cluster.prefill_replicas: " + std::to_string(prefill_) + " prefill instances leave none of the " +
+                      std::to_string(inst_.size()) + " to decode");
+  for (size_t i = 0; i < inst_.size() && prefill_ > 0; ++i) {
+    inst_[i]->role = i < prefill_ ? "prefill" : "decode";
+    if (i < prefill_) inst_[i]->sim->on_finish([this, i](uint32_t local) { hand_over(i, local); });
+  }
   instance_of_.assign(stream_.reqs.size(), 0);
   local_id_.assign(stream_.reqs.size(), 0);
+  decode_of_.assign(prefill_ > 0 ? stream_.reqs.size() : 0, UINT32_MAX);
+  decode_local_.assign(decode_of_.size(), 0);
+  for (const ServingRequest& q : stream_.reqs)
+    if (prefill_ > 0 && q.output_tokens > 1) ++to_hand_over_;
 }
 
 ClusterSimulation::~ClusterSimulation() = default;
@@ -131,6 +154,7 @@ void ClusterSimulation::place_instances() {
   for (size_t i = 0; i < n; ++i) {
     auto in = std::make_unique<Instance>();
     in->gpu = hw.devices[gpus[i]].name;
+    in->gpu_dev = gpus[i];
     in->cfg = instance_config(gpus[i], tiers[i], sharers);
     try {
       in->sim = std::make_unique<ServingSimulation>(in->cfg, stream_, nullptr);
@@ -199,13 +223,15 @@ json ClusterSimulation::instance_config(size_t gpu, const std::vector<size_t>& t
   return c;
 }
 
-// The router: each request at its arrival, to the instance it picks.
+// The router: each request at its arrival, to the instance it picks (a
+// prefill instance, where prefill and decode are apart).
 void ClusterSimulation::route_all() {
-  std::vector<InstanceLoad> loads(inst_.size());
-  std::vector<uint8_t> handed(inst_.size(), 0);
+  const size_t n = prefill_ > 0 ? prefill_ : inst_.size();
+  std::vector<InstanceLoad> loads(n);
+  std::vector<uint8_t> handed(n, 0);
   const bool prefix = router_->reads_prefix();
   auto wake = [&] {
-    for (size_t i = 0; i < inst_.size(); ++i)
+    for (size_t i = 0; i < n; ++i)
       if (handed[i]) inst_[i]->sim->wake();
     std::fill(handed.begin(), handed.end(), 0);
   };
@@ -217,20 +243,70 @@ void ClusterSimulation::route_all() {
       wake();
       sg4::this_actor::sleep_until(q.arrival_s);
     }
-    for (size_t i = 0; i < inst_.size(); ++i) {
+    for (size_t i = 0; i < n; ++i) {
       loads[i].outstanding_tokens = inst_[i]->sim->outstanding_tokens();
       loads[i].requests = inst_[i]->sim->unfinished();
       loads[i].cached_tokens = prefix ? inst_[i]->sim->cached_prefix_tokens(q) : 0;
     }
     const uint32_t i = router_->route(RoutedRequest{static_cast<uint32_t>(k), q.input_tokens, q.output_tokens}, loads);
-    if (i >= inst_.size()) throw std::logic_error("router returned instance " + std::to_string(i));
+    if (i >= n) throw std::logic_error("router returned instance " + std::to_string(i));
     instance_of_[k] = i;
     local_id_[k] = static_cast<uint32_t>(inst_[i]->sim->requests().size());
-    inst_[i]->sim->accept(q);
+    inst_[i]->global.push_back(static_cast<uint32_t>(k));
+    ServingRequest r = q;
+    if (prefill_ > 0) r.output_tokens = 1;  // a prefill instance ends with the first token
+    inst_[i]->sim->accept(std::move(r));
     handed[i] = 1;
   }
   wake();
-  for (auto& in : inst_) in->sim->close();
+  for (size_t i = 0; i < n; ++i) inst_[i]->sim->close();
+  routed_all_ = true;
+  if (handed_over_ == to_hand_over_) close_decode_side();
+}
+
+// A prefill instance's request is done: on to a decode instance, which pulls
+// its KV from the prefill GPU.
+void ClusterSimulation::hand_over(size_t from, uint32_t local) {
+  const uint32_t k = inst_[from]->global[local];
+  const ServingRequest& q = stream_.reqs[k];
+  if (q.output_tokens <= 1) return;  // the first token was the last
+  const size_t n = inst_.size() - prefill_;
+  std::vector<InstanceLoad> loads(n);
+  for (size_t j = 0; j < n; ++j) {
+    loads[j].outstanding_tokens = inst_[prefill_ + j]->sim->outstanding_tokens();
+    loads[j].requests = inst_[prefill_ + j]->sim->unfinished();
+  }
+  const uint32_t j = decode_router_->route(RoutedRequest{k, q.input_tokens, q.output_tokens}, loads);
+  if (j >= n) throw std::logic_error("decode router returned instance " + std::to_string(j));
+  Instance& d = *inst_[prefill_ + j];
+  decode_of_[k] = static_cast<uint32_t>(prefill_ + j);
+  decode_local_[k] = static_cast<uint32_t>(d.sim->requests().size());
+  d.global.push_back(k);
+  d.sim->accept_prefilled(q, inst_[from]->gpu_dev);
+  d.sim->wake();
+  if (++handed_over_ == to_hand_over_ && routed_all_) close_decode_side();
+}
+
+void ClusterSimulation::close_decode_side() {
+  for (size_t i = prefill_; prefill_ > 0 && i < inst_.size(); ++i) inst_[i]->sim->close();
+}
+
+ServingRequest ClusterSimulation::served(size_t k) const {
+  const ServingRequest& p = inst_[instance_of_[k]]->sim->requests()[local_id_[k]];
+  ServingRequest r = p;
+  if (!decode_of_.empty() && decode_of_[k] != UINT32_MAX) {
+    r = inst_[decode_of_[k]]->sim->requests()[decode_local_[k]];
+    // What the prefill instance did: when it started, what it computed and found cached.
+    r.first_scheduled_s = p.first_scheduled_s;
+    r.computed_tokens += p.computed_tokens;
+    r.hit_tokens = p.hit_tokens;
+    r.gpu_hit_tokens = p.gpu_hit_tokens;
+    r.preemptions += p.preemptions;
+  } else if (!decode_of_.empty()) {
+    r.output_tokens = stream_.reqs[k].output_tokens;
+  }
+  r.id = static_cast<uint32_t>(k);
+  return r;
 }
 
 json ClusterSimulation::run(const std::string& timeline_path) {
@@ -240,6 +316,9 @@ json ClusterSimulation::run(const std::string& timeline_path) {
   platform_->set_request_bytes(double(s0.model.kv_bytes_per_token()) * get_int(cfg_["workload"], "block_tokens"));
   timeline_ = std::make_unique<Timeline>();
   if (!timeline_path.empty()) timeline_->open(timeline_path);
+  std::vector<size_t> prefill_gpus;
+  for (size_t i = 0; i < prefill_; ++i) prefill_gpus.push_back(inst_[i]->gpu_dev);
+  for (size_t i = prefill_; i < inst_.size() && prefill_ > 0; ++i) inst_[i]->sim->pulls_from(prefill_gpus);
   for (auto& in : inst_) in->sim->attach(*platform_, *timeline_);
   for (auto& st : platform_->stats()) st.track = timeline_->track(Timeline::Links, st.name);
   std::vector<ActorSpec> actors;
@@ -284,10 +363,7 @@ void add_up(json& into, const json& more, const std::vector<std::string>& same, 
 json ClusterSimulation::metrics(double end) {
   const size_t n = inst_.size();
   std::vector<ServingRequest> all(stream_.reqs.size());
-  for (size_t k = 0; k < all.size(); ++k) {
-    all[k] = inst_[instance_of_[k]]->sim->requests()[local_id_[k]];
-    all[k].id = static_cast<uint32_t>(k);
-  }
+  for (size_t k = 0; k < all.size(); ++k) all[k] = served(k);
   std::vector<json> per(n);
   ServingTotals tot;
   tot.end_s = end;
@@ -328,6 +404,7 @@ json ClusterSimulation::metrics(double end) {
   json instances = json::array();
   for (size_t i = 0; i < n; ++i) {
     per[i]["gpu"] = inst_[i]->gpu;
+    per[i]["role"] = inst_[i]->role;
     per[i]["tier_devices"] = inst_[i]->sim->tier_names();
     instances.push_back(per[i]);
   }
@@ -350,24 +427,30 @@ json ClusterSimulation::metrics(double end) {
 
 std::string ClusterSimulation::requests_csv() const {
   std::vector<ServingRequest> all(stream_.reqs.size());
-  for (size_t k = 0; k < all.size(); ++k) {
-    all[k] = inst_[instance_of_[k]]->sim->requests()[local_id_[k]];
-    all[k].id = static_cast<uint32_t>(k);
-  }
+  for (size_t k = 0; k < all.size(); ++k) all[k] = served(k);
   const ServingSimulation& s0 = *inst_[0]->sim;
   const auto& names = s0.tier_names();
   const std::vector<std::string> tiers(names.begin() + 1, names.end());
   const json& slo = cfg_["serving"]["slo"];
   const std::string csv = serving_requests_csv(all, ServingSlo{slo["ttft_s"].get<double>(), slo["tpot_s"].get<double>()},
                                                tiers, s0.gpu_prefix_cache() ? names[0] : std::string());
-  // Each line, the instance that served it.
+  // Each line, the instance that served it (the one that prefilled it, and
+  // the one that decoded it where they are apart).
   std::istringstream in(csv);
   std::ostringstream out;
   std::string line;
   size_t k = 0;
   bool header = true;
   while (std::getline(in, line)) {
-    out << line << ',' << (header ? std::string("instance") : inst_[instance_of_[k++]]->gpu) << '\n';
+    out << line << ',';
+    if (header) {
+      out << "instance" << (prefill_ > 0 ? ",decode_instance" : "");
+    } else {
+      out << inst_[instance_of_[k]]->gpu;
+      if (prefill_ > 0) out << ',' << (decode_of_[k] == UINT32_MAX ? std::string() : inst_[decode_of_[k]]->gpu);
+      ++k;
+    }
+    out << '\n';
     header = false;
   }
   return out.str();

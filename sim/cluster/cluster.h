@@ -8,6 +8,12 @@
 // One instance on the hardware's GPU is today's serving run, exactly: the
 // router hands requests over at their arrival times, which is when the
 // instance would have seen them.
+//
+// Disaggregated prefill and decode (DistServe, Splitwise, Mooncake): the
+// first cluster.prefill_replicas instances only prefill; when a prompt's
+// prefill is done (its first token out) its request goes to a decode
+// instance (cluster.decode_router), which pulls the prompt's KV from the
+// prefill GPU over the route between them once it has room for it.
 #pragma once
 
 #include <memory>
@@ -41,14 +47,23 @@ class ClusterSimulation {
   void place_instances();
   json instance_config(size_t gpu, const std::vector<size_t>& tier_devs, const std::vector<uint32_t>& sharers) const;
   void route_all();
+  void hand_over(size_t from, uint32_t local);
+  void close_decode_side();
+  // Request k of the stream as served: with disaggregation, its decode
+  // instance's record with what the prefill instance did.
+  ServingRequest served(size_t k) const;
   json metrics(double end);
 
   json& cfg_;
   RequestStream stream_;
-  std::unique_ptr<RouterPolicy> router_;
+  std::unique_ptr<RouterPolicy> router_, decode_router_;
+  size_t prefill_ = 0;  // the first this many instances prefill only (0: every instance does both)
+  uint64_t to_hand_over_ = 0, handed_over_ = 0;
+  bool routed_all_ = false;
   std::vector<std::unique_ptr<Instance>> inst_;
   std::vector<uint32_t> instance_of_;  // per request of the stream: the instance it went to
   std::vector<uint32_t> local_id_;     // and its id there
+  std::vector<uint32_t> decode_of_, decode_local_;  // disaggregated: its decode instance and id there
   std::unique_ptr<Platform> platform_;
   std::unique_ptr<Timeline> timeline_;
 };

@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "sim/platform/platform.h"
 #include "sim/platform/transfer_planner.h"
 #include "sim/platform/weight_stream.h"
 
@@ -27,6 +28,11 @@ std::vector<JobId> PagedPipeline::submit_swaps(const PagedIteration& it) {
     std::vector<JobId> deps(before.begin(), before.end());
     before.push_back(tp_.move(swap_dev_, s_.gpu_dev, bytes, std::move(deps), "swap in"));
   }
+  // Pulled KV comes into room the swaps out freed, like a swap in.
+  for (const PagedIteration::Load& p : it.pulls) {
+    std::vector<JobId> deps(before.begin(), before.end());
+    before.push_back(tp_.move(p.from, s_.gpu_dev, p.bytes, std::move(deps), "kv pull"));
+  }
   return before;
 }
 
@@ -41,6 +47,7 @@ bool PagedPipeline::run(const PagedIteration& it) {
       loads[l].push_back(tp_.move(ld.from, s_.gpu_dev, ld.bytes, std::move(deps), "prefix load", static_cast<int32_t>(l)));
     }
   for (JobId j : before) board_.wait(j);
+  moved_in_s_ = sg4::Engine::get_clock();
   const double layer_s = iteration_kernel_s(s_, block_tokens_, it.seqs) + weight_restore_s(s_);
   if (coarsen_ && it.loads.empty() && !stream_weights_) {
     double total = 0;

@@ -34,6 +34,9 @@ struct PagedIteration {
     double bytes = 0;
   };
   std::vector<Load> loads;
+  // Prompts prefilled on another GPU (a disaggregated cluster's prefill
+  // instance): their KV, `bytes` from device `from`, comes in with the swaps.
+  std::vector<Load> pulls;
   JobId after = kNoJob;
   std::vector<KernelSeq> seqs;  // what the kernel computes
   uint64_t computed_tokens = 0;
@@ -45,6 +48,9 @@ class PagedPipeline {
                 Timeline& timeline, uint32_t gpu_track, int swap_dev, uint32_t block_tokens, bool coarsen);
   // Runs iteration `it` from the GPU's actor; whether it ran layer by layer.
   bool run(const PagedIteration& it);
+  // When the last iteration's swaps and pulls were all in: the compute
+  // started then.
+  double moved_in_s() const { return moved_in_s_; }
 
  private:
   std::vector<JobId> submit_swaps(const PagedIteration& it);
@@ -59,6 +65,7 @@ class PagedPipeline {
   uint32_t block_tokens_ = 0;
   bool coarsen_ = true;
   bool stream_weights_ = false;  // policies.weights streams layers in: every iteration runs layer by layer
+  double moved_in_s_ = 0;
 };
 
 }  // namespace kvtier

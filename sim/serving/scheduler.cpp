@@ -28,6 +28,14 @@ void Scheduler::arrive(uint32_t id) {
   insert_waiting(id);
 }
 
+void Scheduler::arrive_prefilled(uint32_t id) {
+  ServingRequest& r = reqs_[id];
+  r.state = ServingRequest::State::Swapped;
+  r.prefill_target = r.input_tokens;
+  r.looked_up = true;
+  pulled_.push_back(id);
+}
+
 // The lowest-priority running sequence gives its blocks back: swapped out
 // to host memory (while swap space lasts), or dropped and recomputed.
 void Scheduler::preempt(uint32_t id) {
@@ -98,6 +106,23 @@ const IterationPlan& Scheduler::plan() {
     swapped_.pop_front();
     swapped_blocks_ -= r.gpu_blocks;
     plan_.swapped_in.push_back(id);
+    used_blocks_ += need;
+    r.gpu_blocks = need;
+    r.state = ServingRequest::State::Running;
+    running_.push_back(id);
+    plan_.items.push_back(IterationItem{id, r.ctx, 1, 0, false, false});
+    r.ctx += 1;
+    --budget;
+  }
+  // 2b. Prompts prefilled elsewhere, in arrival order, while their blocks
+  // and the watermark are free.
+  while (!preempted && swapped_.empty() && !pulled_.empty() && running_.size() < limits_.max_running && budget > 0) {
+    const uint32_t id = pulled_.front();
+    ServingRequest& r = reqs_[id];
+    const uint64_t need = blocks_for(uint64_t(r.ctx) + 1);
+    if (need + watermark_blocks() > free_blocks()) break;
+    pulled_.pop_front();
+    plan_.pulled_in.push_back(id);
     used_blocks_ += need;
     r.gpu_blocks = need;
     r.state = ServingRequest::State::Running;

@@ -71,6 +71,7 @@ struct IterationItem {
 struct IterationPlan {
   std::vector<IterationItem> items;
   std::vector<uint32_t> swapped_out, swapped_in, recomputed;  // request ids
+  std::vector<uint32_t> pulled_in;  // prefilled elsewhere: their prompt's KV comes in now
   uint64_t computed_tokens = 0;
 };
 
@@ -84,6 +85,11 @@ class Scheduler {
   Scheduler(const SchedulerLimits& limits, std::vector<ServingRequest>& reqs, Lookup lookup);
 
   void arrive(uint32_t id);  // the request joins the waiting queue
+  // A request whose prompt another instance prefilled (a disaggregated
+  // cluster's decode side): its first token is out and its prompt's KV is
+  // there to pull (ctx tokens). It is admitted, before new prompts, when its
+  // blocks and the watermark are free, and decodes in the iteration that pulls it.
+  void arrive_prefilled(uint32_t id);
   // The next iteration's plan; blocks are taken from the pool as planned.
   const IterationPlan& plan();
   // After the iteration: tokens produced, requests done (blocks freed).
@@ -92,12 +98,12 @@ class Scheduler {
   // Requests the planned iteration will finish (complete() will return them).
   uint64_t finishing() const;
 
-  bool idle() const { return running_.empty() && waiting_.empty() && swapped_.empty(); }
+  bool idle() const { return running_.empty() && waiting_.empty() && swapped_.empty() && pulled_.empty(); }
   uint64_t free_blocks() const { return limits_.gpu_blocks - used_blocks_; }
   uint64_t used_blocks() const { return used_blocks_; }
   uint64_t swapped_blocks() const { return swapped_blocks_; }
   size_t running() const { return running_.size(); }
-  size_t waiting() const { return waiting_.size(); }
+  size_t waiting() const { return waiting_.size() + pulled_.size(); }
   size_t swapped() const { return swapped_.size(); }
   uint64_t preemptions() const { return preemptions_; }
   uint64_t watermark_blocks() const { return static_cast<uint64_t>(limits_.watermark * double(limits_.gpu_blocks)); }
@@ -114,6 +120,7 @@ class Scheduler {
   std::deque<uint32_t> running_;   // in priority order (admission order)
   std::deque<uint32_t> waiting_;   // in queue order
   std::deque<uint32_t> swapped_;   // in priority order
+  std::deque<uint32_t> pulled_;    // prefilled elsewhere, in arrival order
   uint64_t used_blocks_ = 0, swapped_blocks_ = 0, preemptions_ = 0;
   IterationPlan plan_;
   std::vector<uint32_t> finished_;

@@ -93,10 +93,13 @@ void ServingSimulation::paged_iteration(const IterationPlan& p, uint64_t index, 
     ++swapped_in_;
   }
   recomputed_ += p.recomputed.size();
+  for (uint32_t id : p.pulled_in)
+    it.pulls.push_back({static_cast<size_t>(pull_from_[id]), double(sched_->blocks_for(reqs_[id].input_tokens)) * kv_blk});
   cache_->plan_loads(p, reqs_, it);
   it.seqs.reserve(p.items.size());
   for (const IterationItem& item : p.items) it.seqs.push_back(KernelSeq{item.past, item.tokens, item.prefill});
   if (paged_->run(it)) ++layered_iterations_;
+  for (uint32_t id : p.pulled_in) reqs_[id].first_token_s = paged_->moved_in_s();
   ++iterations_;
 }
 
@@ -182,7 +185,10 @@ void ServingSimulation::drive() {
   while (done < reqs_.size() || (fed_ && !closed_)) {
     if (!fed_) progress.update(static_cast<double>(done));
     const double now = sg4::Engine::get_clock();
-    while (next < reqs_.size() && reqs_[next].arrival_s <= now) sched_->arrive(static_cast<uint32_t>(next++));
+    while (next < reqs_.size() && reqs_[next].arrival_s <= now) {
+      if (next < pull_from_.size() && pull_from_[next] >= 0) sched_->arrive_prefilled(static_cast<uint32_t>(next++));
+      else sched_->arrive(static_cast<uint32_t>(next++));
+    }
     if (sched_->idle()) {
       wait_for_arrival(next);
       continue;
@@ -235,6 +241,7 @@ void ServingSimulation::after_iteration(const IterationPlan& p, uint64_t& done) 
     if (!attention_.empty()) attention_[id].reset();
     if (!write_through) cache_->write_down(reqs_[id]);
     cache_->free_to_gpu(reqs_[id]);
+    if (on_finish_) on_finish_(id);
   }
   cache_->trim_gpu(limits_.gpu_blocks - sched_->used_blocks());
   cache_->submit_moves(*planner_, s_.gpu_dev);
@@ -289,7 +296,9 @@ void ServingSimulation::attach_engines(bool own_links) {
   occ_peak_.assign(s_.hw.tiers.size(), 0.0);
   occ_now_.assign(s_.hw.tiers.size(), 0.0);
   planner_ = std::make_unique<TransferPlanner>(s_, c_, *platform_, *board_, *timeline_);
-  planner_->make_streams({});
+  std::vector<std::pair<size_t, size_t>> pulls;
+  for (size_t d : pull_devices_) pulls.emplace_back(d, s_.gpu_dev);
+  planner_->make_streams(pulls);
   planner_->start();
 }
 
@@ -328,6 +337,19 @@ void ServingSimulation::accept(ServingRequest r) {
   ++unfinished_;
   reqs_.push_back(std::move(r));
   if (!attention_cfg_.empty()) attention_.resize(reqs_.size());
+  if (!pull_from_.empty()) pull_from_.push_back(-1);
+}
+
+void ServingSimulation::accept_prefilled(ServingRequest r, size_t from) {
+  r.ctx = r.input_tokens;
+  r.generated = 1;
+  r.first_token_s = -1;
+  r.computed_tokens = 0;
+  r.hit_tokens.clear();
+  r.gpu_hit_tokens = 0;
+  accept(std::move(r));
+  pull_from_.resize(reqs_.size(), -1);
+  pull_from_.back() = static_cast<int32_t>(from);
 }
 
 void ServingSimulation::wake() { wakeup_->notify(); }

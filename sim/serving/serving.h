@@ -19,6 +19,7 @@
 // is sim/serving/prefix_cache.h, the request stream sim/serving/requests.h.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -68,6 +69,16 @@ class ServingSimulation {
   // The router hands over a request at its arrival (its id is replaced by
   // this instance's own); close(): no more will come.
   void accept(ServingRequest r);
+  // A request another instance prefilled (disaggregated prefill and decode):
+  // its first token is out; its prompt's KV is pulled from device `from`
+  // when this instance admits it, and its first token reaches the user
+  // once the KV is in (TTFT includes the transfer).
+  void accept_prefilled(ServingRequest r, size_t from);
+  // Before attach: the devices prefilled KV may be pulled from (each gets a stream to this GPU).
+  void pulls_from(const std::vector<size_t>& devices) { pull_devices_ = devices; }
+  // Called with a request's id here when it finishes (a prefill instance's
+  // hand-over to a decode instance, at once, in this instance's actor).
+  void on_finish(std::function<void(uint32_t)> hook) { on_finish_ = std::move(hook); }
   void close();
   // After the router's hand-overs of one moment: the instance looks at what
   // it was handed (a wake-up is a scheduling point of SimGrid's, so the
@@ -158,6 +169,9 @@ class ServingSimulation {
   bool fed_ = false, closed_ = false;
   std::unique_ptr<Wakeup> wakeup_;
   uint64_t outstanding_tokens_ = 0, unfinished_ = 0;
+  std::vector<size_t> pull_devices_;
+  std::vector<int32_t> pull_from_;  // per request: the device its prefilled KV is pulled from (-1: none)
+  std::function<void(uint32_t)> on_finish_;
   std::unique_ptr<TransferPlanner> planner_;
   std::unique_ptr<Scheduler> sched_;
   std::unique_ptr<KvStore> kv_;              // serving.kv "tiered"

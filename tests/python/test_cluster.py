@@ -115,3 +115,39 @@ def test_a_slower_host_link_never_makes_the_cluster_faster(kvtier, tmp_path):
     assert slow["simulated_time_s"] >= fast["simulated_time_s"] * (1 - 1e-12)
     assert slow["ttft_s"]["mean"] >= fast["ttft_s"]["mean"] * (1 - 1e-12)
     assert slow["links"] != fast["links"]
+
+
+ONE_REQUEST = 'serving.requests={"kind": "identical", "count": 1, "input_tokens": 8192, "output_tokens": 4}'
+
+
+def test_a_prefilled_prompts_kv_moves_to_its_decode_gpu_in_latency_plus_bytes_over_bandwidth(kvtier, tmp_path):
+    colo, _ = run(kvtier, tmp_path, "colo", MOONCAKE, FOUR_H200_HW, ONE_REQUEST, 'cluster={"replicas": 1}')
+    dis, out = run(kvtier, tmp_path, "dis", MOONCAKE, FOUR_H200_HW, ONE_REQUEST,
+                   'cluster={"replicas": 2, "prefill_replicas": 1}')
+    # Llama-3-70B: 80 layers x 2 x 8 KV heads x 128 x 2 bytes per token.
+    kv = 8192 * 80 * 2 * 8 * 128 * 2
+    # GPU to root complex to GPU: two PCIe 5.0 x16 hops of 1 us; 32 GT/s x 16
+    # lanes, 128b/130b, 256-byte payloads behind 24 bytes of TLP overhead.
+    bw = 32e9 * 16 / 8 * 128 / 130 * 256 / 280
+    assert dis["ttft_s"]["mean"] - colo["ttft_s"]["mean"] == pytest.approx(2e-6 + kv / bw, rel=1e-9)
+    assert dis["links"]["pcie_gpu:gpu->root"]["bytes"] == kv
+    assert dis["links"]["pcie_gpu1:root->gpu1"]["bytes"] == kv
+    assert [i["role"] for i in dis["instances"]] == ["prefill", "decode"]
+    row = next(csv.DictReader(open(out / "requests.csv")))
+    assert (row["instance"], row["decode_instance"]) == ("gpu", "gpu1")
+
+
+def test_disaggregation_trades_ttft_for_steady_tpot(kvtier, tmp_path):
+    sets = [FOUR_H200_HW, "serving.limit=600"]
+    colo, _ = run(kvtier, tmp_path, "colo", MOONCAKE, *sets, 'cluster={"replicas": 4}')
+    dis, _ = run(kvtier, tmp_path, "dis", MOONCAKE, *sets, 'cluster={"replicas": 4, "prefill_replicas": 2}')
+    assert [i["role"] for i in dis["instances"]] == ["prefill"] * 2 + ["decode"] * 2
+    assert sum(i["requests"] for i in dis["instances"][:2]) == 600
+    assert dis["requests"] == colo["requests"] == 600
+    assert dis["output_tokens"] == colo["output_tokens"]
+    # Decode iterations no longer wait behind prefill chunks: the TPOT tail
+    # shrinks; prefill has half the GPUs and the KV must move: TTFT grows.
+    assert dis["tpot_s"]["p99"] < 0.5 * colo["tpot_s"]["p99"]
+    assert dis["ttft_s"]["p50"] > colo["ttft_s"]["p50"]
+    pulled = sum(v["bytes"] for k, v in dis["links"].items() if k.endswith("->root") and k.startswith("pcie_gpu"))
+    assert pulled > 0
