@@ -15,7 +15,9 @@
 
 namespace kvtier {
 
-enum class DeviceRole { Switch, Memory, Storage, Compute };
+// Network: a network adapter, where a node meets the cluster fabric (a
+// transfer endpoint with no memory and no compute of its own).
+enum class DeviceRole { Switch, Memory, Storage, Compute, Network };
 
 class DeviceModel {
  public:

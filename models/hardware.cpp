@@ -1,6 +1,7 @@
 #include "models/hardware.h"
 
 #include <algorithm>
+#include <string_view>
 
 #include "models/calibration.h"
 #include "models/pcie.h"
@@ -12,8 +13,32 @@ namespace kvtier {
 constexpr double kPciePJPerBit = 6.5;
 
 int Hardware::device_index(const std::string& n) const {
+  if (cluster.nodes > 1) {
+    // "n<k>.<local>": the node's index and a search among one node's names,
+    // not among every node's.
+    const size_t dot = n.find('.');
+    if (n.size() < 3 || n[0] != 'n' || dot == std::string::npos || dot < 2) return -1;
+    size_t k = 0;
+    for (size_t i = 1; i < dot; ++i) {
+      if (n[i] < '0' || n[i] > '9' || (i == 1 && n[i] == '0' && dot > 2)) return -1;
+      k = k * 10 + static_cast<size_t>(n[i] - '0');
+      if (k >= cluster.nodes) return -1;
+    }
+    const std::string_view local = std::string_view(n).substr(dot + 1);
+    for (size_t i = 0; i < cluster.local_names.size(); ++i)
+      if (cluster.local_names[i] == local) return static_cast<int>(k * cluster.node_devices + i);
+    return -1;
+  }
   for (size_t i = 0; i < devices.size(); ++i)
     if (devices[i].name == n) return static_cast<int>(i);
+  return -1;
+}
+
+int Hardware::device_index(size_t node, const std::string& local) const {
+  if (node >= cluster.nodes) return -1;
+  if (cluster.nodes == 1) return device_index(local);
+  for (size_t i = 0; i < cluster.local_names.size(); ++i)
+    if (cluster.local_names[i] == local) return static_cast<int>(node * cluster.node_devices + i);
   return -1;
 }
 
@@ -107,10 +132,41 @@ static double link_rate_Bps(const json& l, const std::string& path, std::string*
   return pcie_effective_Bps(c);
 }
 
+// Node 0's description copied into every node of the cluster, each device
+// and link named "n<k>.<name>"; the tiers and the attention GPU are node 0's.
+// The device models are shared (they are immutable).
+static void replicate_nodes(Hardware& h) {
+  const size_t n = h.cluster.nodes;
+  std::vector<DeviceEntry> devices;
+  std::vector<LinkEntry> links;
+  devices.reserve(n * h.devices.size());
+  links.reserve(n * h.links.size());
+  for (size_t k = 0; k < n; ++k) {
+    for (const DeviceEntry& d : h.devices) {
+      devices.push_back(d);
+      devices.back().name = node_qualified(n, k, d.name);
+    }
+    for (const LinkEntry& l : h.links) {
+      links.push_back(l);
+      LinkEntry& c = links.back();
+      c.name = node_qualified(n, k, l.name);
+      c.a = node_qualified(n, k, l.a);
+      c.b = node_qualified(n, k, l.b);
+    }
+  }
+  h.devices = std::move(devices);
+  h.links = std::move(links);
+  for (std::string& t : h.tiers) t = node_qualified(n, 0, t);
+  h.gpu = node_qualified(n, 0, h.gpu);
+  std::map<std::string, KvCapacity> kv;
+  for (auto& [tier, cap] : h.kv_capacity) kv[node_qualified(n, 0, tier)] = cap;
+  h.kv_capacity = std::move(kv);
+}
+
 Hardware parse_hardware(json& hw, const std::string& where) {
   // kv_capacity is accepted but not filled in when absent: a config without
   // it resolves as before.
-  resolve_params(hw, hardware_params(), where, {"kv_capacity"});
+  resolve_params(hw, hardware_params(), where, {"kv_capacity", "cluster"});
   Hardware out;
   out.name = hw["name"].get<std::string>();
   if (!hw["devices"].is_object()) throw ConfigError(where + ".devices: expected an object: device name -> device");
@@ -223,6 +279,15 @@ Hardware parse_hardware(json& hw, const std::string& where) {
   // A GPU tier must be the top tier: KV is produced there.
   for (size_t i = 1; i < out.tiers.size(); ++i)
     if (out.tiers[i] == out.gpu) throw ConfigError(where + ".tiers: the GPU '" + out.gpu + "' must be the first tier");
+  out.cluster.node_devices = out.devices.size();
+  out.cluster.node_links = out.links.size();
+  if (hw.contains("cluster")) {
+    std::vector<std::string> names, kinds;
+    for (const auto& d : out.devices) names.push_back(d.name), kinds.push_back(d.kind);
+    out.cluster = parse_cluster(hw["cluster"], names, kinds, where + ".cluster");
+    out.cluster.node_links = out.links.size();
+    if (out.cluster.nodes > 1) replicate_nodes(out);
+  }
   return out;
 }
 

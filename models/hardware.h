@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "models/cluster.h"
 #include "models/curve.h"
 #include "models/device.h"
 #include "models/kv_capacity.h"
@@ -66,8 +67,20 @@ struct Hardware {
   // the others' is what their memory holds after weights and reserve.
   std::map<std::string, KvCapacity> kv_capacity;
 
+  // hardware.cluster (models/cluster.h): devices and links are node after
+  // node, node_devices and node_links of each.
+  ClusterLayout cluster;
+
   int device_index(const std::string& name) const;  // -1 if absent
   const DeviceEntry& device(const std::string& name) const;
+  size_t nodes() const { return cluster.nodes; }
+  // The node device `device` (an index into devices) belongs to, and its
+  // index within that node (the same in every node).
+  size_t node_of(size_t device) const { return cluster.nodes > 1 ? device / cluster.node_devices : 0; }
+  size_t local_index(size_t device) const { return cluster.nodes > 1 ? device % cluster.node_devices : device; }
+  // The device named `local` (as the node's description names it) in node
+  // `node`; -1 if there is no such node or device.
+  int device_index(size_t node, const std::string& local) const;
 };
 
 ParamList hardware_params();

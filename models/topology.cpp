@@ -16,15 +16,24 @@ struct EdgeProps {
 using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::undirectedS, boost::no_property, EdgeProps>;
 }  // namespace
 
-Topology::Topology(const Hardware& hw) : hw_(hw) {}
+Topology::Topology(const Hardware& hw) : hw_(hw) {
+  const size_t nl = hw.nodes() > 1 ? hw.cluster.node_links : hw.links.size();
+  for (size_t i = 0; i < nl; ++i)
+    ends_.emplace_back(static_cast<size_t>(hw.device_index(hw.links[i].a)), static_cast<size_t>(hw.device_index(hw.links[i].b)));
+}
 
-Route Topology::route(size_t from, size_t to) const {
-  Graph g(hw_.devices.size());
-  for (uint32_t i = 0; i < hw_.links.size(); ++i) {
+Route Topology::route(size_t from_device, size_t to_device) const {
+  const size_t node = hw_.node_of(from_device);
+  if (hw_.node_of(to_device) != node)
+    throw ConfigError("hardware: '" + hw_.devices[from_device].name + "' and '" + hw_.devices[to_device].name +
+                      "' are on different nodes; their route crosses the fabric (the platform's)");
+  const size_t from = hw_.local_index(from_device), to = hw_.local_index(to_device);
+  const uint32_t link0 = static_cast<uint32_t>(node * (hw_.nodes() > 1 ? hw_.cluster.node_links : 0));
+  Graph g(hw_.nodes() > 1 ? hw_.cluster.node_devices : hw_.devices.size());
+  for (uint32_t i = 0; i < ends_.size(); ++i) {
     const auto& l = hw_.links[i];
     // Latency first; the small per-hop term breaks ties toward fewer hops.
-    boost::add_edge(static_cast<size_t>(hw_.device_index(l.a)), static_cast<size_t>(hw_.device_index(l.b)),
-                    EdgeProps{i, l.latency_s + 1e-9}, g);
+    boost::add_edge(ends_[i].first, ends_[i].second, EdgeProps{i, l.latency_s + 1e-9}, g);
   }
   std::vector<Graph::vertex_descriptor> pred(boost::num_vertices(g));
   std::vector<double> dist(boost::num_vertices(g));
@@ -33,7 +42,8 @@ Route Topology::route(size_t from, size_t to) const {
                                      .predecessor_map(pred.data())
                                      .distance_map(dist.data()));
   if (from != to && pred[to] == to)
-    throw ConfigError("hardware.links: no path from '" + hw_.devices[from].name + "' to '" + hw_.devices[to].name + "'");
+    throw ConfigError("hardware.links: no path from '" + hw_.devices[from_device].name + "' to '" +
+                      hw_.devices[to_device].name + "'");
   Route r;
   for (size_t v = to; v != from; v = pred[v]) {
     size_t u = pred[v];
@@ -50,7 +60,7 @@ Route Topology::route(size_t from, size_t to) const {
       }
     }
     const auto& l = hw_.links[best];
-    r.push_back(Hop{best, l.a == hw_.devices[u].name});
+    r.push_back(Hop{best + link0, l.a == hw_.devices[u].name});
   }
   std::reverse(r.begin(), r.end());
   return r;

@@ -15,6 +15,10 @@ struct Hop {
 };
 using Route = std::vector<Hop>;
 
+// In a cluster (models/cluster.h) the nodes are copies: routes are found
+// within node 0's devices and links and moved to the node asked for. Routes
+// between nodes cross the fabric, which is the platform's
+// (sim/platform/platform.h); asking this for one is a ConfigError.
 class Topology {
  public:
   explicit Topology(const Hardware& hw);
@@ -24,6 +28,8 @@ class Topology {
 
  private:
   const Hardware& hw_;
+  // Ends of each of node 0's links (device indices within the node).
+  std::vector<std::pair<size_t, size_t>> ends_;
 };
 
 // The narrowest link along a route, B/s, each link taken in its direction of

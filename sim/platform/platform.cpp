@@ -106,10 +106,14 @@ struct SgLinks {
   std::vector<SgLink> media_read, media_write;  // per device
 };
 
-SgLinks make_links(sg4::NetZone* zone, const Hardware& hw, std::vector<LinkStat>& stats) {
+// Node `node`'s links and media (all of them for one node); the SgLinks are
+// indexed by link and device within the node.
+SgLinks make_links(sg4::NetZone* zone, const Hardware& hw, std::vector<LinkStat>& stats, size_t node = 0,
+                   std::unordered_map<const sg4::Link*, uint32_t>* index = nullptr) {
   auto new_link = [&](const std::string& name, double bw, double lat, sg4::Link::SharingPolicy pol) {
     stats.push_back(LinkStat{name, bw});
     auto* l = zone->create_link(name, bw)->set_latency(lat)->set_sharing_policy(pol);
+    if (index) index->emplace(l, static_cast<uint32_t>(stats.size() - 1));
     return SgLink{l, static_cast<uint32_t>(stats.size() - 1)};
   };
   auto tag = [&](const SgLink& sl, int32_t link, int32_t device, bool forward, bool write) {
@@ -120,17 +124,20 @@ SgLinks make_links(sg4::NetZone* zone, const Hardware& hw, std::vector<LinkStat>
     st.write = write;
   };
   SgLinks k;
-  const size_t nl = hw.links.size(), nd = hw.devices.size();
+  const size_t nl = hw.nodes() > 1 ? hw.cluster.node_links : hw.links.size();
+  const size_t nd = hw.nodes() > 1 ? hw.cluster.node_devices : hw.devices.size();
+  const size_t l0 = node * nl, d0 = node * nd;
   k.fwd.resize(nl);
   k.back.resize(nl);
   k.both.assign(nl, SgLink{nullptr, 0});
   for (size_t i = 0; i < nl; ++i) {
-    const auto& l = hw.links[i];
+    const auto& l = hw.links[l0 + i];
+    const auto li = static_cast<int32_t>(l0 + i);
     if (l.duplex == Duplex::Split) {
       k.fwd[i] = new_link(l.name + ":" + l.a + "->" + l.b, l.bw_Bps, l.latency_s, sg4::Link::SharingPolicy::SHARED);
       k.back[i] = new_link(l.name + ":" + l.b + "->" + l.a, l.bw_back_Bps, l.latency_s, sg4::Link::SharingPolicy::SHARED);
-      tag(k.fwd[i], static_cast<int32_t>(i), -1, true, false);
-      tag(k.back[i], static_cast<int32_t>(i), -1, false, false);
+      tag(k.fwd[i], li, -1, true, false);
+      tag(k.back[i], li, -1, false, false);
       // Directions that slow each other: both also cross one shared
       // constraint of the efficiency times their sum, which a lone flow never
       // reaches (efficiency >= 0.5) and two opposite flows split.
@@ -141,24 +148,25 @@ SgLinks make_links(sg4::NetZone* zone, const Hardware& hw, std::vector<LinkStat>
     } else {
       auto pol = l.duplex == Duplex::Shared ? sg4::Link::SharingPolicy::SHARED : sg4::Link::SharingPolicy::FATPIPE;
       k.fwd[i] = k.back[i] = new_link(l.name, l.bw_Bps, l.latency_s, pol);
-      tag(k.fwd[i], static_cast<int32_t>(i), -1, true, false);
+      tag(k.fwd[i], li, -1, true, false);
     }
   }
   k.media_read.assign(nd, SgLink{nullptr, 0});
   k.media_write.assign(nd, SgLink{nullptr, 0});
   for (size_t i = 0; i < nd; ++i) {
-    const auto& m = *hw.devices[i].model;
+    const auto& m = *hw.devices[d0 + i].model;
     if (m.read_Bps() <= 0) continue;
-    const std::string& n = hw.devices[i].name;
+    const std::string& n = hw.devices[d0 + i].name;
+    const auto di = static_cast<int32_t>(d0 + i);
     if (m.media_shared()) {
       k.media_read[i] = k.media_write[i] =
           new_link(n + ".media", m.read_Bps(), m.media_latency_s(), sg4::Link::SharingPolicy::SHARED);
-      tag(k.media_read[i], -1, static_cast<int32_t>(i), true, false);
+      tag(k.media_read[i], -1, di, true, false);
     } else {
       k.media_read[i] = new_link(n + ".read", m.read_Bps(), m.media_latency_s(), sg4::Link::SharingPolicy::SHARED);
       k.media_write[i] = new_link(n + ".write", m.write_Bps(), m.media_latency_s(), sg4::Link::SharingPolicy::SHARED);
-      tag(k.media_read[i], -1, static_cast<int32_t>(i), true, false);
-      tag(k.media_write[i], -1, static_cast<int32_t>(i), true, true);
+      tag(k.media_read[i], -1, di, true, false);
+      tag(k.media_write[i], -1, di, true, true);
     }
   }
   return k;
@@ -215,22 +223,40 @@ std::vector<SgLink> make_route(const Hardware& hw, const SgLinks& k, const Route
 }
 }  // namespace
 
-Platform::Platform(const Hardware& hw, const Topology& topo) : n_(hw.devices.size()) {
-  auto* zone = sg4::create_full_zone("kvtier");
-  controller_ = zone->create_host("kvtier.controller", 1e9);
+Platform::Platform(const Hardware& hw, const Topology& topo)
+    : n_(hw.devices.size()), nodes_(hw.nodes()), node_devices_(hw.nodes() > 1 ? hw.cluster.node_devices : n_), hw_(&hw) {
   hosts_.assign(n_, nullptr);
   cores_.assign(n_, 1);
   work_s_.assign(n_, 0.0);
+  for (size_t i = 0; i < n_; ++i) cores_[i] = std::max(1, hw.devices[i].model->cores());
+  if (nodes_ == 1)
+    build_one_node(sg4::create_full_zone("kvtier"), hw, topo);
+  else
+    build_cluster(hw, topo);
+  windows_ = ActivityWindows(n_, stats_.size());
+  for (size_t i = 0; i < n_; ++i)
+    if (hosts_[i]) device_of_.emplace(hosts_[i], static_cast<uint32_t>(i));
+  install_callbacks();
+}
+
+void Platform::install_callbacks() {
+  g_active = this;
+  auto* model = sg4::Engine::get_instance()->get_netzone_root()->get_network_model();
+  model->set_bw_factor_cb(&Platform::bandwidth_cb);
+  model->set_lat_factor_cb(&Platform::latency_cb);
+}
+
+// One node: one full zone, every pair of devices an explicit route.
+void Platform::build_one_node(sg4::NetZone* zone, const Hardware& hw, const Topology& topo) {
+  controller_ = zone->create_host("kvtier.controller", 1e9);
   route_request_.assign(n_ * n_, 0.0);
   for (size_t i = 0; i < n_; ++i) {
     const auto& d = hw.devices[i];
-    cores_[i] = std::max(1, d.model->cores());
     if (d.model->role() == DeviceRole::Switch) continue;
     double speed = d.model->flops() > 0 ? d.model->flops() : 1e9;
     hosts_[i] = zone->create_host(d.name, speed);
   }
   const SgLinks links = make_links(zone, hw, stats_);
-  windows_ = ActivityWindows(n_, stats_.size());
   routes_.assign(n_ * n_, PlatformRoute{});
   factors_.assign(n_ * n_, RouteFactors{});
   for (size_t a = 0; a < n_; ++a) {
@@ -244,12 +270,138 @@ Platform::Platform(const Hardware& hw, const Topology& topo) : n_(hw.devices.siz
     }
   }
   zone->seal();
-  for (size_t i = 0; i < n_; ++i)
-    if (hosts_[i]) device_of_.emplace(hosts_[i], static_cast<uint32_t>(i));
-  g_active = this;
-  auto* model = sg4::Engine::get_instance()->get_netzone_root()->get_network_model();
-  model->set_bw_factor_cb(&Platform::bandwidth_cb);
-  model->set_lat_factor_cb(&Platform::latency_cb);
+}
+
+// A cluster: node 0's routes found once (every node is a copy of it), the
+// nodes built as full zones, joined by the fabric's star or fat-tree zone.
+void Platform::build_cluster(const Hardware& hw, const Topology& topo) {
+  const size_t D = node_devices_;
+  std::vector<Route> local(D * D);
+  for (size_t a = 0; a < D; ++a)
+    for (size_t b = 0; b < D; ++b)
+      if (a != b && hw.devices[a].model->role() != DeviceRole::Switch &&
+          hw.devices[b].model->role() != DeviceRole::Switch)
+        local[a * D + b] = topo.route(a, b);
+  routes_.assign(nodes_ * D * D, PlatformRoute{});
+  factors_.assign(D * D, RouteFactors{});
+  route_request_.assign(nodes_ * D * D, 0.0);
+  const Fabric& f = hw.cluster.fabric;
+  const size_t nic = static_cast<size_t>(hw.device_index(0, f.nic)) % D;
+  auto stat = [this](sg4::Link* l) {
+    stats_.push_back(LinkStat{l->get_name(), l->get_bandwidth()});
+    link_stat_.emplace(l, static_cast<uint32_t>(stats_.size() - 1));
+    return l;
+  };
+  if (f.topology == FabricTopology::Star) {
+    // One switch: each node's port up and down, and the switch's core,
+    // which every cross-node flow crosses once (SimGrid's star zone lists a
+    // link met on both halves of a route once).
+    auto* root = sg4::create_star_zone("kvtier");
+    auto* core = stat(root->create_link("fabric.core", double(nodes_) * f.nic_Bps / f.oversubscription)
+                          ->set_sharing_policy(sg4::Link::SharingPolicy::SHARED));
+    for (size_t k = 0; k < nodes_; ++k) {
+      auto* zone = sg4::create_full_zone("n" + std::to_string(k));
+      zone->set_parent(root);
+      build_node(zone, hw, k, local);
+      const std::string port = "n" + std::to_string(k) + ".fabric";
+      auto* up = stat(root->create_link(port + ":up", f.nic_Bps)->set_latency(f.latency_s));
+      auto* down = stat(root->create_link(port + ":down", f.nic_Bps)->set_latency(f.latency_s));
+      auto* gw = hosts_[k * D + nic]->get_netpoint();
+      root->add_route(zone->get_netpoint(), nullptr, gw, nullptr, {sg4::LinkInRoute(up), sg4::LinkInRoute(core)}, false);
+      root->add_route(nullptr, zone->get_netpoint(), nullptr, gw, {sg4::LinkInRoute(core), sg4::LinkInRoute(down)}, false);
+    }
+    root->seal();
+  } else {
+    // SimGrid's fat tree: leaf `id` is node `id`'s zone, its gateway the NIC;
+    // the tree's links (each direction its own) carry nic_GBps.
+    sg4::ClusterCallbacks cb([&](sg4::NetZone* ft, const std::vector<unsigned long>& /*coord*/, unsigned long id) {
+      auto* zone = sg4::create_full_zone("n" + std::to_string(id));
+      zone->set_parent(ft);
+      build_node(zone, hw, id, local);
+      return std::make_pair(zone->get_netpoint(), hosts_[id * D + nic]->get_netpoint());
+    });
+    const sg4::FatTreeParams params(static_cast<unsigned>(f.down.size()), f.down, f.up, f.link_count);
+    auto* root = sg4::create_fatTree_zone("kvtier", nullptr, params, cb, f.nic_Bps, f.latency_s,
+                                          sg4::Link::SharingPolicy::SPLITDUPLEX);
+    root->seal();
+    // The tree's links, in SimGrid's order of names (deterministic).
+    for (sg4::Link* l : sg4::Engine::get_instance()->get_all_links())
+      if (!link_stat_.count(l) && l->get_name().rfind("__", 0) != 0) {
+        stat(l);
+        stats_.back().name = "fabric:" + l->get_name();
+      }
+  }
+}
+
+// Node `node` in its zone: its hosts, links and the explicit routes between
+// its devices (node 0's routes moved to this node's links).
+void Platform::build_node(sg4::NetZone* zone, const Hardware& hw, size_t node, const std::vector<Route>& local) {
+  const size_t D = node_devices_, d0 = node * D;
+  if (node == 0) controller_ = zone->create_host("kvtier.controller", 1e9);
+  for (size_t i = 0; i < D; ++i) {
+    const auto& d = hw.devices[d0 + i];
+    if (d.model->role() == DeviceRole::Switch) continue;
+    hosts_[d0 + i] = zone->create_host(d.name, d.model->flops() > 0 ? d.model->flops() : 1e9);
+  }
+  const SgLinks links = make_links(zone, hw, stats_, node, &link_stat_);
+  for (size_t a = 0; a < D; ++a) {
+    for (size_t b = 0; b < D; ++b) {
+      if (a == b || !hosts_[d0 + a] || !hosts_[d0 + b]) continue;
+      RouteFactors other;  // every node's factors are node 0's
+      const std::vector<SgLink> path = make_route(hw, links, local[a * D + b], a, b, routes_[node * D * D + a * D + b],
+                                                  node == 0 ? factors_[a * D + b] : other);
+      std::vector<sg4::LinkInRoute> sg;
+      for (const auto& l : path) sg.emplace_back(l.link);
+      zone->add_route(hosts_[d0 + a]->get_netpoint(), hosts_[d0 + b]->get_netpoint(), nullptr, nullptr, sg, false);
+    }
+  }
+  zone->seal();
+}
+
+// A route between nodes, as SimGrid routes it (the source's node to its
+// gateway, the fabric, the destination's gateway to it), with the factors
+// its links give (as make_route's for a route within a node).
+const Platform::CrossRoute& Platform::cross(size_t from, size_t to) const {
+  const uint64_t key = uint64_t(from) * n_ + to;
+  if (auto it = cross_.find(key); it != cross_.end()) return it->second;
+  CrossRoute c;
+  PlatformRoute& r = c.route;
+  RouteFactors& f = c.factors;
+  std::vector<sg4::Link*> links;
+  if (hosts_[from] && hosts_[to]) hosts_[from]->route_to(hosts_[to], links, nullptr);
+  f.const_min_Bps = r.bottleneck_Bps = std::numeric_limits<double>::infinity();
+  for (size_t i = 0; i < links.size(); ++i) {
+    const auto s = link_stat_.find(links[i]);
+    if (s == link_stat_.end()) continue;  // SimGrid's own loopback: no link of the hardware
+    const LinkStat& st = stats_[s->second];
+    const double bw = links[i]->get_bandwidth(), lat = links[i]->get_latency();
+    r.stats.push_back(s->second);
+    r.latency_s += lat;
+    r.bottleneck_Bps = std::min(r.bottleneck_Bps, bw);
+    if (i == 0 && st.device == static_cast<int32_t>(from)) {
+      f.read_dev = hw_->devices[from].model.get(), f.read_Bps = bw, f.read_lat_s = lat, f.const_latency_s += lat;
+    } else if (i + 1 == links.size() && st.device == static_cast<int32_t>(to)) {
+      f.write_dev = hw_->devices[to].model.get(), f.write_Bps = bw, f.write_lat_s = lat, f.const_latency_s += lat;
+    } else if (st.link >= 0 && !st.both) {
+      const LinkEntry& le = hw_->links[static_cast<size_t>(st.link)];
+      if (!st.forward && le.pageable_back_Bps > 0)
+        r.pageable_Bps = r.pageable_Bps > 0 ? std::min(r.pageable_Bps, le.pageable_back_Bps) : le.pageable_back_Bps;
+      if (!(st.forward ? le.bw_curve : le.bw_back_curve).empty())
+        f.bw_curved.push_back(RouteFactors::CurvedHop{&le, st.forward, bw});
+      else
+        f.const_min_Bps = std::min(f.const_min_Bps, bw);
+      if (!le.latency_curve.empty())
+        f.lat_curved.push_back(&le);
+      else
+        f.const_latency_s += lat;
+    } else if (!st.both) {  // a fabric link
+      f.const_min_Bps = std::min(f.const_min_Bps, bw);
+      f.const_latency_s += lat;
+    }
+  }
+  f.bottleneck_Bps = r.bottleneck_Bps;
+  f.latency_s = r.latency_s;
+  return cross_.emplace(key, std::move(c)).first->second;
 }
 
 Platform::~Platform() {
@@ -272,7 +424,7 @@ void Platform::requests(double request, double bytes, double* req, int* qd) {
 
 double Platform::bandwidth_factor(size_t from, size_t to, double bytes) const {
   if (from >= n_ || to >= n_ || from == to) return 1.0;
-  const RouteFactors& f = factors_[from * n_ + to];
+  const RouteFactors& f = factors(from, to);
   if (!(f.bottleneck_Bps > 0) || std::isinf(f.bottleneck_Bps)) return 1.0;
   double eff_min = f.const_min_Bps;
   if (f.read_dev || f.write_dev) {
@@ -291,7 +443,7 @@ double Platform::bandwidth_factor(size_t from, size_t to, double bytes) const {
 
 double Platform::latency_factor(size_t from, size_t to, double bytes) const {
   if (from >= n_ || to >= n_ || from == to) return 1.0;
-  const RouteFactors& f = factors_[from * n_ + to];
+  const RouteFactors& f = factors(from, to);
   // A latency curve on a route whose nominal latency is 0 cannot be expressed
   // as a factor; give such links a nominal latency_us.
   if (!(f.latency_s > 0)) return 1.0;

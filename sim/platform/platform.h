@@ -4,6 +4,12 @@
 // also allows asymmetric bandwidth), every memory or storage device gets media
 // links in front of it, and every pair of devices gets an explicit route. So
 // concurrent flows share each link as SimGrid's max-min sharing says.
+//
+// A cluster (hardware.cluster, docs/cluster.md) is SimGrid's own zones: one
+// full zone per node holding its devices and their explicit routes, and the
+// nodes the leaves of a star or fat-tree zone, each node's gateway its
+// fabric NIC. Routes within a node are tabled when the platform is built;
+// routes between nodes are asked of SimGrid on first use and kept.
 #pragma once
 
 #include <simgrid/s4u.hpp>
@@ -106,8 +112,12 @@ class Platform {
   // The device model's cores: a host's speed is all of them together.
   int cores(size_t device) const { return cores_[device]; }
   sg4::Host* controller() const { return controller_; }
-  // The route from device `from` to device `to` (both not switches).
-  const PlatformRoute& route(size_t from, size_t to) const { return routes_[from * n_ + to]; }
+  // The route from device `from` to device `to` (both not switches), across
+  // nodes included.
+  const PlatformRoute& route(size_t from, size_t to) const {
+    if (nodes_ == 1) return routes_[from * n_ + to];
+    return node_of(from) == node_of(to) ? routes_[pair_index(from, to)] : cross(from, to).route;
+  }
   std::vector<LinkStat>& stats() { return stats_; }
   const std::vector<LinkStat>& stats() const { return stats_; }
   // Work executed on each device so far, in seconds of the whole device at
@@ -139,12 +149,15 @@ class Platform {
   // a stream sets it before each of its transfers, which it runs one at a
   // time (sim/platform/streams.cpp).
   void set_route_request_bytes(size_t from, size_t to, double bytes) {
-    if (from < n_ && to < n_) route_request_[from * n_ + to] = bytes > 0 ? bytes : 0;
+    if (from >= n_ || to >= n_) return;
+    (crosses(from, to) ? cross(from, to).request_bytes : route_request_[slot(from, to)]) = bytes > 0 ? bytes : 0;
   }
   double route_request_bytes(size_t from, size_t to) const {
-    const double r = from < n_ && to < n_ ? route_request_[from * n_ + to] : 0.0;
+    double r = 0;
+    if (from < n_ && to < n_) r = crosses(from, to) ? cross(from, to).request_bytes : route_request_[slot(from, to)];
     return r > 0 ? r : request_bytes_;
   }
+  size_t nodes() const { return nodes_; }
 
   // The factors SimGrid applies to one transfer of `bytes` from device `from`
   // to device `to`: the rate is bandwidth_factor x the route's nominal
@@ -156,18 +169,48 @@ class Platform {
   static void requests(double request, double bytes, double* req, int* qd);
 
  private:
+  // A route between devices of different nodes, found on first use.
+  struct CrossRoute {
+    PlatformRoute route;
+    RouteFactors factors;
+    mutable double request_bytes = 0;  // set_route_request_bytes' value for this pair
+  };
   size_t n_;
+  size_t nodes_ = 1, node_devices_ = 0;  // node_devices_ = n_ for one node
+  const Hardware* hw_;
   std::vector<sg4::Host*> hosts_;
   std::vector<int> cores_;
   sg4::Host* controller_ = nullptr;
+  // Routes within a node, by node x node_devices_^2 + local from x
+  // node_devices_ + local to (from * n_ + to for one node).
   std::vector<PlatformRoute> routes_;
+  mutable std::unordered_map<uint64_t, CrossRoute> cross_;  // by from * n_ + to
+  std::unordered_map<const sg4::Link*, uint32_t> link_stat_;  // every SimGrid link -> its LinkStat (clusters)
   std::vector<LinkStat> stats_;
   std::vector<double> work_s_;  // by device
   ActivityWindows windows_;
-  std::vector<RouteFactors> factors_;  // by from * n_ + to, like routes_
+  // By local from x node_devices_ + local to: every node's copy of a route
+  // has the same factors.
+  std::vector<RouteFactors> factors_;
   std::unordered_map<const sg4::Host*, uint32_t> device_of_;  // host -> device index
   double request_bytes_ = 0;
-  std::vector<double> route_request_;  // by from * n_ + to; 0 = request_bytes_
+  std::vector<double> route_request_;  // like routes_; 0 = request_bytes_
+
+  size_t node_of(size_t d) const { return d / node_devices_; }
+  size_t pair_index(size_t from, size_t to) const {
+    return node_of(from) * node_devices_ * node_devices_ + (from % node_devices_) * node_devices_ + to % node_devices_;
+  }
+  const CrossRoute& cross(size_t from, size_t to) const;
+  const RouteFactors& factors(size_t from, size_t to) const {
+    if (crosses(from, to)) return cross(from, to).factors;
+    return factors_[(from % node_devices_) * node_devices_ + to % node_devices_];
+  }
+  bool crosses(size_t from, size_t to) const { return nodes_ > 1 && node_of(from) != node_of(to); }
+  size_t slot(size_t from, size_t to) const { return nodes_ == 1 ? from * n_ + to : pair_index(from, to); }
+  void build_one_node(sg4::NetZone* zone, const Hardware& hw, const Topology& topo);
+  void build_cluster(const Hardware& hw, const Topology& topo);
+  void build_node(sg4::NetZone* zone, const Hardware& hw, size_t node, const std::vector<Route>& local);
+  void install_callbacks();
 
   // Device indices of a SimGrid transfer's ends; false if either is not a device.
   bool ends(const sg4::Host* src, const sg4::Host* dst, size_t* from, size_t* to) const;

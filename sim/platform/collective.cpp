@@ -1,0 +1,116 @@
+#include "sim/platform/collective.h"
+
+#include <algorithm>
+
+#include "models/collective.h"
+#include "models/param.h"
+
+namespace kvtier {
+
+namespace {
+
+void check_ranks(const Platform& p, const std::vector<size_t>& gpus) {
+  if (gpus.empty()) throw ConfigError("collective: no ranks");
+  for (size_t g : gpus)
+    if (g >= p.work_s().size() || !p.host(g))
+      throw ConfigError("collective: device " + std::to_string(g) + " is not a device that sends and receives");
+  std::vector<size_t> sorted = gpus;
+  std::sort(sorted.begin(), sorted.end());
+  if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
+    throw ConfigError("collective: a device is listed twice among the ranks");
+}
+
+// Rank i to rank i+1 with `bytes` each; the largest hop latency.
+double ring_flows(const Platform& p, const std::vector<size_t>& gpus, double bytes, CollectivePlan& plan) {
+  double alpha = 0;
+  for (size_t i = 0; i < gpus.size(); ++i) {
+    const size_t a = gpus[i], b = gpus[(i + 1) % gpus.size()];
+    plan.flows.push_back(CollectiveFlow{a, b, bytes});
+    alpha = std::max(alpha, p.route(a, b).latency_s);
+  }
+  return alpha;
+}
+
+}  // namespace
+
+CollectivePlan allreduce_plan(const Platform& p, const std::vector<size_t>& gpus, double bytes, CollectiveAlgorithm algo) {
+  check_ranks(p, gpus);
+  CollectivePlan plan;
+  const int n = static_cast<int>(gpus.size());
+  if (n < 2) return plan;
+  if (algo == CollectiveAlgorithm::Ring) {
+    const double alpha = ring_flows(p, gpus, allreduce_bytes_per_rank(n, bytes), plan);
+    plan.extra_latency_s = (2.0 * (n - 1) - 1) * alpha;
+    return plan;
+  }
+  double alpha = 0;
+  for (size_t a : gpus)
+    for (size_t b : gpus)
+      if (a != b) {
+        plan.flows.push_back(CollectiveFlow{a, b, 2.0 * bytes / n});
+        alpha = std::max(alpha, p.route(a, b).latency_s);
+      }
+  plan.extra_latency_s = alpha;
+  return plan;
+}
+
+CollectivePlan allgather_plan(const Platform& p, const std::vector<size_t>& gpus, double bytes) {
+  check_ranks(p, gpus);
+  CollectivePlan plan;
+  const int n = static_cast<int>(gpus.size());
+  if (n < 2) return plan;
+  const double alpha = ring_flows(p, gpus, double(n - 1) / n * bytes, plan);
+  plan.extra_latency_s = double(n - 2) * alpha;
+  return plan;
+}
+
+CollectiveRun collective_start(Platform& p, CollectivePlan plan) {
+  CollectiveRun run;
+  run.platform_ = &p;
+  run.t0_ = sg4::Engine::get_clock();
+  auto& stats = p.stats();
+  for (const CollectiveFlow& f : plan.flows) {
+    for (uint32_t s : p.route(f.from, f.to).stats) {
+      LinkStat& st = stats[s];
+      if (st.active++ == 0) st.busy_since = run.t0_;
+      st.bytes += f.bytes;
+    }
+    run.comms_.push_back(sg4::Comm::sendto_async(p.host(f.from), p.host(f.to), static_cast<uint64_t>(f.bytes)));
+  }
+  run.plan_ = std::move(plan);
+  return run;
+}
+
+double CollectiveRun::wait() {
+  if (!platform_) return 0.0;
+  auto& stats = platform_->stats();
+  // Which flow each pending comm is, as wait_any shrinks the list.
+  std::vector<size_t> flow(comms_.size());
+  for (size_t i = 0; i < flow.size(); ++i) flow[i] = i;
+  while (!comms_.empty()) {
+    const auto i = static_cast<size_t>(sg4::Comm::wait_any(comms_));
+    const double t1 = sg4::Engine::get_clock();
+    const CollectiveFlow& f = plan_.flows[flow[i]];
+    const PlatformRoute& route = platform_->route(f.from, f.to);
+    for (uint32_t s : route.stats) {
+      LinkStat& st = stats[s];
+      if (--st.active == 0) st.busy_s += t1 - st.busy_since;
+    }
+    platform_->transferred(route, f.bytes, t0_, t1);
+    comms_.erase(comms_.begin() + static_cast<std::ptrdiff_t>(i));
+    flow.erase(flow.begin() + static_cast<std::ptrdiff_t>(i));
+  }
+  if (plan_.extra_latency_s > 0) sg4::this_actor::sleep_for(plan_.extra_latency_s);
+  platform_ = nullptr;
+  return sg4::Engine::get_clock() - t0_;
+}
+
+CollectiveRun allreduce_start(Platform& p, const std::vector<size_t>& gpus, double bytes, CollectiveAlgorithm algo) {
+  return collective_start(p, allreduce_plan(p, gpus, bytes, algo));
+}
+
+double allreduce(Platform& p, const std::vector<size_t>& gpus, double bytes, CollectiveAlgorithm algo) {
+  return allreduce_start(p, gpus, bytes, algo).wait();
+}
+
+}  // namespace kvtier

@@ -1,0 +1,117 @@
+// Collectives as SimGrid flows: on an idle HGX node they take their closed
+// form; a concurrent copy on a shared link slows them; slower NVLink never
+// makes them faster.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+
+#include "models/collective.h"
+#include "sim/platform/collective.h"
+#include "sim_fixture.h"
+
+using namespace kvtier;
+using namespace kvtier::test;
+
+namespace {
+
+json hgx_nvlink(double nvlink_GBps = 450) {
+  std::ifstream f(std::string(KVTIER_SOURCE_DIR) + "/configs/hardware/hgx_h100x8.json");
+  REQUIRE(f.good());
+  json hw = json::parse(f);
+  for (int k = 0; k < 8; ++k) hw["links"]["nvlink" + std::to_string(k)]["bandwidth_GBps"] = nvlink_GBps;
+  return hw;
+}
+
+// An all-reduce of `bytes` over gpu0..gpu<ranks-1>, and optionally a copy of
+// `copy_bytes` from gpu0 to gpu1 started with it: the all-reduce's time, the
+// closed form's inputs (the ring hop's bottleneck and the largest latency)
+// and the bytes nvlink0 carried towards the switch.
+json run_allreduce(const json& hw, int ranks, double bytes, CollectiveAlgorithm algo, double copy_bytes = 0) {
+  return in_child([&] {
+    json hwc = hw;
+    Hardware h = parse_hardware(hwc, "hardware");
+    Topology topo(h);
+    start_simgrid();
+    Platform p(h, topo);
+    std::vector<size_t> gpus;
+    for (int k = 0; k < ranks; ++k) gpus.push_back(static_cast<size_t>(h.device_index("gpu" + std::to_string(k))));
+    double t = 0;
+    sg4::Actor::create("allreduce", p.controller(), [&] { t = allreduce(p, gpus, bytes, algo); });
+    if (copy_bytes > 0)
+      sg4::Actor::create("copy", p.controller(), [&] {
+        sg4::CommPtr c = sg4::Comm::sendto_async(p.host(gpus[0]), p.host(gpus[1]), static_cast<uint64_t>(copy_bytes));
+        c->wait();
+      });
+    sg4::Engine::get_instance()->run();
+    double lat = 0;
+    for (size_t a : gpus)
+      for (size_t b : gpus)
+        if (a != b) lat = std::max(lat, p.route(a, b).latency_s);
+    double nvlink0 = 0;
+    for (const LinkStat& s : p.stats())
+      if (s.name == "nvlink0:gpu0->nvswitch") nvlink0 = s.bytes;
+    return json{{"time_s", t}, {"bw", p.route(gpus[0], gpus[1]).bottleneck_Bps}, {"latency_s", lat}, {"nvlink0", nvlink0}};
+  });
+}
+
+}  // namespace
+
+TEST_CASE("a ring all-reduce on an idle HGX node takes the closed form", "[collective]") {
+  const double S = 256.0 * (1 << 20);
+  for (int n : {2, 4, 8}) {
+    CAPTURE(n);
+    json m = run_allreduce(hgx_nvlink(), n, S, CollectiveAlgorithm::Ring);
+    REQUIRE(m.contains("time_s"));
+    CHECK(m["bw"].get<double>() == 450e9);
+    CHECK(m["latency_s"].get<double>() == Approx(1e-6));  // two NVLink hops of 0.5 us
+    const double expect = ring_allreduce_s(n, S, m["bw"], m["latency_s"]);
+    CHECK(rel_err(m["time_s"].get<double>(), expect) < 1e-9);
+    CHECK(m["nvlink0"].get<double>() == Approx(allreduce_bytes_per_rank(n, S)).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("an all-reduce through the NVSwitch on an idle HGX node takes the closed form", "[collective]") {
+  const double S = 64.0 * (1 << 20);
+  json m = run_allreduce(hgx_nvlink(), 8, S, CollectiveAlgorithm::Switch);
+  REQUIRE(m.contains("time_s"));
+  CHECK(rel_err(m["time_s"].get<double>(), switch_allreduce_s(8, S, m["bw"], m["latency_s"])) < 1e-9);
+  CHECK(m["nvlink0"].get<double>() == Approx(allreduce_bytes_per_rank(8, S)).epsilon(1e-12));
+}
+
+TEST_CASE("a copy on a link the all-reduce uses makes it slower", "[collective][physics]") {
+  const double S = 256.0 * (1 << 20);
+  for (auto algo : {CollectiveAlgorithm::Ring, CollectiveAlgorithm::Switch}) {
+    json idle = run_allreduce(hgx_nvlink(), 8, S, algo), busy = run_allreduce(hgx_nvlink(), 8, S, algo, 4e9);
+    REQUIRE(idle.contains("time_s"));
+    REQUIRE(busy.contains("time_s"));
+    CHECK(busy["time_s"].get<double>() > idle["time_s"].get<double>() * 1.1);
+  }
+}
+
+TEST_CASE("halving NVLink bandwidth never makes an all-reduce faster", "[collective][physics]") {
+  const double S = 128.0 * (1 << 20);
+  for (auto algo : {CollectiveAlgorithm::Ring, CollectiveAlgorithm::Switch}) {
+    json full = run_allreduce(hgx_nvlink(450), 8, S, algo), half = run_allreduce(hgx_nvlink(225), 8, S, algo);
+    REQUIRE(full.contains("time_s"));
+    REQUIRE(half.contains("time_s"));
+    CHECK(half["time_s"].get<double>() > full["time_s"].get<double>());
+    CHECK(half["bw"].get<double>() == 225e9);
+  }
+}
+
+TEST_CASE("a collective over one rank does nothing; a repeated rank is refused", "[collective]") {
+  json m = run_allreduce(hgx_nvlink(), 1, 1e9, CollectiveAlgorithm::Ring);
+  REQUIRE(m.contains("time_s"));
+  CHECK(m["time_s"].get<double>() == 0.0);
+  json bad = in_child([] {
+    json hwc = hgx_nvlink();
+    Hardware h = parse_hardware(hwc, "hardware");
+    Topology topo(h);
+    start_simgrid();
+    Platform p(h, topo);
+    const auto g = static_cast<size_t>(h.device_index("gpu0"));
+    allreduce_plan(p, {g, g}, 1e9, CollectiveAlgorithm::Ring);
+    return json::object();
+  });
+  CHECK_THAT(bad.value("config_error", std::string()), Catch::Contains("listed twice"));
+}
