@@ -156,11 +156,36 @@ static void replicate_nodes(Hardware& h) {
   }
   h.devices = std::move(devices);
   h.links = std::move(links);
-  for (std::string& t : h.tiers) t = node_qualified(n, 0, t);
-  h.gpu = node_qualified(n, 0, h.gpu);
+  // Names already of a node ("n3.gpu0": a cluster's instance on another
+  // node) stay; plain names are node 0's.
+  const auto qualify = [&](const std::string& name) {
+    return h.device_index(name) >= 0 ? name : node_qualified(n, 0, name);
+  };
+  for (std::string& t : h.tiers) t = qualify(t);
+  h.gpu = qualify(h.gpu);
   std::map<std::string, KvCapacity> kv;
-  for (auto& [tier, cap] : h.kv_capacity) kv[node_qualified(n, 0, tier)] = cap;
+  for (auto& [tier, cap] : h.kv_capacity) kv[qualify(tier)] = cap;
   h.kv_capacity = std::move(kv);
+}
+
+// A tier or GPU named on another node of a cluster ("n<k>.<name>", as a
+// cluster's instances name theirs): the node's own name, checked against
+// the node's devices; the node's index is checked with the cluster. Any
+// other name as it is.
+static std::string node_local(const json& hw, const std::string& name) {
+  if (!hw.contains("cluster") || !hw["cluster"].is_object()) return name;
+  const auto nodes = hw["cluster"].find("nodes");
+  if (nodes == hw["cluster"].end() || !nodes->is_number_integer() || nodes->get<long long>() < 2) return name;
+  const size_t dot = name.find('.');
+  if (name.size() < 3 || name[0] != 'n' || dot == std::string::npos || dot < 2) return name;
+  long long k = 0;
+  for (size_t i = 1; i < dot; ++i) {
+    if (name[i] < '0' || name[i] > '9' || dot > 8) return name;
+    k = k * 10 + (name[i] - '0');
+  }
+  if (k >= nodes->get<long long>() || std::to_string(k) != name.substr(1, dot - 1)) return name;
+  const std::string local = name.substr(dot + 1);
+  return hw.contains("devices") && hw["devices"].is_object() && hw["devices"].contains(local) ? local : name;
 }
 
 Hardware parse_hardware(json& hw, const std::string& where) {
@@ -251,7 +276,7 @@ Hardware parse_hardware(json& hw, const std::string& where) {
     std::string path = where + ".tiers[" + std::to_string(i) + "]";
     if (!t.is_string()) throw ConfigError(path + ": expected a device name");
     std::string n = t.get<std::string>();
-    int di = out.device_index(n);
+    int di = out.device_index(node_local(hw, n));
     if (di < 0) throw ConfigError(path + ": no device named '" + n + "'");
     if (!out.devices[static_cast<size_t>(di)].model->holds_kv())
       throw ConfigError(path + ": device '" + n + "' (kind " + out.devices[static_cast<size_t>(di)].kind +
@@ -273,7 +298,7 @@ Hardware parse_hardware(json& hw, const std::string& where) {
         out.gpu = d.name;
       }
     if (out.gpu.empty()) throw ConfigError(where + ".devices: no device of kind gpu to run attention");
-  } else if (out.device_index(out.gpu) < 0) {
+  } else if (out.device_index(node_local(hw, out.gpu)) < 0) {
     throw ConfigError(where + ".gpu: no device named '" + out.gpu + "'");
   }
   // A GPU tier must be the top tier: KV is produced there.

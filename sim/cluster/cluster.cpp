@@ -19,7 +19,7 @@
 
 namespace kvtier {
 
-ParamList cluster_params() {
+ParamList cluster_run_params() {
   return {
       integer("replicas", 0,
               "model instances, one per GPU (0: one on every GPU of the hardware); each has its own scheduler, paged KV "
@@ -39,6 +39,15 @@ ParamList cluster_params() {
               0, 1 << 16),
       any("decode_router", "least_tokens",
           "with prefill_replicas: which decode instance a prefilled request goes to (a router name or object)"),
+      integer("tp", 1,
+              "tensor parallelism: GPUs per instance (consecutive in cluster.gpus); each holds 1/tp of the weights, "
+              "query heads and KV heads (KV heads replicated where tp exceeds them) and every layer ends in two "
+              "all-reduces of the iteration's hidden states",
+              1, 1024),
+      str("allreduce", "ring",
+          "how a tensor-parallel instance's GPUs all-reduce: ring (NCCL's ring over the routes between consecutive "
+          "ranks) or switch (NVSwitch: every rank to every other through the switch)",
+          {"ring", "switch"}),
   };
 }
 
@@ -46,6 +55,8 @@ struct ClusterSimulation::Instance {
   json cfg;  // this instance's configuration: its GPU and tiers in hardware
   std::string gpu;
   size_t gpu_dev = 0;
+  std::vector<size_t> gpus;  // its ranks' GPUs (tensor parallelism), the first gpu_dev
+  std::vector<std::vector<size_t>> rank_tiers;  // per rank: its tier devices
   std::string role = "both";  // or "prefill", "decode"
   std::unique_ptr<ServingSimulation> sim;
   std::vector<uint32_t> global;  // per request it was handed: its index in the stream
@@ -53,7 +64,7 @@ struct ClusterSimulation::Instance {
 
 ClusterSimulation::ClusterSimulation(json& cfg) : cfg_(cfg) {
   reset_footprint();
-  resolve_params(cfg_["cluster"], cluster_params(), "cluster");
+  resolve_params(cfg_["cluster"], cluster_run_params(), "cluster");
   json& sv = cfg_["serving"];
   if (!sv.is_object()) throw ConfigError("serving: expected an object (the serving engine's settings)");
   resolve_params(sv, serving_params(), "serving");
@@ -88,7 +99,9 @@ size_t nearest_of_kind(const Hardware& hw, const Topology& topo, size_t from, co
   size_t best = hw.devices.size();
   std::pair<size_t, double> best_cost{0, 0};
   for (size_t d = 0; d < hw.devices.size(); ++d) {
-    if (hw.devices[d].kind != kind) continue;
+    // A rank keeps its KV in its own node (routes between nodes go over the
+    // fabric, which the topology of one node does not hold).
+    if (hw.devices[d].kind != kind || hw.node_of(d) != hw.node_of(from)) continue;
     const Route r = topo.route(from, d);
     double lat = 0;
     for (const Hop& h : r) lat += hw.links[h.link].latency_s;
@@ -132,43 +145,54 @@ void ClusterSimulation::place_instances() {
     for (size_t d = 0; d < hw.devices.size(); ++d)
       if (is_gpu(d) && d != gpus[0]) gpus.push_back(d);
   }
+  const size_t tp = cl["tp"].get<size_t>();
   const size_t want = cl["replicas"].get<size_t>();
-  const size_t n = want == 0 ? gpus.size() : want;
-  if (n > gpus.size())
-    throw ConfigError("cluster.replicas: " + std::to_string(n) + " instances of one GPU each, but the hardware (or "
+  const size_t n = want == 0 ? gpus.size() / tp : want;
+  if (n == 0 || n * tp > gpus.size())
+    throw ConfigError("cluster.replicas: " + std::to_string(std::max<size_t>(n, 1)) + " instances of " +
+                      std::to_string(tp) + " GPU" + (tp > 1 ? "s (cluster.tp)" : "") + " each, but the hardware (or "
                       "cluster.gpus) has " + std::to_string(gpus.size()) + " GPUs");
   if (hw.tiers.empty() || hw.tiers[0] != hw.gpu)
     throw ConfigError("hardware.tiers: a cluster's instances keep running KV on their GPU: the first tier must be the GPU (" +
                       hw.gpu + ")");
-  // Each instance's tier devices.
-  std::vector<std::vector<size_t>> tiers(n);
+  // Each rank's tier devices: the hardware's own for the first instance's
+  // first rank, the nearest of the same kind for the others. Each rank of
+  // every instance keeps its share of KV in its devices.
   std::vector<uint32_t> sharers(hw.devices.size(), 0);
   for (size_t i = 0; i < n; ++i) {
-    tiers[i].push_back(gpus[i]);
-    for (size_t t = 1; t < hw.tiers.size(); ++t) {
-      const size_t own = static_cast<size_t>(hw.device_index(hw.tiers[t]));
-      tiers[i].push_back(gpus[i] == gpus[0] && i == 0 ? own : nearest_of_kind(hw, topo, gpus[i], hw.devices[own].kind));
-      ++sharers[tiers[i].back()];
-    }
-  }
-  for (size_t i = 0; i < n; ++i) {
     auto in = std::make_unique<Instance>();
-    in->gpu = hw.devices[gpus[i]].name;
-    in->gpu_dev = gpus[i];
-    in->cfg = instance_config(gpus[i], tiers[i], sharers);
+    for (size_t r = 0; r < tp; ++r) {
+      const size_t g = gpus[i * tp + r];
+      in->gpus.push_back(g);
+      std::vector<size_t> tiers{g};
+      for (size_t t = 1; t < hw.tiers.size(); ++t) {
+        const size_t own = static_cast<size_t>(hw.device_index(hw.tiers[t]));
+        tiers.push_back(i == 0 && r == 0 ? own : nearest_of_kind(hw, topo, g, hw.devices[own].kind));
+        ++sharers[tiers.back()];
+      }
+      in->rank_tiers.push_back(tiers);
+    }
+    in->gpu_dev = in->gpus[0];
+    in->gpu = hw.devices[in->gpu_dev].name;
+    inst_.push_back(std::move(in));
+  }
+  for (auto& in : inst_) {
+    in->cfg = instance_config(in->gpu_dev, in->rank_tiers[0], sharers);
     try {
       in->sim = std::make_unique<ServingSimulation>(in->cfg, stream_, nullptr);
     } catch (const ConfigError& e) {
-      if (n == 1) throw;
+      if (n == 1 && tp == 1) throw;
       throw ConfigError(std::string(e.what()) + " (the instance on " + in->gpu + ")");
     }
-    inst_.push_back(std::move(in));
   }
   // The run's configuration as resolved: the first instance's, with the
   // hardware as given (its GPU and tiers) and the cluster section.
+  json keep_model = cfg_["model"];
+  parse_llm(keep_model, "model");
   const json keep_hw = cfg_["hardware"], keep_cluster = cfg_["cluster"];
   cfg_ = inst_[0]->cfg;
   cfg_["hardware"] = keep_hw;
+  cfg_["model"] = keep_model;  // the whole model (each instance's holds a rank's shard)
   cfg_["cluster"] = keep_cluster;
   cfg_["cluster"]["replicas"] = n;
 }
@@ -189,10 +213,33 @@ json ClusterSimulation::instance_config(size_t gpu, const std::vector<size_t>& t
   h["tiers"] = names;
   const json given = h.contains("kv_capacity") ? h["kv_capacity"] : json::object();
   json cap = json::object();
-  const LlmSpec model = [&] {
+  const LlmSpec whole = [&] {
     json m = c["model"];
     return parse_llm(m, "model");
   }();
+  const uint32_t tp = cfg_["cluster"]["tp"].get<uint32_t>();
+  LlmSpec model = whole;
+  if (tp > 1) {
+    // One rank's shard (Megatron-LM): a tp-th of the query heads and the
+    // weights; KV heads split, or replicated where there are fewer than ranks.
+    if (whole.heads % tp != 0)
+      throw ConfigError("cluster.tp: " + std::to_string(tp) + " ranks do not split the model's " +
+                        std::to_string(whole.heads) + " query heads evenly");
+    if (whole.kv_heads % tp != 0 && tp % whole.kv_heads != 0)
+      throw ConfigError("cluster.tp: " + std::to_string(tp) + " ranks neither split nor replicate the model's " +
+                        std::to_string(whole.kv_heads) + " KV heads evenly");
+    model.heads = whole.heads / tp;
+    model.kv_heads = whole.kv_heads % tp == 0 ? whole.kv_heads / tp : 1;
+    model.params = whole.params / tp;
+    c["model"]["heads"] = model.heads;
+    c["model"]["kv_heads"] = model.kv_heads;
+    c["model"]["params_B"] = model.params / 1e9;
+    c["model"]["note"] = "one of " + std::to_string(tp) + " tensor-parallel ranks' shard of " + whole.name;
+    const json& w = c["policies"].is_object() && c["policies"].contains("weights") ? c["policies"]["weights"] : json();
+    if (!w.is_null() && w != "gpu" && !(w.is_object() && w.value("name", "") == "gpu"))
+      throw ConfigError("policies.weights: a tensor-parallel instance keeps its weights on its GPUs (streamed weights "
+                        "are modelled for one GPU); remove it or set cluster.tp 1");
+  }
   const json& sv = c["serving"];
   const double block_bytes = double(model.kv_bytes_per_token()) * get_int(c["workload"], "block_tokens");
   // The swap space's tier, as the serving engine picks it.
@@ -316,6 +363,27 @@ json ClusterSimulation::run(const std::string& timeline_path) {
   platform_->set_request_bytes(double(s0.model.kv_bytes_per_token()) * get_int(cfg_["workload"], "block_tokens"));
   timeline_ = std::make_unique<Timeline>();
   if (!timeline_path.empty()) timeline_->open(timeline_path);
+  const json& cl = cfg_["cluster"];
+  const size_t ranks = cl["tp"].get<size_t>();
+  if (ranks > 1) {
+    // Each device's part on ranks 1..T-1: a rank's GPU for the first rank's,
+    // its nearest host memory or drive for the first rank's, another
+    // instance's ranks for its first GPU (KV pulled between instances);
+    // anything else is itself on every rank.
+    std::vector<std::vector<size_t>> part(s0.hw.devices.size());
+    for (size_t d = 0; d < part.size(); ++d) part[d].assign(ranks - 1, d);
+    for (auto& in : inst_)
+      for (size_t r = 1; r < ranks; ++r) part[in->gpu_dev][r - 1] = in->gpus[r];
+    json m = cfg_["model"];
+    const LlmSpec whole = parse_llm(m, "model");
+    const double hidden = double(whole.model_dim()) * whole.dtype_bytes;
+    for (auto& in : inst_) {
+      std::vector<std::vector<size_t>> mine = part;
+      for (size_t t = 1; t < in->rank_tiers[0].size(); ++t)
+        for (size_t r = 1; r < ranks; ++r) mine[in->rank_tiers[0][t]][r - 1] = in->rank_tiers[r][t];
+      in->sim->tensor_parallel(in->gpus, hidden, cl["allreduce"] == "switch", std::move(mine));
+    }
+  }
   std::vector<size_t> prefill_gpus;
   for (size_t i = 0; i < prefill_; ++i) prefill_gpus.push_back(inst_[i]->gpu_dev);
   for (size_t i = prefill_; i < inst_.size() && prefill_ > 0; ++i) inst_[i]->sim->pulls_from(prefill_gpus);
@@ -404,6 +472,10 @@ json ClusterSimulation::metrics(double end) {
   json instances = json::array();
   for (size_t i = 0; i < n; ++i) {
     per[i]["gpu"] = inst_[i]->gpu;
+    if (inst_[i]->gpus.size() > 1) {
+      per[i]["gpus"] = json::array();
+      for (size_t g : inst_[i]->gpus) per[i]["gpus"].push_back(inst_[i]->sim->setup().hw.devices[g].name);
+    }
     per[i]["role"] = inst_[i]->role;
     per[i]["tier_devices"] = inst_[i]->sim->tier_names();
     instances.push_back(per[i]);

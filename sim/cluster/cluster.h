@@ -30,7 +30,7 @@ class RouterPolicy;
 class Platform;
 class Timeline;
 
-ParamList cluster_params();
+ParamList cluster_run_params();  // the config's "cluster" section (hardware.cluster is the machines: models/cluster.h)
 
 class ClusterSimulation {
  public:

@@ -78,6 +78,15 @@ struct EngineSetup {
   std::unique_ptr<AttentionSource> trace;
   std::string trace_name;
 
+  // A tensor-parallel instance of a cluster: its ranks' GPUs (the first is
+  // gpu_dev, which the run follows; the model above is one rank's shard;
+  // empty: one GPU), the bytes of one all-reduce per token of an iteration
+  // (the hidden state), two all-reduces per layer, through a switch
+  // (NVSwitch) or around a ring.
+  std::vector<size_t> tp_gpus;
+  double tp_allreduce_bytes_per_token = 0;
+  bool tp_switch = false;
+
   // Devices by role.
   std::vector<size_t> tier_dev;  // per tier: its device
   size_t gpu_dev = 0;

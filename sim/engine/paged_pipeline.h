@@ -56,8 +56,11 @@ class PagedPipeline {
   std::vector<JobId> submit_swaps(const PagedIteration& it);
   void run_layers(const PagedIteration& it, double layer_s, const std::vector<std::vector<JobId>>& loads);
   void kernel(const PagedIteration& it, double seconds, int64_t layer);
+  // A tensor-parallel instance's all-reduces after `layers` layers' kernels.
+  void all_reduce(const PagedIteration& it, size_t layers);
 
   const EngineSetup& s_;
+  Platform& platform_;
   TransferPlanner& tp_;
   JobBoard& board_;
   GpuStream gpu_;

@@ -54,6 +54,20 @@ CollectivePlan allreduce_plan(const Platform& p, const std::vector<size_t>& gpus
   return plan;
 }
 
+CollectivePlan allreduce_repeated_plan(const Platform& p, const std::vector<size_t>& gpus, double bytes,
+                                       CollectiveAlgorithm algo, size_t count) {
+  if (count <= 1) return allreduce_plan(p, gpus, bytes, algo);
+  const CollectivePlan one = allreduce_plan(p, gpus, bytes, algo);
+  if (one.flows.empty()) return one;
+  // One all-reduce's latency: its flows' first step (the largest route
+  // latency among them) and the steps slept after.
+  double first = 0;
+  for (const CollectiveFlow& f : one.flows) first = std::max(first, p.route(f.from, f.to).latency_s);
+  CollectivePlan plan = allreduce_plan(p, gpus, bytes * static_cast<double>(count), algo);
+  plan.extra_latency_s += static_cast<double>(count - 1) * (first + one.extra_latency_s);
+  return plan;
+}
+
 CollectivePlan allgather_plan(const Platform& p, const std::vector<size_t>& gpus, double bytes) {
   check_ranks(p, gpus);
   CollectivePlan plan;
@@ -84,22 +98,28 @@ CollectiveRun collective_start(Platform& p, CollectivePlan plan) {
 double CollectiveRun::wait() {
   if (!platform_) return 0.0;
   auto& stats = platform_->stats();
-  // Which flow each pending comm is, as wait_any shrinks the list.
-  std::vector<size_t> flow(comms_.size());
-  for (size_t i = 0; i < flow.size(); ++i) flow[i] = i;
-  while (!comms_.empty()) {
-    const auto i = static_cast<size_t>(sg4::Comm::wait_any(comms_));
-    const double t1 = sg4::Engine::get_clock();
-    const CollectiveFlow& f = plan_.flows[flow[i]];
+  // Each flow waited for in turn (wait_any over K flows costs O(K) a call:
+  // an 8-rank switch all-reduce's 56 flows made it most of a run), its links
+  // released at its own finish time. A link's busy time is exact unless
+  // another transfer starts and ends on it between an earlier-listed flow's
+  // end and a later-listed one's, which only shifts when it is counted busy.
+  std::vector<std::pair<double, size_t>> ends;
+  ends.reserve(comms_.size());
+  for (size_t i = 0; i < comms_.size(); ++i) {
+    comms_[i]->wait();
+    ends.emplace_back(comms_[i]->get_finish_time(), i);
+  }
+  std::sort(ends.begin(), ends.end());
+  for (const auto& [t1, i] : ends) {
+    const CollectiveFlow& f = plan_.flows[i];
     const PlatformRoute& route = platform_->route(f.from, f.to);
     for (uint32_t s : route.stats) {
       LinkStat& st = stats[s];
       if (--st.active == 0) st.busy_s += t1 - st.busy_since;
     }
     platform_->transferred(route, f.bytes, t0_, t1);
-    comms_.erase(comms_.begin() + static_cast<std::ptrdiff_t>(i));
-    flow.erase(flow.begin() + static_cast<std::ptrdiff_t>(i));
   }
+  comms_.clear();
   if (plan_.extra_latency_s > 0) sg4::this_actor::sleep_for(plan_.extra_latency_s);
   platform_ = nullptr;
   return sg4::Engine::get_clock() - t0_;
@@ -111,6 +131,11 @@ CollectiveRun allreduce_start(Platform& p, const std::vector<size_t>& gpus, doub
 
 double allreduce(Platform& p, const std::vector<size_t>& gpus, double bytes, CollectiveAlgorithm algo) {
   return allreduce_start(p, gpus, bytes, algo).wait();
+}
+
+double allreduce_repeated(Platform& p, const std::vector<size_t>& gpus, double bytes, CollectiveAlgorithm algo,
+                          size_t count) {
+  return collective_start(p, allreduce_repeated_plan(p, gpus, bytes, algo, count)).wait();
 }
 
 }  // namespace kvtier

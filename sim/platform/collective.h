@@ -39,6 +39,13 @@ struct CollectivePlan {
 // nothing to do.
 CollectivePlan allreduce_plan(const Platform& p, const std::vector<size_t>& gpus, double bytes, CollectiveAlgorithm algo);
 CollectivePlan allgather_plan(const Platform& p, const std::vector<size_t>& gpus, double bytes);
+// `count` all-reduces of `bytes` back to back as one set of flows carrying
+// their bytes and the latency steps of all of them: on an idle platform
+// exactly `count` times one all-reduce (the bandwidth term is linear in
+// bytes), with count times fewer SimGrid activities. Under contention the
+// flows share links as one longer all-reduce would.
+CollectivePlan allreduce_repeated_plan(const Platform& p, const std::vector<size_t>& gpus, double bytes,
+                                       CollectiveAlgorithm algo, size_t count);
 
 // A collective in flight: its flows are running and counted on the links.
 class CollectiveRun {
@@ -61,5 +68,8 @@ CollectiveRun collective_start(Platform& p, CollectivePlan plan);
 CollectiveRun allreduce_start(Platform& p, const std::vector<size_t>& gpus, double bytes, CollectiveAlgorithm algo);
 // From an actor: an all-reduce start to end; its duration, s.
 double allreduce(Platform& p, const std::vector<size_t>& gpus, double bytes, CollectiveAlgorithm algo);
+// From an actor: allreduce_repeated_plan start to end; its duration, s.
+double allreduce_repeated(Platform& p, const std::vector<size_t>& gpus, double bytes, CollectiveAlgorithm algo,
+                          size_t count);
 
 }  // namespace kvtier

@@ -17,6 +17,7 @@ GpuStream::Span GpuStream::run(double seconds) {
   k.t1 = sg4::Engine::get_clock();
   c_.gpu_busy_s += k.t1 - k.t0;
   platform_.add_work(gpu_dev_, seconds, k.t0, k.t1);
+  for (size_t g : mirrors_) platform_.add_work(g, seconds, k.t0, k.t1);
   return k;
 }
 

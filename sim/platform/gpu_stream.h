@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "sim/core/counters.h"
 #include "sim/core/timeline.h"
@@ -29,6 +30,9 @@ class GpuStream {
   GpuStream(Platform& platform, size_t gpu_dev, EngineCounters& c, Timeline& timeline, uint32_t track);
   // A kernel of `seconds` on the GPU; returns once it is done.
   Span run(double seconds);
+  // A tensor-parallel instance's other ranks: each runs its shard of every
+  // kernel in the same time (their work is counted on their GPUs).
+  void mirror_to(std::vector<size_t> gpus) { mirrors_ = std::move(gpus); }
   // Whether slices are recorded: their names and arguments are built only then.
   bool traced() const { return timeline_.enabled(); }
   void slice(const std::string& name, const Span& k, const nlohmann::json& args) { timeline_.slice(track_, name, k.t0, k.t1, args); }
@@ -40,6 +44,7 @@ class GpuStream {
   EngineCounters& c_;
   Timeline& timeline_;
   uint32_t track_;
+  std::vector<size_t> mirrors_;
 };
 
 }  // namespace kvtier

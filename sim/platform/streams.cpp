@@ -2,15 +2,20 @@
 
 namespace kvtier {
 
-JobBoard::JobBoard() : done_(1, 1), dur_(1, 0.0), mutex_(sg4::Mutex::create()), cv_(sg4::ConditionVariable::create()) {}
+JobBoard::JobBoard() : done_(1, 1), dur_(1, 0.0), left_(1, 1), mutex_(sg4::Mutex::create()), cv_(sg4::ConditionVariable::create()) {}
 
 JobId JobBoard::create() {
   done_.push_back(0);
   dur_.push_back(0.0);
+  left_.push_back(1);
   return static_cast<JobId>(done_.size() - 1);
 }
 
 void JobBoard::finish(JobId j, double duration_s) {
+  if (left_[j] > 1) {
+    --left_[j];
+    return;
+  }
   done_[j] = 1;
   dur_[j] = duration_s;
   cv_->notify_all();

@@ -20,6 +20,9 @@ class JobBoard {
  public:
   JobBoard();
   JobId create();
+  // A job that `parts` finish() calls complete (a tensor-parallel
+  // instance's copy, one transfer per rank): done with the last of them.
+  void expect(JobId j, uint32_t parts) { left_[j] = parts; }
   bool done(JobId j) const { return j == kNoJob || done_[j] != 0; }
   void finish(JobId j, double duration_s = 0);
   double duration(JobId j) const { return j == kNoJob ? 0 : dur_[j]; }
@@ -28,6 +31,7 @@ class JobBoard {
  private:
   std::vector<uint8_t> done_;
   std::vector<double> dur_;  // how long each finished job ran (excluding waits for its dependencies)
+  std::vector<uint32_t> left_;  // finish() calls a job still waits for (1 unless expect()ed)
   sg4::MutexPtr mutex_;
   sg4::ConditionVariablePtr cv_;
 };

@@ -1,4 +1,6 @@
 #include "sim/platform/transfer_planner.h"
+
+#include <unordered_map>
 #include "sim/platform/weight_stream.h"
 
 #include <algorithm>
@@ -74,11 +76,37 @@ void TransferPlanner::make_streams(const std::vector<std::pair<size_t, size_t>>&
   }
   if (s_.fpga_dev >= 0) want(static_cast<size_t>(s_.fpga_dev), static_cast<size_t>(s_.fpga_dev));
   for (const auto& [a, b] : extra) want(a, b);
+  mirror_streams();
   if (s_.weights && s_.weights->homes().dram >= 0) {
     const size_t host = static_cast<size_t>(s_.weights->homes().dram);
     const std::string& hn = hw.devices[host].name;
     act_in_ = one_engine ? streams_[host * n + gpu] : make("activations " + hn + "->" + hw.gpu);
     act_out_ = one_engine ? streams_[gpu * n + host] : make("activations " + hw.gpu + "->" + hn);
+  }
+}
+
+// Each other rank's streams, shared between pairs as the first rank's are
+// (one copy engine a direction).
+void TransferPlanner::mirror_streams() {
+  if (mirrors_.empty()) return;
+  const size_t n = s_.hw.devices.size();
+  const size_t ranks = mirrors_[s_.gpu_dev].size();
+  for (size_t r = 0; r < ranks; ++r) {
+    std::unordered_map<Stream*, Stream*> made;
+    for (size_t a = 0; a < n; ++a)
+      for (size_t b = 0; b < n; ++b) {
+        Stream* st = streams_[a * n + b];
+        if (!st || mirrors_[a].empty() || mirrors_[b].empty()) continue;
+        const size_t ma = mirrors_[a][r], mb = mirrors_[b][r];
+        if (streams_[ma * n + mb]) continue;
+        Stream*& m = made[st];
+        if (!m) {
+          owned_.push_back(std::make_unique<Stream>(s_.hw.devices[ma].name + "->" + s_.hw.devices[mb].name, platform_,
+                                                    board_, timeline_));
+          m = owned_.back().get();
+        }
+        streams_[ma * n + mb] = m;
+      }
   }
 }
 
@@ -307,13 +335,21 @@ void TransferPlanner::record_write(size_t tier, double bytes) {
 JobId TransferPlanner::move(size_t from, size_t to, double bytes, std::vector<JobId> deps, const char* what,
                             int32_t layer) {
   const JobId j = board_.create();
+  const size_t ranks = mirrors_.empty() ? 0 : mirrors_[s_.gpu_dev].size();
+  if (ranks > 0) board_.expect(j, static_cast<uint32_t>(ranks + 1));
+  for (size_t r = 0; r < ranks; ++r) {
+    TransferJob m{j, mirrors_[from][r], mirrors_[to][r], bytes, deps, -1, 0, what};
+    m.layer = layer;
+    stream(m.from, m.to).submit(std::move(m));
+  }
   TransferJob job{j, from, to, bytes, std::move(deps), -1, 0, what};
   job.layer = layer;
   stream(from, to).submit(std::move(job));
   // Tiers are distinct devices (hardware.tiers lists each once): one tier wears.
+  // Every rank's shard is written (the tier stands for its ranks' drives).
   if (s_.hw.devices[to].model->is_storage())
     for (size_t t = 0; t < s_.tiers(); ++t)
-      if (s_.tier_dev[t] == to) record_write(t, bytes);
+      if (s_.tier_dev[t] == to) record_write(t, bytes * double(ranks + 1));
   return j;
 }
 

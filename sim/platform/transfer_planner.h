@@ -29,6 +29,12 @@ class TransferPlanner final : public MoveSink {
   // pairs. With one copy engine per direction, every copy between the GPU
   // and host-side memory of one direction goes through a single stream.
   void make_streams(const std::vector<std::pair<size_t, size_t>>& extra);
+  // A tensor-parallel instance (before make_streams): `ranks[d]` are the
+  // devices that play device d's part for ranks 1..T-1 (a rank's GPU for the
+  // first rank's GPU, the host memory or drive nearest it for the first
+  // rank's). Every move() then runs once per rank, each rank's shard on its
+  // own devices and streams, at once; the move is done when all are.
+  void mirror(std::vector<std::vector<size_t>> ranks) { mirrors_ = std::move(ranks); }
   void start();
   void stop();  // streams end once their queues are drained
   Stream& stream(size_t from_dev, size_t to_dev);
@@ -78,6 +84,7 @@ class TransferPlanner final : public MoveSink {
   }
 
  private:
+  void mirror_streams();
   struct Batch {
     JobId id = kNoJob;
     double bytes = 0;      // on the wire at the GPU's side (compressed where the tier stores compressed)
@@ -104,6 +111,7 @@ class TransferPlanner final : public MoveSink {
   size_t ep_dev(size_t ep) const { return ep == s_.tiers() ? s_.gpu_dev : s_.tier_dev[ep]; }
 
   const EngineSetup& s_;
+  std::vector<std::vector<size_t>> mirrors_;  // by device: its part on ranks 1..T-1 (empty: one rank)
   EngineCounters& c_;
   Platform& platform_;
   JobBoard& board_;

@@ -298,6 +298,7 @@ void ServingSimulation::attach_engines(bool own_links) {
   planner_ = std::make_unique<TransferPlanner>(s_, c_, *platform_, *board_, *timeline_);
   std::vector<std::pair<size_t, size_t>> pulls;
   for (size_t d : pull_devices_) pulls.emplace_back(d, s_.gpu_dev);
+  if (!rank_devices_.empty()) planner_->mirror(rank_devices_);
   planner_->make_streams(pulls);
   planner_->start();
 }
@@ -330,6 +331,14 @@ json ServingSimulation::run(const std::string& timeline_path) {
 }
 
 void ServingSimulation::serve() { drive(); }
+
+void ServingSimulation::tensor_parallel(std::vector<size_t> gpus, double allreduce_bytes_per_token, bool through_switch,
+                                        std::vector<std::vector<size_t>> rank_devices) {
+  s_.tp_gpus = std::move(gpus);
+  s_.tp_allreduce_bytes_per_token = allreduce_bytes_per_token;
+  s_.tp_switch = through_switch;
+  rank_devices_ = std::move(rank_devices);
+}
 
 void ServingSimulation::accept(ServingRequest r) {
   r.id = static_cast<uint32_t>(reqs_.size());

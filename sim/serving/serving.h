@@ -74,6 +74,11 @@ class ServingSimulation {
   // when this instance admits it, and its first token reaches the user
   // once the KV is in (TTFT includes the transfer).
   void accept_prefilled(ServingRequest r, size_t from);
+  // Before attach: a tensor-parallel instance (sim/core/engine_setup.h's
+  // tp_*): its ranks' GPUs, the all-reduce bytes per token, through a
+  // switch or a ring, and each device's part on ranks 1..T-1 for its copies.
+  void tensor_parallel(std::vector<size_t> gpus, double allreduce_bytes_per_token, bool through_switch,
+                       std::vector<std::vector<size_t>> rank_devices);
   // Before attach: the devices prefilled KV may be pulled from (each gets a stream to this GPU).
   void pulls_from(const std::vector<size_t>& devices) { pull_devices_ = devices; }
   // Called with a request's id here when it finishes (a prefill instance's
@@ -170,6 +175,7 @@ class ServingSimulation {
   std::unique_ptr<Wakeup> wakeup_;
   uint64_t outstanding_tokens_ = 0, unfinished_ = 0;
   std::vector<size_t> pull_devices_;
+  std::vector<std::vector<size_t>> rank_devices_;  // tensor parallelism: each device's part on the other ranks
   std::vector<int32_t> pull_from_;  // per request: the device its prefilled KV is pulled from (-1: none)
   std::function<void(uint32_t)> on_finish_;
   std::unique_ptr<TransferPlanner> planner_;
