@@ -384,10 +384,16 @@ json ServingSimulation::instance_metrics(double end) {
   sample_occupancy();
   ServingTotals tot = totals(end);
   json m = serving_metrics(reqs_, tot);
-  m["swap_bytes"] = swap_bytes_;
+  // A tensor-parallel instance's ranks each move their share of a block:
+  // the instance moved all of them.
+  m["swap_bytes"] = swap_bytes_ * double(std::max<size_t>(s_.tp_gpus.size(), 1));
   m["prefix_cache"] = cache_->metrics(reqs_);
   m["kv_pool_blocks"] = limits_.gpu_blocks;
   m["ssd_bytes_written"] = c_.ssd_bytes_written;
+  if (c_.allreduce_bytes > 0) {
+    m["allreduce_s"] = c_.allreduce_s;
+    m["allreduce_bytes"] = c_.allreduce_bytes;
+  }
   m["tiers"] = tier_metrics(end, m["prefix_cache"]);
   return m;
 }
@@ -419,11 +425,17 @@ ServingTotals ServingSimulation::totals(double end) const {
 
 json ServingSimulation::metrics(double end) const {
   json m = serving_metrics(reqs_, totals(end));
-  m["swap_bytes"] = swap_bytes_;
+  // A tensor-parallel instance's ranks each move their share of a block:
+  // the instance moved all of them.
+  m["swap_bytes"] = swap_bytes_ * double(std::max<size_t>(s_.tp_gpus.size(), 1));
   m["prefix_cache"] = cache_->metrics(reqs_);
   m["kv_pool_blocks"] = limits_.gpu_blocks;
   if (s_.weights) m["weights"] = s_.weights->metrics();
   m["ssd_bytes_written"] = c_.ssd_bytes_written;
+  if (c_.allreduce_bytes > 0) {
+    m["allreduce_s"] = c_.allreduce_s;
+    m["allreduce_bytes"] = c_.allreduce_bytes;
+  }
   m["tiers"] = tier_metrics(end, m["prefix_cache"]);
   if (kv_) {
     // The KV in tiers: what attention read where, and the moves between tiers.
