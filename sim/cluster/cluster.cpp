@@ -22,8 +22,8 @@ namespace kvtier {
 ParamList cluster_run_params() {
   return {
       integer("replicas", 0,
-              "model instances, one per GPU (0: one on every GPU of the hardware); each has its own scheduler, paged KV "
-              "pool and prefix cache",
+              "model instances, of cluster.tp GPUs each (0: as many as the hardware's GPUs hold); each has its own "
+              "scheduler, paged KV pool and prefix cache",
               0, 1 << 16),
       any("gpus", json::array(),
           "the GPUs the instances run on, in order (device names; default: hardware.gpu, then every other device of "
