@@ -217,3 +217,15 @@ def test_a_slower_nvlink_never_makes_a_tensor_parallel_instance_faster(kvtier, t
     assert slow["simulated_time_s"] > fast["simulated_time_s"]
     assert slow["instances"][0]["allreduce_s"] > fast["instances"][0]["allreduce_s"]
     assert slow["output_tokens"] == fast["output_tokens"]
+
+
+def test_a_sweep_runs_cluster_points_on_the_cluster_engine(kvtier, tmp_path):
+    sweep = ROOT / "configs" / "sweeps" / "cluster_disaggregation.json"
+    p = kvtier("sweep", sweep, "--set", "serving.limit=12", "--set", 'serving.time_scale=3', "-j2",
+               "--out", tmp_path / "s.jsonl", cwd=tmp_path, timeout=300)
+    assert p.returncode == 0, p.stderr
+    rows = [json.loads(l) for l in (tmp_path / "s.jsonl").read_text().splitlines()]
+    roles = {r["overrides"]["cluster.prefill_replicas"]: [i["role"] for i in r["result"]["metrics"]["instances"]]
+             for r in rows}
+    assert roles[0] == ["both"] * 4 and roles[2] == ["prefill"] * 2 + ["decode"] * 2
+    assert all(r["result"]["metrics"]["requests"] == 12 for r in rows)
