@@ -150,7 +150,8 @@ void ClusterSimulation::place_instances() {
   const size_t n = want == 0 ? gpus.size() / tp : want;
   if (n == 0 || n * tp > gpus.size())
     throw ConfigError("cluster.replicas: " + std::to_string(std::max<size_t>(n, 1)) + " instances of " +
-                      std::to_string(tp) + " GPU" + (tp > 1 ? "s (cluster.tp)" : "") + " each, but the hardware (or "
+                      (tp > 1 ? std::to_string(tp) + " GPUs (cluster.tp)" : std::string("one GPU")) +
+                      " each, but the hardware (or "
                       "cluster.gpus) has " + std::to_string(gpus.size()) + " GPUs");
   if (hw.tiers.empty() || hw.tiers[0] != hw.gpu)
     throw ConfigError("hardware.tiers: a cluster's instances keep running KV on their GPU: the first tier must be the GPU (" +
