@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "sim/core/config.h"
+#include "sim/core/event_budget.h"
 #include "sim/core/footprint.h"
 #include "traces/request_synthetic.h"
 #include "traces/request_trace.h"
@@ -182,6 +183,25 @@ RequestStream load_requests(json& sv) {
   return rs;
 }
 
+namespace {
+// An upper bound on the GPU kernels serving the stream takes (sim/core/event_budget.h),
+// without preemption: an iteration that decodes makes at least one output
+// token, one that only prefills finishes a prompt or computes a full
+// serving.max_batched_tokens of prompts, and an iteration is at most one
+// kernel per layer.
+EventEstimate serving_events(const std::vector<ServingRequest>& reqs, const SchedulerLimits& limits, const LlmSpec& model) {
+  double outputs = 0, prompts = 0;
+  for (const ServingRequest& q : reqs) {
+    outputs += q.output_tokens;
+    prompts += q.input_tokens;
+  }
+  const double iterations = outputs + double(reqs.size()) + std::ceil(prompts / std::max<uint32_t>(1, limits.max_batched_tokens));
+  return {std::to_string(model.layers) + " layers x at most " + std::to_string(uint64_t(iterations)) +
+              " iterations of " + std::to_string(reqs.size()) + " requests",
+          "serving.requests, serving.limit", double(model.layers) * iterations};
+}
+}  // namespace
+
 void check_requests(const std::vector<ServingRequest>& reqs, const std::string& source, const SchedulerLimits& limits,
                     const LlmSpec& model, const char* pool_what) {
   const uint64_t pool_tokens = limits.gpu_blocks * limits.block_tokens;
@@ -203,6 +223,7 @@ void check_requests(const std::vector<ServingRequest>& reqs, const std::string& 
                         " can never admit request " + std::to_string(q.id) + " of " + source + " (" +
                         std::to_string(q.input_tokens) + " prompt tokens); raise it or set serving.chunked_prefill");
   }
+  commit_events(serving_events(reqs, limits, model));
 }
 
 }  // namespace kvtier

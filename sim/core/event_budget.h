@@ -1,0 +1,51 @@
+// The work a run will do, counted in events, against a limit, as memory is
+// (sim/core/footprint.h). An event is a GPU kernel the simulation runs (one
+// layer of one decode step, of one batch iteration or of one prefill chunk,
+// on one instance): each is a SimGrid exec with the selection, the copies and
+// the waits of its layer around it, so a run's time grows with its events
+// (bench/events_per_second.py measures how fast).
+//
+// Before a run starts the engine's driver estimates its events from its
+// shape (an upper bound where the scheduler decides) and commits the
+// estimate: above the limit, the run is refused with a ConfigError naming the
+// settings that drive it. While it runs every kernel is counted, and a run
+// that passes the limit all the same (a preempted request's prompt computed
+// again, which no estimate sees) stops with a ConfigError rather than going
+// on for hours.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "nlohmann/json.hpp"
+
+namespace kvtier {
+
+// The default limit: about two hours of the engine at the rate
+// bench/events_per_second.py measures (docs/reliability.md).
+constexpr double kDefaultEventLimit = 1e8;
+
+struct EventEstimate {
+  std::string what;  // "40 layers x (1,024 decode steps + 4 prefill chunks)"
+  std::string knob;  // the settings that drive it
+  double events = 0;
+};
+
+// Sets the limit (0: the default).
+void set_event_limit(double events);
+double event_limit();
+// Parses "1e9", "250000000" or "2.5e8"; throws ConfigError naming `option`.
+double parse_event_count(const std::string& text, const std::string& option);
+
+// The run's estimate (replacing an earlier one: a cluster's instances each
+// estimate the whole stream they share); throws ConfigError above the limit.
+void commit_events(const EventEstimate& estimate);
+// One event more; throws ConfigError once past the limit.
+void count_event();
+uint64_t events_counted();
+// estimated_events, events_counted, event_limit, for result.json's resources.
+void add_events_json(nlohmann::json& resources);
+// Forgets the estimate and the count (a new run in the same process).
+void reset_events();
+
+}  // namespace kvtier
