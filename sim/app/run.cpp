@@ -45,7 +45,8 @@ void commit_single_batch_events(const json& cfg) {
   commit_events({cfg["model"]["layers"].dump() + " layers x (" + w["decode_steps"].dump() + " decode steps x " +
                      std::to_string(static_cast<uint64_t>(gpu_batches)) + " GPU batches + " + w["batch"].dump() +
                      " prefill chunks + 1)",
-                 "workload.decode_steps, model.layers", layers * (steps * gpu_batches + batch + 1)});
+                 "workload.decode_steps, model.layers", layers * (steps * gpu_batches + batch + 1),
+                 layers * steps * gpu_batches});
 }
 }  // namespace
 
@@ -198,7 +199,8 @@ int cmd_trace_gen(const std::string& config, const std::vector<std::string>& set
   h.model = cfg["model"];
   std::error_code ec;
   if (fs::is_directory(out, ec)) throw ConfigError("--out " + out + ": is a folder, expected a file name");
-  JsonlAttentionWriter writer(out, h);
+  StagedOutputs staged;  // nothing partial is left on an error or a signal
+  JsonlAttentionWriter writer(staged.stage(out, "--out"), h);
   AttentionRecord rec;
   uint64_t n = 0;
   Progress::enable(isatty(STDERR_FILENO));
@@ -209,6 +211,7 @@ int cmd_trace_gen(const std::string& config, const std::vector<std::string>& set
   }
   progress.finish();
   writer.close();
+  staged.commit();
   std::cout << "kvtier: wrote " << n << " records to " << out << "\n";
   return 0;
 }
