@@ -28,9 +28,10 @@ ENGINES = {
     "serving, paged": (VLLM, [["serving.requests.count=%d" % n, "serving.requests.input_tokens=64",
                                "serving.requests.output_tokens=4", "serving.requests.interval_s=0.01"]
                               for n in (4, 16, 64)]),
+    # Its requests run in one batch: the iterations grow with the output tokens.
     "serving, KV in tiers": (VLLM, [["serving.kv=tiered", "serving.preemption=recompute",
-                                     "serving.requests.count=%d" % n, "serving.requests.input_tokens=64",
-                                     "serving.requests.output_tokens=3", "model.max_context_tokens=0"]
+                                     "serving.requests.count=4", "serving.requests.input_tokens=64",
+                                     "serving.requests.output_tokens=%d" % n, "model.max_context_tokens=0"]
                                     for n in (2, 8, 32)]),
 }
 
@@ -61,12 +62,12 @@ def test_events_estimate_bounds_what_each_engine_counts(tmp_path, engine):
 
 @pytest.mark.parametrize("cfg,values,knob", [
     (DEFAULT, ["workload.decode_steps=1000"], "workload.decode_steps, model.layers: the run would process"),
-    (VLLM, ["serving.requests.count=1000"], "serving.requests, serving.limit: the run would process at least"),
+    (VLLM, ["serving.requests.count=1000"], "serving.requests, serving.limit: the run would process at least 504"),
 ])
 def test_a_run_past_max_events_is_refused_up_front(tmp_path, cfg, values, knob):
     out = tmp_path / "out"
     t0 = time.monotonic()
-    r = run(["run", cfg, *sets(values), "--max-events", "1000", "--out", out, "-q"], tmp_path)
+    r = run(["run", cfg, *sets(values), "--max-events", "100", "--out", out, "-q"], tmp_path)
     assert r.returncode == 2, r.stderr
     assert r.stderr.count("\n") == 1 and knob in r.stderr and "--max-events" in r.stderr, r.stderr
     assert time.monotonic() - t0 < 10
@@ -74,8 +75,9 @@ def test_a_run_past_max_events_is_refused_up_front(tmp_path, cfg, values, knob):
 
 
 def test_the_default_event_limit_refuses_the_longest_single_batch_run(tmp_path):
-    # 2^24 decode steps of 40 layers: days of simulation, refused at once.
-    r = run(["run", DEFAULT, *sets(["workload.decode_steps=16777216", "workload.context_tokens=1024"]),
+    # 2^24 decode steps of 32 layers: days of simulation, refused at once.
+    r = run(["run", DEFAULT, *sets(["workload.decode_steps=16777216", "workload.context_tokens=1024",
+                                    "policies.eviction.name=streaming_llm"]),
              "--out", tmp_path / "out", "-q"], tmp_path)
     assert r.returncode == 2 and "above the limit of 1e+08 (the default; --max-events sets it)" in r.stderr, r.stderr
 
