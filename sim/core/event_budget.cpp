@@ -41,6 +41,7 @@ double parse_event_count(const std::string& text, const std::string& option) {
 void commit_events(const EventEstimate& estimate) {
   g_event_estimate = estimate;
   g_events_committed = true;
+  g_events_counted = 0;  // a new run (tests run many in one process) counts from zero
   const double limit = event_limit();
   if (estimate.at_least > limit)
     throw ConfigError(estimate.knob + ": the run would process " +

@@ -43,8 +43,8 @@ double event_limit();
 double parse_event_count(const std::string& text, const std::string& option);
 
 // The run's estimate (replacing an earlier one: a cluster's instances each
-// estimate the whole stream they share); throws ConfigError when at_least
-// is above the limit.
+// estimate the whole stream they share, before it runs), and the count back
+// to zero; throws ConfigError when at_least is above the limit.
 void commit_events(const EventEstimate& estimate);
 // One event more; throws ConfigError once past the limit.
 void count_event();
