@@ -11,6 +11,7 @@
   kvtier_plot.py breakdown --energy RESULT...                        joules per generated token, split by device
   kvtier_plot.py latency   RUN... (folder, result.json, requests.csv)  serving: TTFT, TPOT, end-to-end CDFs
   kvtier_plot.py load      SWEEP --x serving.time_scale              serving: latency against load, SLOs, knee
+  kvtier_plot.py occupancy RUN (folder, result.json, iterations.csv) serving: the queue and KV per tier over time
 
 SWEEP is a sweep's JSON-lines file or its CSV (docs/sweep.md); RESULT a
 result.json or a sweep's JSON-lines file. Every figure is written as PNG and
@@ -843,6 +844,29 @@ def plot_latency(inputs, title=None, log_x=None):
     return fig, {r[0]: r[1] for r in runs}
 
 
+def plot_occupancy(path, title=None):
+    """A serving run's queue and each tier's KV over time, from the
+    iterations.csv it wrote (`--set sim.step_csv=true`), stacked on one
+    time axis; the title and tier capacities from result.json beside it."""
+    it_path = ks.iterations_beside(path)
+    if not os.path.isfile(it_path):
+        raise kr.ResultError("%s: no iterations.csv beside it: run the serving config with --set sim.step_csv=true"
+                             % path)
+    it = ks.Iterations(it_path)
+    result = ks.result_beside(it_path)
+    fig, axes = plt.subplots(2, 1, sharex=True, figsize=(COLUMN_IN, COLUMN_IN * 1.25))
+    ks.plot_queue_iterations(axes[0], it)
+    axes[0].set_xlabel("")
+    axes[0].set_title("")
+    handles, labels = ks.plot_occupancy_over_time(axes[1], it, result)
+    axes[1].set_title("")
+    legend_outside(axes[1], handles=handles, labels=labels, title="tier")
+    fig.suptitle(wrap_title(title or (ks.title_of(result) if result else os.path.basename(it_path)), 50),
+                 fontsize=8)
+    fig.tight_layout()
+    return fig, it
+
+
 def positive_dpi(text):
     try:
         v = int(text)
@@ -963,6 +987,9 @@ def main(argv=None):
     p.add_argument("input", help="a sweep of serving runs (.csv or .jsonl)")
     p.add_argument("--x", required=True, help="the load axis: serving.time_scale or an arrival rate_per_s path")
     common(p)
+    p = sub.add_parser("occupancy", help="serving: running/waiting requests and KV per tier over time")
+    p.add_argument("input", help="a serving run folder, its result.json or iterations.csv (--set sim.step_csv=true)")
+    common(p)
     args = ap.parse_args(argv)
 
     try:
@@ -978,6 +1005,8 @@ def main(argv=None):
         elif args.kind == "load":
             slo = ks.slo_of(rows[0]["_result"]) if "_result" in rows[0] else slo_from_sweep(args.input)
             fig, _ = ks.plot_load(rows, args.x, slo, args.title or title, args.log_x, args.log_y)
+        elif args.kind == "occupancy":
+            fig, _ = plot_occupancy(args.input, args.title)
         elif args.kind == "latency":
             fig, _ = plot_latency(args.inputs, args.title, args.log_x)
         elif args.kind == "bars":

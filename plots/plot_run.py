@@ -131,10 +131,13 @@ def make_figure(result, steps):
 
 def serving_figure(result, path):
     """A serving run: latency CDFs, the queue over time, prompt tokens by source
-    and KV per tier, from result.json and requests.csv beside it."""
+    and KV per tier, from result.json and requests.csv beside it (the queue
+    and KV per tier over time from iterations.csv where the run wrote one)."""
     csv_path = ks.requests_beside(path)
     req = ks.Requests(csv_path) if os.path.isfile(csv_path) else None
-    return ks.run_figure(result, req)
+    it_path = ks.iterations_beside(path)
+    it = ks.Iterations(it_path) if os.path.isfile(it_path) else None
+    return ks.run_figure(result, req, it=it)
 
 
 def main(argv=None):

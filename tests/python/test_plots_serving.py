@@ -22,9 +22,10 @@ MOONCAKE = ROOT / "configs" / "serving" / "mooncake.json"
 
 @pytest.fixture(scope="module")
 def serving_run(kvtier, tmp_path_factory):
-    """The Mooncake preset on its first 400 requests: result.json and requests.csv."""
+    """The Mooncake preset on its first 400 requests: result.json, requests.csv and iterations.csv."""
     d = tmp_path_factory.mktemp("serving")
-    p = kvtier("run", MOONCAKE, "-q", "--out", d / "out", "--set", "serving.limit=400", cwd=d)
+    p = kvtier("run", MOONCAKE, "-q", "--out", d / "out", "--set", "serving.limit=400", "--set", "sim.step_csv=true",
+               cwd=d)
     assert p.returncode == 0, p.stderr
     return d / "out"
 
@@ -50,6 +51,46 @@ def test_plot_run_on_a_serving_run(serving_run, plot_script, tmp_path):
     assert len(fig.axes) == 6
     for ax in fig.axes:  # no empty panel
         assert ax.lines or ax.patches, ax.get_title()
+
+
+def test_queue_and_kv_over_time_are_the_iterations(serving_run, plot_script, tmp_path):
+    """kvtier_plot.py occupancy and plot_run.py draw iterations.csv's queues
+    and KV per tier step by step; without the file, one line naming the fix."""
+    p = plot_script("kvtier_plot.py", "occupancy", serving_run, "-o", tmp_path / "occ", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert (tmp_path / "occ.png").is_file() and (tmp_path / "occ.pdf").is_file()
+    rows = list(csv.DictReader((serving_run / "iterations.csv").open()))
+    result = kr.load_result(str(serving_run / "result.json"))
+    fig, _ = kp.plot_occupancy(str(serving_run))
+    queue, kv = fig.axes[0], fig.axes[1]
+    steps = {pt.get_label(): pt for pt in queue.patches}
+    assert list(steps["waiting"].get_data().values) == [float(r["waiting"]) for r in rows]
+    assert list(steps["running"].get_data().values) == [float(r["running"]) for r in rows]
+    assert list(steps["running"].get_data().edges) == pytest.approx(
+        [float(r["start_s"]) / 60 for r in rows] + [float(rows[-1]["end_s"]) / 60], rel=1e-12)  # in minutes
+    tiers = [c[len("kv_bytes_"):] for c in rows[0] if c.startswith("kv_bytes_")]
+    assert tiers[0] == "gpu" and len(kv.patches) == len(tiers)
+    for tier, pt in zip(tiers, kv.patches):
+        held = [float(r["kv_bytes_" + tier]) for r in rows]
+        assert list(pt.get_data().values) == pytest.approx([v / 1e9 for v in held], rel=1e-12)
+        assert pt.get_label() == "%s (peak %s)" % (tier, kr.human_bytes(max(held)))
+        # KV after an iteration never exceeds the run's peak for that tier.
+        assert max(held) <= result["metrics"]["tiers"][tier]["peak_bytes"] * (1 + 1e-12)
+    # plot_run.py uses the same file: the queue panel names it, no panel is empty.
+    it = ks.Iterations(str(serving_run / "iterations.csv"))
+    fig = ks.run_figure(result, ks.Requests(str(serving_run / "requests.csv")), it=it)
+    assert fig.axes[3].get_title() == "queue over time (from iterations.csv)"
+    assert fig.axes[5].get_title().startswith("KV per tier over time")
+    for ax in fig.axes:
+        assert ax.lines or ax.patches, ax.get_title()
+    # A run without iterations.csv: one line, exit 2, nothing written.
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    (bare / "result.json").write_bytes((serving_run / "result.json").read_bytes())
+    q = plot_script("kvtier_plot.py", "occupancy", bare, cwd=tmp_path)
+    assert q.returncode == 2 and len(q.stderr.strip().splitlines()) == 1, q.stderr
+    assert "--set sim.step_csv=true" in q.stderr
+    assert sorted(x.name for x in bare.iterdir()) == ["result.json"]
 
 
 def test_latency_cdfs_are_the_requests(serving_run, plot_script, tmp_path):
