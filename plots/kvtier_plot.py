@@ -850,6 +850,10 @@ def plot_occupancy(path, title=None):
     time axis; the title and tier capacities from result.json beside it."""
     it_path = ks.iterations_beside(path)
     if not os.path.isfile(it_path):
+        result = ks.result_beside(path) if os.path.exists(path) else None
+        if result is not None and "instances" in result.get("metrics", {}):
+            raise kr.ResultError("%s: a cluster run: its instances write no iterations.csv (plot_run.py draws its "
+                                 "queue from requests.csv)" % path)
         raise kr.ResultError("%s: no iterations.csv beside it: run the serving config with --set sim.step_csv=true"
                              % path)
     it = ks.Iterations(it_path)

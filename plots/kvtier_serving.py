@@ -34,6 +34,10 @@ class Requests:
     hits {tier: [tokens]} from the hit_tokens_<tier> columns."""
 
     NEEDED = ("arrival_s", "input_tokens", "output_tokens", "queueing_s", "ttft_s", "tpot_s", "e2e_s")
+    # A cluster run names the instance (its GPU) that served each request, and
+    # the one that decoded it where prefill and decode are apart (empty when
+    # the request never reached one): kept as text, in `text`.
+    TEXT = ("instance", "decode_instance")
 
     def __init__(self, path):
         self.path = path
@@ -49,6 +53,9 @@ class Requests:
                     cols[c] = []
                 for n, row in enumerate(reader, 2):
                     for c in header:
+                        if c in self.TEXT:
+                            cols[c].append(row[c] or "")
+                            continue
                         try:
                             cols[c].append(float(row[c]))
                         except (TypeError, ValueError):
@@ -62,6 +69,7 @@ class Requests:
             raise kr.ResultError("%s: cannot read: %s" % (path, e))
         if not cols.get("arrival_s"):
             raise kr.ResultError("%s: no requests" % path)
+        self.text = {c: cols.pop(c) for c in self.TEXT if c in cols}
         self.cols = cols
         self.hits = {c[len("hit_tokens_"):]: v for c, v in cols.items() if c.startswith("hit_tokens_")}
 

@@ -278,3 +278,25 @@ def test_compare_uses_log_axes_over_decades(plot_script, tmp_path):
     assert fig.axes[0].get_xscale() == "log" and fig.axes[1].get_xscale() == "log"
     fig = compare.make_figure(["fast", "slow"], [fast, slow], log=False)
     assert fig.axes[0].get_xscale() == "linear"
+
+
+def test_cluster_runs_plot_and_report(kvtier, plot_script, tmp_path):
+    """A cluster run's requests.csv names each request's instance (text):
+    plot_run.py, kvtier_plot.py latency and kvtier report read it, and the
+    per-instance columns stay as they are."""
+    out = tmp_path / "cl"
+    p = kvtier("run", MOONCAKE, "-q", "--out", out, "--set", "serving.limit=120", "--set",
+               'hardware={"preset": "%s"}' % (ROOT / "tests" / "data" / "cluster" / "four_h200.json"),
+               "--set", 'cluster={"replicas": 2}', cwd=tmp_path, timeout=300)
+    assert p.returncode == 0, p.stderr
+    req = ks.Requests(str(out / "requests.csv"))
+    assert len(req) == 120 and set(req.text["instance"]) == {"gpu", "gpu1"}
+    for script, args in (("plot_run.py", [out / "result.json"]), ("kvtier_plot.py", ["latency", out])):
+        q = plot_script(script, *args, cwd=tmp_path)
+        assert q.returncode == 0, q.stderr
+    assert (out / "plot.png").is_file() and (out / "latency.png").is_file()
+    r = kvtier("report", out, "-o", out / "report.html", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "<img" in (out / "report.html").read_text()
+    q = plot_script("kvtier_plot.py", "occupancy", out, cwd=tmp_path)
+    assert q.returncode == 2 and "a cluster run: its instances write no iterations.csv" in q.stderr, q.stderr
