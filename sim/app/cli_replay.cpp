@@ -42,13 +42,23 @@ struct ExportCli {
   bool dense = false;
 };
 
+// The input as given where something is there (the reader says what is
+// wrong with a folder), else where find_data_file finds it: a misspelt name
+// gets the nearest existing one in the error.
+std::string input_path(const std::string& path, const std::string& where) {
+  std::error_code ec;
+  if (fs::exists(path, ec)) return path;
+  return find_data_file(path, "", where);
+}
+
 std::unique_ptr<RequestSource> open_input(const std::string& trace, const std::string& synthetic) {
   if (!synthetic.empty()) {
-    json p = load_json_file(synthetic);
+    const std::string path = input_path(synthetic, "--synthetic");
+    json p = load_json_file(path);
     return std::make_unique<SyntheticRequests>(p, synthetic);
   }
   if (trace.empty()) throw ConfigError("give a request trace file or --synthetic GENERATOR.json");
-  return open_request_trace(trace);
+  return open_request_trace(input_path(trace, "request trace"));
 }
 
 LlmSpec load_model(const std::string& m) {
@@ -167,7 +177,7 @@ ReplayInputShape commit_input(const ReplayCli& o) {
   double total = 0;
   std::string knob = "the request trace " + o.trace + " (its size)";
   if (!o.synthetic.empty()) {
-    json p = load_json_file(o.synthetic);
+    json p = load_json_file(input_path(o.synthetic, "--synthetic"));
     SyntheticRequests probe(p, o.synthetic);  // resolves the defaults into p
     total = double(get_int(p, "requests"));
     knob = "requests (" + o.synthetic + ")";
@@ -231,6 +241,22 @@ Input read_input(const ReplayCli& o, const ReplayInputShape& shape) {
   return in;
 }
 
+// Every --policy-param names a policy this replay runs: one for a policy
+// that is not run would change nothing.
+void check_policy_params(const ReplayCli& o, const std::vector<std::string>& policies, const ReplayConfig& base) {
+  std::vector<std::string> run = policies;
+  if (run.empty())
+    for (const auto& t : base.tiers) run.push_back(t.policy.value("name", ""));
+  for (const auto& a : o.policy_params) {
+    const std::string name = a.substr(0, a.find('.'));
+    if (std::find(run.begin(), run.end(), name) != run.end()) continue;
+    std::string list;
+    for (const auto& r : run) list += (list.empty() ? "" : ", ") + r;
+    throw ConfigError("--policy-param '" + a + "': " + name + " is not a policy of this replay (it runs " + list +
+                      "); give it with -p " + name + " or --tier NAME:CAPACITY:" + name);
+  }
+}
+
 // --warmup: a count of requests, or a percentage of them (of the stream
 // played --repeat times). At least one request must be left to count.
 uint64_t parse_warmup(const std::string& w, uint64_t requests) {
@@ -267,6 +293,7 @@ ReplayTierSpec parse_tier(const std::string& spec, const ReplayConfig& base, con
   std::string pol = b == std::string::npos ? "lru" : spec.substr(b + 1);
   Registry<EvictionPolicy>::instance().find(pol, "--tier " + spec);
   t.policy = policy_json(pol, policy_params);
+  t.where = "--policy-param " + pol;  // its parameters come from there
   return t;
 }
 
@@ -297,7 +324,10 @@ ReplayConfig run_config(const ReplayConfig& base, const std::string& p, uint64_t
   ReplayConfig c = base;
   c.tiers[0].capacity_blocks = c0;
   if (!p.empty())
-    for (auto& t : c.tiers) t.policy = policy_json(p, policy_params);
+    for (auto& t : c.tiers) {
+      t.policy = policy_json(p, policy_params);
+      t.where = "--policy-param " + p;
+    }
   return c;
 }
 
@@ -449,6 +479,7 @@ int run_replay(ReplayCli& o) {
   std::vector<uint64_t> cap_blocks;
   for (const auto& c : caps) cap_blocks.push_back(parse_capacity(c, base.block_bytes, s.blocks()));
   if (cap_blocks.empty()) cap_blocks.push_back(base.tiers[0].capacity_blocks);
+  check_policy_params(o, policies, base);
   if (policies.empty()) policies.push_back("");  // each tier's own
   if (o.stack) {
     commit_stack_distances(double(s.blocks()));
@@ -510,7 +541,8 @@ int run_export(const ExportCli& o) {
 
 }  // namespace
 
-int request_trace_stats(const std::string& path, const std::string& json_out) {
+int request_trace_stats(const std::string& given, const std::string& json_out) {
+  const std::string path = input_path(given, "trace stats");
   RequestTraceKind k = detect_request_trace(path);
   if (k == RequestTraceKind::Unknown)
     throw ConfigError(path + ":1: not a request trace (expected a Mooncake JSONL or Azure LLM inference CSV)");

@@ -200,13 +200,27 @@ def test_bad_replay_options(kvtier, tmp_path):
                          (["-c", "200%"], "capacity '200%': a percentage of the distinct blocks is at most 100%"),
                          (["-c", "10", "--warmup", "1500"], "--warmup '1500': the input has 1500 requests"),
                          (["-c", "10", "--warmup", "100%"], "--warmup '100%': expected"),
-                         (["-c", "10", "--warmup", "ten"], "--warmup 'ten': expected")]:
+                         (["-c", "10", "--warmup", "ten"], "--warmup 'ten': expected"),
+                         (["-c", "10", "-p", "lru", "--policy-param", "lfu.keep_history=false"],
+                          "--policy-param 'lfu.keep_history=false': lfu is not a policy of this replay (it runs lru)"),
+                         (["-c", "10", "-p", "lfu", "--policy-param", "lfu.keep_histroy=false"],
+                          "--policy-param lfu.keep_histroy: unknown key (did you mean 'keep_history'?)"),
+                         (["-c", "10", "--tier", "gpu:10:lfu", "--policy-param", "lfu.keep_histroy=false"],
+                          "--policy-param lfu.keep_histroy: unknown key (did you mean 'keep_history'?)")]:
         p = kvtier("replay", SLICE, *args, "-o", tmp_path / "o.json", cwd=tmp_path)
         assert p.returncode == 2, (args, p.stderr)
         assert len(p.stderr.splitlines()) == 1 and expect in p.stderr, (args, p.stderr)
         assert not (tmp_path / "o.json").exists()
     p = kvtier("replay", AZURE, "-c", "10", cwd=tmp_path)
     assert p.returncode == 2 and "carry no block ids" in p.stderr
+    # A misspelt input file: the nearest one that exists.
+    for args, expect in [(["tests/data/mooncake_conversation_head150.jsonl", "-c", "10"],
+                          "(did you mean 'tests/data/mooncake_conversation_head1500.jsonl'?)"),
+                         (["--synthetic", "configs/replay/synthetic_chat.json", "-c", "10"],
+                          "--synthetic: file 'configs/replay/synthetic_chat.json' not found (did you mean "
+                          "'configs/replay/synthetic_chat_rag.json'?)")]:
+        p = kvtier("replay", *args, cwd=ROOT)
+        assert p.returncode == 2 and len(p.stderr.splitlines()) == 1 and expect in p.stderr, p.stderr
 
 
 def test_capacity_plot(kvtier, plot_script, tmp_path):
