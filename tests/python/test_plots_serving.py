@@ -44,6 +44,11 @@ def load_sweep(kvtier, tmp_path_factory):
 def test_plot_run_on_a_serving_run(serving_run, plot_script, tmp_path):
     p = plot_script("plot_run.py", serving_run / "result.json", "-o", tmp_path / "s.png", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
+    # --dpi sets the PNG's resolution: the 12 x 8.5 in figure at 200 dpi.
+    p = plot_script("plot_run.py", serving_run / "result.json", "-o", tmp_path / "hi.png", "--dpi", "200", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    import matplotlib.image as mimg
+    assert mimg.imread(str(tmp_path / "hi.png")).shape[:2] == (1700, 2400)
     result = kr.load_result(str(serving_run / "result.json"))
     fig = ks.run_figure(result, ks.Requests(str(serving_run / "requests.csv")))
     title = fig._suptitle.get_text()
