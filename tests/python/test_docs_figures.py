@@ -1,10 +1,12 @@
-"""The figures docs/sweep.md quotes for its shipped sweeps are what those
-sweeps print today: each sweep runs exactly as the doc says (a few seconds
-each at -j2) and every quoted number is compared with the CSV it wrote, so a
-change to the engine that moves them fails here until the doc is rewritten
+"""The figures docs quote are what the commands they name print today:
+docs/sweep.md's shipped sweeps (a few seconds each at -j2) and
+docs/replay.md's miss ratio curves of the conversation trace (about a
+second) run as the docs say, and every quoted number is compared with their
+output, so a change that moves them fails here until the doc is rewritten
 from the new output."""
 
 import csv
+import json
 import re
 
 from conftest import ROOT
@@ -57,3 +59,24 @@ def test_hillinfer_alpha_beta_figures(kvtier, tmp_path):
         assert quoted(doc, t[point], 2), (point, t[point], doc)
     # "Both matter and alpha more": the doc's claim, from the same numbers.
     assert t[(0.5, 0.9)] / t[(0.1, 0.9)] > t[(0.5, 0.9)] / t[(0.5, 0.1)] > 1.0
+
+
+def test_replay_miss_ratio_figures(kvtier, tmp_path):
+    trace = ROOT / ".." / "shared" / "traces" / "mooncake_conversation_trace.jsonl"
+    assert trace.is_file(), "../shared/traces/mooncake_conversation_trace.jsonl is missing beside the repository"
+    text = " ".join((ROOT / "docs" / "replay.md").read_text().split())
+    m = re.search(r"\*\*Miss ratio curves\.\*\*(.*?)```sh", text)
+    assert m, "docs/replay.md: no Miss ratio curves paragraph"
+    doc = m.group(1)
+    p = kvtier("replay", trace, "-p", "lru,fifo,clock,sieve,arc,s3fifo,twoq,belady", "-c",
+               "0.5%,1%,2%,5%,10%,20%,50%", "-o", tmp_path / "r.json", "-q", cwd=tmp_path, timeout=300)
+    assert p.returncode == 0, p.stderr
+    runs = json.loads((tmp_path / "r.json").read_text())["runs"]
+    miss = {(r["tiers"][0]["policy"]["name"], r["tiers"][0]["capacity_blocks"]): r for r in runs}
+    five, ten = 9139, 18279  # 5% and 10% of 182,790 blocks
+    floor = miss[("belady", five)]["miss_ratio"]
+    assert quoted(doc, floor, 3) and miss[("belady", 18279)]["miss_ratio"] == floor
+    for policy in ("lru", "sieve"):
+        assert quoted(doc, miss[(policy, five)]["miss_ratio"], 3) and quoted(doc, miss[(policy, ten)]["miss_ratio"], 3)
+    gaps = [r["miss_ratio"] - r["byte_miss_ratio"] for r in runs]
+    assert "%.3f-%.3f" % (min(gaps), max(gaps)) in doc, (min(gaps), max(gaps))
