@@ -865,8 +865,8 @@ def plot_occupancy(path, title=None):
     handles, labels = ks.plot_occupancy_over_time(axes[1], it, result)
     axes[1].set_title("")
     legend_outside(axes[1], handles=handles, labels=labels, title="tier")
-    fig.suptitle(wrap_title(title or (ks.title_of(result) if result else os.path.basename(it_path)), 50),
-                 fontsize=8)
+    head = title or (ks.title_of(result) if result else os.path.basename(it_path))
+    fig.suptitle(wrap_title(head, 50) + ks.binned_note(it), fontsize=8)
     fig.tight_layout()
     return fig, it
 

@@ -18,6 +18,8 @@ import textwrap
 
 import kvtier_results as kr
 
+import numpy as np
+
 import matplotlib.pyplot as plt
 
 # The SLO attainment a deployment is sized for, drawn as a reference line:
@@ -146,32 +148,83 @@ def time_unit(span_s):
     return (1 / 3600.0, "h") if span_s > 3 * 3600 else ((1 / 60.0, "min") if span_s > 180 else (1, "s"))
 
 
+# Up to this many iterations are drawn one step each; more (an hour of
+# Mooncake is 344,000) are drawn as STEP_BINS time bins: a line at each bin's
+# duration-weighted mean over the iterations that start in it, and a band
+# from their least to their largest value, so peaks stay visible and the
+# figure draws in seconds.
+STEP_LIMIT = 4000
+STEP_BINS = 600
+
+
+def binned_steps(starts, ends, values, bins=STEP_BINS):
+    """(edges, mean, lo, hi) of `values` held from starts[i] to ends[i], in
+    `bins` equal time bins; lo and hi are None when every step is drawn. A
+    bin in which no iteration starts lies inside a longer one: it keeps the
+    previous bin's value."""
+    n = len(values)
+    if n <= STEP_LIMIT:
+        return list(starts) + [ends[-1]], list(values), None, None
+    t0, t1 = starts[0], ends[-1]
+    st = np.asarray(starts, dtype=float)
+    v = np.asarray(values, dtype=float)
+    dur = np.maximum(np.asarray(ends, dtype=float) - st, 0.0)
+    idx = np.minimum(((st - t0) / (t1 - t0) * bins).astype(int), bins - 1)
+    weight = np.bincount(idx, weights=dur, minlength=bins)
+    total = np.bincount(idx, weights=v * dur, minlength=bins)
+    count = np.bincount(idx, minlength=bins)
+    plain = np.bincount(idx, weights=v, minlength=bins)
+    lo = np.full(bins, np.inf)
+    hi = np.full(bins, -np.inf)
+    np.minimum.at(lo, idx, v)
+    np.maximum.at(hi, idx, v)
+    mean = np.where(weight > 0, total / np.where(weight > 0, weight, 1.0), plain / np.maximum(count, 1))
+    last = v[0]
+    for b in range(bins):
+        if count[b] == 0:
+            mean[b] = lo[b] = hi[b] = last
+        else:
+            last = v[np.searchsorted(idx, b, side="right") - 1]  # the value the bin ends holding
+    edges = [t0 + (t1 - t0) * b / bins for b in range(bins + 1)]
+    return edges, list(mean), list(lo), list(hi)
+
+
+def binned_note(it):
+    """A title's second line where the steps are binned."""
+    return "\n%d bins: line the mean, band least to largest" % STEP_BINS if len(it) > STEP_LIMIT else ""
+
+
+def draw_steps(ax, it, values, scale, colour, label):
+    """One series of iterations.csv as steps (or binned, see STEP_LIMIT)."""
+    edges, mean, lo, hi = binned_steps(it["start_s"], it["end_s"], values)
+    x = [e * scale for e in edges]
+    if lo is not None:
+        ax.stairs(hi, x, baseline=lo, fill=True, color=colour, alpha=0.25, linewidth=0, label="_range " + label)
+    ax.stairs(mean, x, color=colour, linewidth=1, label=label, baseline=None)
+
+
 def plot_queue_iterations(ax, it):
     """Running, waiting and swapped requests as the scheduler planned each
     iteration (a step from its start to the next one's)."""
-    t = it["start_s"] + [it["end_s"][-1]]
-    scale, unit = time_unit(t[-1] - t[0])
-    x = [v * scale for v in t]
+    scale, unit = time_unit(it["end_s"][-1] - it["start_s"][0])
     for key, colour in (("waiting", "C3"), ("running", "C0"), ("swapped", "C4")):
         ys = it[key]
         if key == "swapped" and not any(ys):
             continue  # nothing was preempted by swap: no line to read
-        ax.stairs(ys, x, color=colour, linewidth=1, label=key, baseline=None)
+        draw_steps(ax, it, ys, scale, colour, key)
     ax.set_xlabel("simulated time (%s)" % unit)
     ax.set_ylabel("requests")
     ax.set_ylim(bottom=0)
     ax.grid(True, linewidth=0.3)
     ax.legend(loc="best", frameon=False)
-    ax.set_title("queue over time (from iterations.csv)")
+    ax.set_title("queue over time (from iterations.csv)" + binned_note(it))
 
 
 def plot_occupancy_over_time(ax, it, result=None):
     """Each tier's KV bytes after every iteration, with its capacity dashed
     in the same colour where the result gives one (metrics.tiers.<name>.
     capacity_bytes); log y when the tiers span two decades."""
-    t = it["start_s"] + [it["end_s"][-1]]
-    scale, unit = time_unit(t[-1] - t[0])
-    x = [v * scale for v in t]
+    scale, unit = time_unit(it["end_s"][-1] - it["start_s"][0])
     caps = {}
     if result is not None:
         for name, v in kr.ordered_tiers(result).items():
@@ -182,8 +235,7 @@ def plot_occupancy_over_time(ax, it, result=None):
         gb = [v / 1e9 for v in ys]
         values += [v for v in gb if v > 0]
         colour = "C%d" % i
-        ax.stairs(gb, x, color=colour, linewidth=1, label="%s (peak %s)" % (tier, kr.human_bytes(max(ys))),
-                  baseline=None)
+        draw_steps(ax, it, gb, scale, colour, "%s (peak %s)" % (tier, kr.human_bytes(max(ys))))
         if tier in caps:
             ax.axhline(caps[tier], color=colour, linestyle="--", linewidth=0.8)
             values.append(caps[tier])
@@ -195,8 +247,10 @@ def plot_occupancy_over_time(ax, it, result=None):
     ax.set_ylabel("KV held (GB)")
     ax.grid(True, linewidth=0.3, which="both")
     drawn = [t for t in it.kv if t in caps]
-    ax.set_title("KV per tier over time" + (" (dashed: capacity)" if drawn else ""))
-    return ax.get_legend_handles_labels()
+    ax.set_title("KV per tier over time" + (" (dashed: capacity)" if drawn else "") + binned_note(it))
+    handles, labels = ax.get_legend_handles_labels()
+    keep = [(h, l) for h, l in zip(handles, labels) if not l.startswith("_")]
+    return [h for h, _ in keep], [l for _, l in keep]
 
 
 def requests_beside(path):

@@ -69,22 +69,28 @@ def test_queue_and_kv_over_time_are_the_iterations(serving_run, plot_script, tmp
     fig, _ = kp.plot_occupancy(str(serving_run))
     queue, kv = fig.axes[0], fig.axes[1]
     steps = {pt.get_label(): pt for pt in queue.patches}
-    assert list(steps["waiting"].get_data().values) == [float(r["waiting"]) for r in rows]
-    assert list(steps["running"].get_data().values) == [float(r["running"]) for r in rows]
-    assert list(steps["running"].get_data().edges) == pytest.approx(
-        [float(r["start_s"]) / 60 for r in rows] + [float(rows[-1]["end_s"]) / 60], rel=1e-12)  # in minutes
+    starts, ends = [float(r["start_s"]) for r in rows], [float(r["end_s"]) for r in rows]
+    assert len(rows) > ks.STEP_LIMIT  # 400 requests: thousands of iterations, drawn in bins
+    for key in ("waiting", "running"):
+        vals = [float(r[key]) for r in rows]
+        edges, mean, lo, hi = ks.binned_steps(starts, ends, vals)
+        line, band = steps[key].get_data(), steps["_range " + key].get_data()
+        assert list(line.values) == pytest.approx(mean) and list(band.values) == pytest.approx(hi)
+        assert list(band.baseline) == pytest.approx(lo)
+        assert max(band.values) == max(vals) and min(band.baseline) == min(vals)  # no peak lost
+        assert list(line.edges) == pytest.approx([e / 60 for e in edges], rel=1e-12)  # minutes
     tiers = [c[len("kv_bytes_"):] for c in rows[0] if c.startswith("kv_bytes_")]
-    assert tiers[0] == "gpu" and len(kv.patches) == len(tiers)
-    for tier, pt in zip(tiers, kv.patches):
+    lines = [pt for pt in kv.patches if not pt.get_label().startswith("_")]
+    assert tiers[0] == "gpu" and len(lines) == len(tiers)
+    for tier, pt in zip(tiers, lines):
         held = [float(r["kv_bytes_" + tier]) for r in rows]
-        assert list(pt.get_data().values) == pytest.approx([v / 1e9 for v in held], rel=1e-12)
         assert pt.get_label() == "%s (peak %s)" % (tier, kr.human_bytes(max(held)))
         # KV after an iteration never exceeds the run's peak for that tier.
         assert max(held) <= result["metrics"]["tiers"][tier]["peak_bytes"] * (1 + 1e-12)
     # plot_run.py uses the same file: the queue panel names it, no panel is empty.
     it = ks.Iterations(str(serving_run / "iterations.csv"))
     fig = ks.run_figure(result, ks.Requests(str(serving_run / "requests.csv")), it=it)
-    assert fig.axes[3].get_title() == "queue over time (from iterations.csv)"
+    assert fig.axes[3].get_title().startswith("queue over time (from iterations.csv)")
     assert fig.axes[5].get_title().startswith("KV per tier over time")
     for ax in fig.axes:
         assert ax.lines or ax.patches, ax.get_title()
@@ -96,6 +102,24 @@ def test_queue_and_kv_over_time_are_the_iterations(serving_run, plot_script, tmp
     assert q.returncode == 2 and len(q.stderr.strip().splitlines()) == 1, q.stderr
     assert "--set sim.step_csv=true" in q.stderr
     assert sorted(x.name for x in bare.iterdir()) == ["result.json"]
+
+
+def test_binned_steps(monkeypatch):
+    """Few iterations are drawn as they are; many, per time bin: the
+    duration-weighted mean of the iterations starting in it, their least and
+    largest value, and an empty bin holds the value its time is in."""
+    edges, mean, lo, hi = ks.binned_steps([0, 1, 3], [1, 3, 4], [5, 7, 2])
+    assert (edges, mean, lo, hi) == ([0, 1, 3, 4], [5, 7, 2], None, None)
+    monkeypatch.setattr(ks, "STEP_LIMIT", 3)
+    # Iterations [0,1) 4, [1,2) 8, [2,7) 1, [7,8) 3 in 4 bins of 2 s: bin 0
+    # holds the first two (mean 6), bin 1 the third (1), bin 2 none (it is
+    # inside the third: 1), bin 3 the fourth (3).
+    edges, mean, lo, hi = ks.binned_steps([0, 1, 2, 7], [1, 2, 7, 8], [4, 8, 1, 3], bins=4)
+    assert edges == [0, 2, 4, 6, 8]
+    assert mean == [6, 1, 1, 3] and lo == [4, 1, 1, 3] and hi == [8, 1, 1, 3]
+    # Weights are durations: [0,0.5) 10 and [0.5,2) 2 average to 4.
+    _, mean, _, _ = ks.binned_steps([0, 0.5, 2, 3], [0.5, 2, 3, 4], [10, 2, 0, 0], bins=2)
+    assert mean == [4, 0]
 
 
 def test_latency_cdfs_are_the_requests(serving_run, plot_script, tmp_path):
