@@ -5,11 +5,13 @@
   kvtier_plot.py lines     SWEEP --x PATH [--by PATH] [--metric M]   a metric against one axis, a line per variant
   kvtier_plot.py bars      RESULT... --baseline NAME [--metric M]    speedup of each system over a baseline
   kvtier_plot.py capacity  REPLAY.json|CSV                           hit rate against cache capacity, a line per policy
+  kvtier_plot.py mrc       REPLAY.json|CSV [--bytes]                 miss ratio and byte miss ratio curves, a line per policy
   kvtier_plot.py timeline  TIMELINE.json [--start MS --end MS]       device and link lanes: compute and transfer overlap
   kvtier_plot.py breakdown TIMELINE.json STEPS.csv                   stacked time per decode step
   kvtier_plot.py breakdown --energy RESULT...                        joules per generated token, split by device
   kvtier_plot.py latency   RUN... (folder, result.json, requests.csv)  serving: TTFT, TPOT, end-to-end CDFs
   kvtier_plot.py load      SWEEP --x serving.time_scale              serving: latency against load, SLOs, knee
+  kvtier_plot.py occupancy RUN (folder, result.json, iterations.csv) serving: the queue and KV per tier over time
 
 SWEEP is a sweep's JSON-lines file or its CSV (docs/sweep.md); RESULT a
 result.json or a sweep's JSON-lines file. Every figure is written as PNG and
@@ -34,6 +36,7 @@ import kvtier_energy as ke  # noqa: E402
 import kvtier_serving as ks  # noqa: E402
 
 import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.ticker as mticker  # noqa: E402
 
 PROG = "kvtier_plot.py"
 COLUMN_IN = 3.4  # one column of a two-column paper
@@ -500,6 +503,118 @@ def policy_colour(name):
     return "C9" if not name else "C%d" % (sum(name.encode()) % 10)
 
 
+def load_mrc(path, unit="blocks"):
+    """Miss ratio and byte miss ratio against the top tier's capacity, per
+    policy, from `kvtier replay`'s JSON (-o) or CSV (--csv). Returns
+    ({policy: [(capacity, miss_ratio, byte_miss_ratio)]}, capacity column)."""
+    need = ("miss_ratio", "byte_miss_ratio")
+    if path.endswith(".json"):
+        obj = kr._load_json(path)
+        runs = obj.get("runs") if isinstance(obj, dict) else None
+        if not isinstance(runs, list) or not runs:
+            raise kr.ResultError("%s: not a kvtier replay result (no \"runs\"): expected the JSON of "
+                                 "`kvtier replay --out`" % path)
+        key = "capacity_bytes" if unit == "GiB" else "capacity_blocks"
+        out = {}
+        for i, r in enumerate(runs):
+            try:
+                top = r["tiers"][0]
+                pol = top["policy"]["name"] if isinstance(top["policy"], dict) else str(top["policy"])
+                cap = float(top[key]) / (2 ** 30 if unit == "GiB" else 1)
+                out.setdefault(pol, []).append((cap, float(r[need[0]]), float(r[need[1]])))
+            except (KeyError, IndexError, TypeError, ValueError):
+                raise kr.ResultError("%s: runs[%d]: expected tiers[0].policy, tiers[0].%s, miss_ratio and "
+                                     "byte_miss_ratio (a replay of kvtier 0.x before them? run it again)"
+                                     % (path, i, key))
+        return out, ("capacity_GiB" if unit == "GiB" else "capacity_blocks")
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            rows = list(csv.DictReader(f))
+    except FileNotFoundError:
+        raise kr.ResultError("%s: no such file" % path)
+    if not rows:
+        raise kr.ResultError("%s: no rows" % path)
+    cols = list(rows[0].keys())
+    cap = "capacity_bytes" if unit == "GiB" else "capacity_blocks"
+    missing = [c for c in ("policy", "tier", cap) + need if c not in cols]
+    if missing:
+        raise kr.ResultError("%s: expected kvtier replay's --csv (columns policy, tier, %s, miss_ratio, "
+                             "byte_miss_ratio); missing %s" % (path, cap, ", ".join(missing)))
+    top = rows[0]["tier"]
+    out = {}
+    for n, r in enumerate(rows, 2):
+        if r["tier"] != top:
+            continue
+        try:
+            c = float(r[cap]) / (2 ** 30 if unit == "GiB" else 1)
+            out.setdefault(r["policy"], []).append((c, float(r[need[0]]), float(r[need[1]])))
+        except (TypeError, ValueError):
+            raise kr.ResultError("%s:%d: capacity and miss ratios must be numbers" % (path, n))
+    return out, ("capacity_GiB" if unit == "GiB" else "capacity_blocks")
+
+
+def mrc_context(path):
+    """From a replay JSON: the miss ratio no capacity avoids (each block's
+    first reference, when every reference is counted from a cold cache) and a
+    title naming the trace and any warm-up; (None, None) otherwise."""
+    if not path.endswith(".json"):
+        return None, None
+    r = kr._load_json(path)
+    refs, distinct = r.get("references", 0), r.get("distinct_blocks", 0)
+    warm = r.get("warmup_requests", 0) or 0
+    cold = None
+    if refs and distinct and r.get("repeat", 1) == 1 and not warm:
+        cold = distinct / float(refs)
+    title = None
+    if r.get("trace"):
+        title = "%s: %s semantics" % (os.path.basename(str(r.get("trace", ""))), r.get("semantics", ""))
+        if warm:
+            title += ", %d warm-up requests" % warm
+    return cold, title
+
+
+def plot_mrc(series, cap_col="capacity_blocks", title=None, cold=None, log_x=None, log_y=None):
+    """Two panels over the same capacities: the share of block references
+    that miss, and the share of KV bytes that miss (a request's last block
+    holds only its prompt's remaining tokens)."""
+    fig, axes = plt.subplots(2, 1, sharex=True, figsize=(COLUMN_IN, COLUMN_IN * 1.15))
+    out = {}
+    handles = {}
+    for policy in sorted(series):
+        pts = sorted(series[policy])
+        out[policy] = pts
+        for ax, k in zip(axes, (1, 2)):
+            handles[policy], = ax.plot([p[0] for p in pts], [p[k] for p in pts], marker="o", markersize=3,
+                                       label=policy, color=policy_colour(policy))
+    if cold is not None:
+        handles["cold misses"] = axes[0].axhline(cold, color="grey", linestyle="--", linewidth=1,
+                                                 label="cold misses")
+    caps = [c for pts in out.values() for c, _, _ in pts if c > 0]
+    if log_x if log_x is not None else (caps and max(caps) / min(caps) >= 20):
+        axes[1].set_xscale("log")
+        # Labels at 1, 2 and 5 of each decade: a curve over one or two decades keeps its numbers.
+        axes[1].xaxis.set_major_locator(mticker.LogLocator(subs=(1.0, 2.0, 5.0)))
+        axes[1].xaxis.set_major_formatter(mticker.FuncFormatter(lambda v, _: "%g" % v))
+    values = [v for pts in out.values() for p in pts for v in p[1:] if v > 0] + ([cold] if cold else [])
+    for ax, label in zip(axes, ("miss ratio", "byte miss ratio")):
+        if log_y if log_y is not None else (values and max(values) / min(values) >= 100):
+            ax.set_yscale("log")
+        elif values:  # the data's range (ratios sit high on a cache's curve), padded, within [0, 1]
+            lo, hi = min(values), max(values)
+            pad = max(0.08 * (hi - lo), 0.01)
+            ax.set_ylim(max(0.0, lo - pad), min(1.0, hi + pad))
+        ax.set_ylabel(label)
+        ax.grid(True, linewidth=0.3, which="both")
+    unit = cap_col[len("capacity"):].strip("_") or "blocks"
+    axes[1].set_xlabel("cache capacity (%s)" % unit)
+    # Legend outside, lowest miss ratio first.
+    order = sorted(handles, key=lambda n: min(m for _, m, _ in out[n]) if n in out else (cold or 0.0))
+    legend_outside(axes[1], handles=[handles[n] for n in order], labels=order, title="policy")
+    axes[0].set_title(wrap_title(title or "miss ratio against cache capacity"))
+    fig.tight_layout()
+    return fig, out
+
+
 def plot_capacity(series, cap_col="capacity", title=None, unbounded=None, log_x=None, log_y=None,
                   figsize=(COLUMN_IN, COLUMN_IN * 0.7)):
     fig, ax = plt.subplots(figsize=figsize)
@@ -729,6 +844,33 @@ def plot_latency(inputs, title=None, log_x=None):
     return fig, {r[0]: r[1] for r in runs}
 
 
+def plot_occupancy(path, title=None):
+    """A serving run's queue and each tier's KV over time, from the
+    iterations.csv it wrote (`--set sim.step_csv=true`), stacked on one
+    time axis; the title and tier capacities from result.json beside it."""
+    it_path = ks.iterations_beside(path)
+    if not os.path.isfile(it_path):
+        result = ks.result_beside(path) if os.path.exists(path) else None
+        if result is not None and "instances" in result.get("metrics", {}):
+            raise kr.ResultError("%s: a cluster run: its instances write no iterations.csv (plot_run.py draws its "
+                                 "queue from requests.csv)" % path)
+        raise kr.ResultError("%s: no iterations.csv beside it: run the serving config with --set sim.step_csv=true"
+                             % path)
+    it = ks.Iterations(it_path)
+    result = ks.result_beside(it_path)
+    fig, axes = plt.subplots(2, 1, sharex=True, figsize=(COLUMN_IN, COLUMN_IN * 1.25))
+    ks.plot_queue_iterations(axes[0], it)
+    axes[0].set_xlabel("")
+    axes[0].set_title("")
+    handles, labels = ks.plot_occupancy_over_time(axes[1], it, result)
+    axes[1].set_title("")
+    legend_outside(axes[1], handles=handles, labels=labels, title="tier")
+    head = title or (ks.title_of(result) if result else os.path.basename(it_path))
+    fig.suptitle(wrap_title(head, 50) + ks.binned_note(it), fontsize=8)
+    fig.tight_layout()
+    return fig, it
+
+
 def positive_dpi(text):
     try:
         v = int(text)
@@ -823,6 +965,10 @@ def main(argv=None):
     p = sub.add_parser("capacity", help="hit ratio against cache capacity, a line per policy")
     p.add_argument("input", help="kvtier replay's JSON (-o) or CSV (--csv), or a CSV with columns policy,capacity,hit_ratio")
     common(p)
+    p = sub.add_parser("mrc", help="miss ratio and byte miss ratio against cache capacity, a line per policy")
+    p.add_argument("input", help="kvtier replay's JSON (-o) or CSV (--csv)")
+    p.add_argument("--bytes", action="store_true", help="capacity axis in GiB of KV instead of blocks")
+    common(p)
     p = sub.add_parser("timeline", help="per device and link lanes from a --timeline file")
     p.add_argument("input")
     p.add_argument("--start", type=float, help="window start (ms of simulated time)")
@@ -845,6 +991,9 @@ def main(argv=None):
     p.add_argument("input", help="a sweep of serving runs (.csv or .jsonl)")
     p.add_argument("--x", required=True, help="the load axis: serving.time_scale or an arrival rate_per_s path")
     common(p)
+    p = sub.add_parser("occupancy", help="serving: running/waiting requests and KV per tier over time")
+    p.add_argument("input", help="a serving run folder, its result.json or iterations.csv (--set sim.step_csv=true)")
+    common(p)
     args = ap.parse_args(argv)
 
     try:
@@ -860,6 +1009,8 @@ def main(argv=None):
         elif args.kind == "load":
             slo = ks.slo_of(rows[0]["_result"]) if "_result" in rows[0] else slo_from_sweep(args.input)
             fig, _ = ks.plot_load(rows, args.x, slo, args.title or title, args.log_x, args.log_y)
+        elif args.kind == "occupancy":
+            fig, _ = plot_occupancy(args.input, args.title)
         elif args.kind == "latency":
             fig, _ = plot_latency(args.inputs, args.title, args.log_x)
         elif args.kind == "bars":
@@ -869,6 +1020,10 @@ def main(argv=None):
             series, cap = load_capacity(args.input)
             unbounded, ctitle = capacity_context(args.input)
             fig, _ = plot_capacity(series, cap, args.title or ctitle, unbounded, args.log_x, args.log_y)
+        elif args.kind == "mrc":
+            series, cap = load_mrc(args.input, "GiB" if args.bytes else "blocks")
+            cold, ctitle = mrc_context(args.input)
+            fig, _ = plot_mrc(series, cap, args.title or ctitle, cold, args.log_x, args.log_y)
         elif args.kind == "timeline":
             names, _, slices = load_timeline(args.input)
             start, end = args.start, args.end

@@ -6,7 +6,9 @@ A serving run (a config with a `serving` section, docs/serving.md) writes
 result.json and requests.csv (one line per request: id, arrival_s,
 input_tokens, output_tokens, queueing_s, ttft_s, tpot_s, e2e_s,
 computed_prompt_tokens, preemptions, hit_tokens_<tier>...). Everything here
-is computed from those two files.
+is computed from those two files, and from iterations.csv where the run wrote
+it (`--set sim.step_csv=true`: one line per scheduler iteration with the
+queues and each tier's KV bytes after it).
 """
 
 import csv
@@ -15,6 +17,8 @@ import os
 import textwrap
 
 import kvtier_results as kr
+
+import numpy as np
 
 import matplotlib.pyplot as plt
 
@@ -32,6 +36,10 @@ class Requests:
     hits {tier: [tokens]} from the hit_tokens_<tier> columns."""
 
     NEEDED = ("arrival_s", "input_tokens", "output_tokens", "queueing_s", "ttft_s", "tpot_s", "e2e_s")
+    # A cluster run names the instance (its GPU) that served each request, and
+    # the one that decoded it where prefill and decode are apart (empty when
+    # the request never reached one): kept as text, in `text`.
+    TEXT = ("instance", "decode_instance")
 
     def __init__(self, path):
         self.path = path
@@ -47,6 +55,9 @@ class Requests:
                     cols[c] = []
                 for n, row in enumerate(reader, 2):
                     for c in header:
+                        if c in self.TEXT:
+                            cols[c].append(row[c] or "")
+                            continue
                         try:
                             cols[c].append(float(row[c]))
                         except (TypeError, ValueError):
@@ -60,6 +71,7 @@ class Requests:
             raise kr.ResultError("%s: cannot read: %s" % (path, e))
         if not cols.get("arrival_s"):
             raise kr.ResultError("%s: no requests" % path)
+        self.text = {c: cols.pop(c) for c in self.TEXT if c in cols}
         self.cols = cols
         self.hits = {c[len("hit_tokens_"):]: v for c, v in cols.items() if c.startswith("hit_tokens_")}
 
@@ -77,6 +89,168 @@ class Requests:
         if "finish_s" in self.cols:
             return list(self.cols["finish_s"])
         return [a + e for a, e in zip(self.cols["arrival_s"], self.cols["e2e_s"])]  # a requests.csv without finish_s
+
+
+class Iterations:
+    """iterations.csv as columns (floats): start_s, end_s, running, waiting,
+    swapped, and kv {tier: [bytes]} from the kv_bytes_<tier> columns."""
+
+    NEEDED = ("start_s", "end_s", "running", "waiting", "swapped")
+
+    def __init__(self, path):
+        self.path = path
+        try:
+            with open(path, newline="", encoding="utf-8") as f:
+                reader = csv.reader(f)
+                header = next(reader, None) or []
+                missing = [c for c in self.NEEDED if c not in header]
+                if missing:
+                    raise kr.ResultError("%s: not a kvtier iterations.csv (no column %s)" % (path, ", ".join(missing)))
+                cols = [[] for _ in header]
+                for n, row in enumerate(reader, 2):
+                    if len(row) != len(header):
+                        raise kr.ResultError("%s:%d: %d fields, expected %d" % (path, n, len(row), len(header)))
+                    try:
+                        for c, v in zip(cols, row):
+                            c.append(float(v))
+                    except ValueError:
+                        raise kr.ResultError("%s:%d: expected numbers, got %s" % (path, n, ",".join(row)))
+        except FileNotFoundError:
+            raise kr.ResultError("%s: no such file (a serving run writes iterations.csv beside result.json with "
+                                 "--set sim.step_csv=true)" % path)
+        except UnicodeDecodeError as e:
+            raise kr.ResultError("%s: byte %d: not UTF-8 text (expected a kvtier iterations.csv)" % (path, e.start))
+        except (OSError, csv.Error) as e:
+            raise kr.ResultError("%s: cannot read: %s" % (path, e))
+        self.cols = dict(zip(header, cols))
+        if not self.cols["start_s"]:
+            raise kr.ResultError("%s: no iterations" % path)
+        self.kv = {c[len("kv_bytes_"):]: v for c, v in self.cols.items() if c.startswith("kv_bytes_")}
+
+    def __len__(self):
+        return len(self.cols["start_s"])
+
+    def __getitem__(self, name):
+        return self.cols[name]
+
+
+def iterations_beside(path):
+    """iterations.csv for a result.json, a run folder or the CSV itself."""
+    if os.path.isdir(path):
+        return os.path.join(path, "iterations.csv")
+    if path.endswith(".csv"):
+        return path
+    return os.path.join(os.path.dirname(os.path.abspath(path)), "iterations.csv")
+
+
+def time_unit(span_s):
+    """(scale, unit) for an axis of simulated time spanning span_s seconds."""
+    return (1 / 3600.0, "h") if span_s > 3 * 3600 else ((1 / 60.0, "min") if span_s > 180 else (1, "s"))
+
+
+# Up to this many iterations are drawn one step each; more (an hour of
+# Mooncake is 344,000) are drawn as STEP_BINS time bins: a line at each bin's
+# duration-weighted mean over the iterations that start in it, and a band
+# from their least to their largest value, so peaks stay visible and the
+# figure draws in seconds.
+STEP_LIMIT = 4000
+STEP_BINS = 600
+
+
+def binned_steps(starts, ends, values, bins=STEP_BINS):
+    """(edges, mean, lo, hi) of `values` held from starts[i] to ends[i], in
+    `bins` equal time bins; lo and hi are None when every step is drawn. A
+    bin in which no iteration starts lies inside a longer one: it keeps the
+    previous bin's value."""
+    n = len(values)
+    if n <= STEP_LIMIT:
+        return list(starts) + [ends[-1]], list(values), None, None
+    t0, t1 = starts[0], ends[-1]
+    st = np.asarray(starts, dtype=float)
+    v = np.asarray(values, dtype=float)
+    dur = np.maximum(np.asarray(ends, dtype=float) - st, 0.0)
+    idx = np.minimum(((st - t0) / (t1 - t0) * bins).astype(int), bins - 1)
+    weight = np.bincount(idx, weights=dur, minlength=bins)
+    total = np.bincount(idx, weights=v * dur, minlength=bins)
+    count = np.bincount(idx, minlength=bins)
+    plain = np.bincount(idx, weights=v, minlength=bins)
+    lo = np.full(bins, np.inf)
+    hi = np.full(bins, -np.inf)
+    np.minimum.at(lo, idx, v)
+    np.maximum.at(hi, idx, v)
+    mean = np.where(weight > 0, total / np.where(weight > 0, weight, 1.0), plain / np.maximum(count, 1))
+    last = v[0]
+    for b in range(bins):
+        if count[b] == 0:
+            mean[b] = lo[b] = hi[b] = last
+        else:
+            last = v[np.searchsorted(idx, b, side="right") - 1]  # the value the bin ends holding
+    edges = [t0 + (t1 - t0) * b / bins for b in range(bins + 1)]
+    return edges, list(mean), list(lo), list(hi)
+
+
+def binned_note(it):
+    """A title's second line where the steps are binned."""
+    return "\n%d bins: line the mean, band least to largest" % STEP_BINS if len(it) > STEP_LIMIT else ""
+
+
+def draw_steps(ax, it, values, scale, colour, label):
+    """One series of iterations.csv as steps (or binned, see STEP_LIMIT)."""
+    edges, mean, lo, hi = binned_steps(it["start_s"], it["end_s"], values)
+    x = [e * scale for e in edges]
+    if lo is not None:
+        ax.stairs(hi, x, baseline=lo, fill=True, color=colour, alpha=0.25, linewidth=0, label="_range " + label)
+    ax.stairs(mean, x, color=colour, linewidth=1, label=label, baseline=None)
+
+
+def plot_queue_iterations(ax, it):
+    """Running, waiting and swapped requests as the scheduler planned each
+    iteration (a step from its start to the next one's)."""
+    scale, unit = time_unit(it["end_s"][-1] - it["start_s"][0])
+    for key, colour in (("waiting", "C3"), ("running", "C0"), ("swapped", "C4")):
+        ys = it[key]
+        if key == "swapped" and not any(ys):
+            continue  # nothing was preempted by swap: no line to read
+        draw_steps(ax, it, ys, scale, colour, key)
+    ax.set_xlabel("simulated time (%s)" % unit)
+    ax.set_ylabel("requests")
+    ax.set_ylim(bottom=0)
+    ax.grid(True, linewidth=0.3)
+    ax.legend(loc="best", frameon=False)
+    ax.set_title("queue over time (from iterations.csv)" + binned_note(it))
+
+
+def plot_occupancy_over_time(ax, it, result=None):
+    """Each tier's KV bytes after every iteration, with its capacity dashed
+    in the same colour where the result gives one (metrics.tiers.<name>.
+    capacity_bytes); log y when the tiers span two decades."""
+    scale, unit = time_unit(it["end_s"][-1] - it["start_s"][0])
+    caps = {}
+    if result is not None:
+        for name, v in kr.ordered_tiers(result).items():
+            if isinstance(v.get("capacity_bytes"), (int, float)) and v["capacity_bytes"] > 0:
+                caps[name] = float(v["capacity_bytes"]) / 1e9
+    values = []
+    for i, (tier, ys) in enumerate(it.kv.items()):
+        gb = [v / 1e9 for v in ys]
+        values += [v for v in gb if v > 0]
+        colour = "C%d" % i
+        draw_steps(ax, it, gb, scale, colour, "%s (peak %s)" % (tier, kr.human_bytes(max(ys))))
+        if tier in caps:
+            ax.axhline(caps[tier], color=colour, linestyle="--", linewidth=0.8)
+            values.append(caps[tier])
+    if spans_decades(values):
+        ax.set_yscale("log")
+    else:
+        ax.set_ylim(bottom=0)
+    ax.set_xlabel("simulated time (%s)" % unit)
+    ax.set_ylabel("KV held (GB)")
+    ax.grid(True, linewidth=0.3, which="both")
+    drawn = [t for t in it.kv if t in caps]
+    ax.set_title("KV per tier over time" + (" (dashed: capacity)" if drawn else "") + binned_note(it))
+    handles, labels = ax.get_legend_handles_labels()
+    keep = [(h, l) for h, l in zip(handles, labels) if not l.startswith("_")]
+    return [h for h, _ in keep], [l for _, l in keep]
 
 
 def requests_beside(path):
@@ -290,7 +464,7 @@ def queue_over_time(req, points=400):
 
 def plot_queue(ax, req):
     t, waiting, running = queue_over_time(req)
-    scale, unit = (1 / 3600.0, "h") if t[-1] - t[0] > 3 * 3600 else ((1 / 60.0, "min") if t[-1] - t[0] > 180 else (1, "s"))
+    scale, unit = time_unit(t[-1] - t[0])
     ax.plot([x * scale for x in t], waiting, lw=1, color="C3", label="waiting")
     ax.plot([x * scale for x in t], running, lw=1, color="C0", label="running")
     ax.set_xlabel("simulated time (%s)" % unit)
@@ -350,15 +524,19 @@ def plot_tier_occupancy(ax, result):
     ax.set_title("KV bytes held per tier")
 
 
-def run_figure(result, req, title=None):
-    """plot_run.py's figure for a serving run: CDFs, queue, prefix sources, occupancy."""
+def run_figure(result, req, title=None, it=None):
+    """plot_run.py's figure for a serving run: CDFs, queue, prefix sources,
+    occupancy (over time from iterations.csv where the run wrote one)."""
     fig = plt.figure(figsize=(12, 8.5))
     gs = fig.add_gridspec(2, 3)
     axes = [fig.add_subplot(gs[0, i]) for i in range(3)]
     if req is not None:
         plot_latency_cdfs(axes, [("requests", req, slo_of(result))])
         slo_legends(axes)
-        plot_queue(fig.add_subplot(gs[1, 0]), req)
+        if it is not None:
+            plot_queue_iterations(fig.add_subplot(gs[1, 0]), it)
+        else:
+            plot_queue(fig.add_subplot(gs[1, 0]), req)
     else:
         for ax, (key, name, unit, scale) in zip(axes, LATENCIES):
             d = result["metrics"].get(key, {})
@@ -372,7 +550,11 @@ def run_figure(result, req, title=None):
         ax.text(0.5, 0.5, "no requests.csv: no queue over time", ha="center", va="center", transform=ax.transAxes)
         ax.set_axis_off()
     plot_prefix_hits(fig.add_subplot(gs[1, 1]), result, req)
-    plot_tier_occupancy(fig.add_subplot(gs[1, 2]), result)
+    if it is not None and it.kv:
+        ax = fig.add_subplot(gs[1, 2])
+        ax.legend(*plot_occupancy_over_time(ax, it, result), loc="best", frameon=False, fontsize=7)
+    else:
+        plot_tier_occupancy(fig.add_subplot(gs[1, 2]), result)
     fig.suptitle(title or title_of(result, req), fontsize=10)
     fig.tight_layout()
     return fig

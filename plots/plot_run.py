@@ -29,6 +29,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import kvtier_results as kr  # noqa: E402  (sets the Agg backend)
 import kvtier_serving as ks  # noqa: E402
+import kvtier_plot as kp  # noqa: E402  (positive_dpi)
 import matplotlib.pyplot as plt  # noqa: E402
 
 PROG = "plot_run.py"
@@ -131,16 +132,20 @@ def make_figure(result, steps):
 
 def serving_figure(result, path):
     """A serving run: latency CDFs, the queue over time, prompt tokens by source
-    and KV per tier, from result.json and requests.csv beside it."""
+    and KV per tier, from result.json and requests.csv beside it (the queue
+    and KV per tier over time from iterations.csv where the run wrote one)."""
     csv_path = ks.requests_beside(path)
     req = ks.Requests(csv_path) if os.path.isfile(csv_path) else None
-    return ks.run_figure(result, req)
+    it_path = ks.iterations_beside(path)
+    it = ks.Iterations(it_path) if os.path.isfile(it_path) else None
+    return ks.run_figure(result, req, it=it)
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(prog=PROG, description="Plot one kvtier run (result.json).")
     ap.add_argument("result", help="a kvtier result.json")
-    ap.add_argument("-o", "--output", help="output image (default: plot.png next to result.json)")
+    ap.add_argument("-o", "--output", help="output image (default: plot.png next to result.json; .pdf, .svg by name)")
+    ap.add_argument("--dpi", type=kp.positive_dpi, default=110, help="PNG resolution in dots per inch (default 110)")
     args = ap.parse_args(argv)
     try:
         result = kr.load_result(args.result)
@@ -150,7 +155,7 @@ def main(argv=None):
         else:
             steps = kr.read_steps_csv(os.path.join(os.path.dirname(os.path.abspath(args.result)), "steps.csv"))
             fig = make_figure(result, steps)
-        kr.save_figure(fig, out)
+        kr.save_figure(fig, out, dpi=args.dpi)
     except kr.ResultError as e:
         kr.die(PROG, e)
     except OSError as e:

@@ -29,7 +29,8 @@ namespace kvtier {
 namespace {
 
 struct ReplayCli {
-  std::string trace, synthetic, model = "llama-13b", out, csv, semantics = "block", admission = "always", max_memory;
+  std::string trace, synthetic, model = "llama-13b", out, csv, semantics = "block", admission = "always", max_memory,
+      warmup;
   std::vector<std::string> policies, capacities, tiers, policy_params;
   uint32_t block_tokens = 0, repeat = 1;
   bool inclusive = false, no_promote = false, stack = false, timing = false, quiet = false, stream = false;
@@ -41,13 +42,23 @@ struct ExportCli {
   bool dense = false;
 };
 
+// The input as given where something is there (the reader says what is
+// wrong with a folder), else where find_data_file finds it: a misspelt name
+// gets the nearest existing one in the error.
+std::string input_path(const std::string& path, const std::string& where) {
+  std::error_code ec;
+  if (fs::exists(path, ec)) return path;
+  return find_data_file(path, "", where);
+}
+
 std::unique_ptr<RequestSource> open_input(const std::string& trace, const std::string& synthetic) {
   if (!synthetic.empty()) {
-    json p = load_json_file(synthetic);
+    const std::string path = input_path(synthetic, "--synthetic");
+    json p = load_json_file(path);
     return std::make_unique<SyntheticRequests>(p, synthetic);
   }
   if (trace.empty()) throw ConfigError("give a request trace file or --synthetic GENERATOR.json");
-  return open_request_trace(trace);
+  return open_request_trace(input_path(trace, "request trace"));
 }
 
 LlmSpec load_model(const std::string& m) {
@@ -77,6 +88,9 @@ uint64_t parse_capacity(const std::string& s, uint64_t block_bytes, uint64_t dis
     throw ConfigError("capacity '" + s +
                       "': expected a positive number of blocks, bytes with a unit (B, KB, MB, GB, TB, KiB, MiB, GiB, "
                       "TiB) or a percentage of the distinct blocks (10%)");
+  if (it->second < 0 && v > 100)
+    throw ConfigError("capacity '" + s + "': a percentage of the distinct blocks is at most 100% (" +
+                      std::to_string(distinct) + " blocks hold every one); give blocks or bytes for more");
   double blocks = it->second == 0 ? v : it->second < 0 ? v / 100.0 * double(distinct) : v * it->second / double(block_bytes);
   if (blocks < 1) throw ConfigError("capacity '" + s + "' is less than one block");
   if (blocks > 1e15) throw ConfigError("capacity '" + s + "' is more than 1e15 blocks");
@@ -116,6 +130,17 @@ std::vector<std::string> split_list(const std::vector<std::string>& in) {
   return out;
 }
 
+// Tokens in the last of r's blocks: the prompt's tokens beyond its full
+// blocks; a full block where the lengths do not say (or disagree with the
+// block count).
+uint32_t tail_tokens(const Request& r, uint32_t block_tokens) {
+  const uint64_t n = r.blocks.size();
+  if (n == 0 || block_tokens == 0) return block_tokens;
+  const uint64_t full = (n - 1) * uint64_t(block_tokens);
+  if (r.input_tokens > full && r.input_tokens <= full + block_tokens) return uint32_t(r.input_tokens - full);
+  return block_tokens;
+}
+
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -142,6 +167,7 @@ std::vector<std::string> checked_policies(const ReplayCli& o) {
 // is kept in memory (4 bytes per reference) and replayed from there.
 struct Input {
   BlockStream s;
+  TailTokens tails;  // per request in memory; empty with --stream (computed as it is read again)
   std::unordered_map<uint64_t, uint32_t> dense;
   uint64_t n_refs = 0;
 };
@@ -151,7 +177,7 @@ ReplayInputShape estimate_input(const std::string& trace, const std::string& syn
   double total = 0;
   std::string knob = "the request trace " + trace + " (its size)";
   if (!synthetic.empty()) {
-    json p = load_json_file(synthetic);
+    json p = load_json_file(input_path(synthetic, "--synthetic"));
     SyntheticRequests probe(p, synthetic);  // resolves the defaults into p
     total = double(get_int(p, "requests"));
     knob = "requests (" + synthetic + ")";
@@ -196,6 +222,7 @@ Input read_input(const ReplayCli& o, const ReplayInputShape& shape) {
       }
       if (!o.stream) s.refs.push_back(it->second);
     }
+    if (!o.stream) in.tails.push_back(tail_tokens(r, o.block_tokens ? o.block_tokens : s.block_tokens));
     in.n_refs += r.blocks.size();
     ++s.requests;
     if (!o.stream) {
@@ -213,6 +240,44 @@ Input read_input(const ReplayCli& o, const ReplayInputShape& shape) {
   return in;
 }
 
+// Every --policy-param names a policy this replay runs: one for a policy
+// that is not run would change nothing.
+void check_policy_params(const ReplayCli& o, const std::vector<std::string>& policies, const ReplayConfig& base) {
+  std::vector<std::string> run = policies;
+  if (run.empty())
+    for (const auto& t : base.tiers) run.push_back(t.policy.value("name", ""));
+  for (const auto& a : o.policy_params) {
+    const std::string name = a.substr(0, a.find('.'));
+    if (std::find(run.begin(), run.end(), name) != run.end()) continue;
+    std::string list;
+    for (const auto& r : run) list += (list.empty() ? "" : ", ") + r;
+    throw ConfigError("--policy-param '" + a + "': " + name + " is not a policy of this replay (it runs " + list +
+                      "); give it with -p " + name + " or --tier NAME:CAPACITY:" + name);
+  }
+}
+
+// --warmup: a count of requests, or a percentage of them (of the stream
+// played --repeat times). At least one request must be left to count.
+uint64_t parse_warmup(const std::string& w, uint64_t requests) {
+  if (w.empty()) return 0;
+  size_t pos = 0;
+  double v = -1;
+  try {
+    v = std::stod(w, &pos);
+  } catch (const std::exception&) {
+    pos = 0;
+  }
+  const std::string unit = w.substr(pos);
+  if (pos == 0 || !(unit.empty() || unit == "%") || !(v >= 0) || !std::isfinite(v) ||
+      (unit.empty() && v != std::floor(v)) || (unit == "%" && v >= 100))
+    throw ConfigError("--warmup '" + w + "': expected a number of requests (1000) or a percentage of them below 100% (10%)");
+  const double n = unit == "%" ? std::floor(v / 100.0 * double(requests)) : v;
+  if (n >= double(requests))
+    throw ConfigError("--warmup '" + w + "': the input has " + std::to_string(requests) +
+                      " requests (--repeat included); a warm-up must leave some to count");
+  return uint64_t(n);
+}
+
 // --tier NAME:CAPACITY[:POLICY].
 ReplayTierSpec parse_tier(const std::string& spec, const ReplayConfig& base, const BlockStream& s,
                           const std::vector<std::string>& policy_params) {
@@ -227,6 +292,7 @@ ReplayTierSpec parse_tier(const std::string& spec, const ReplayConfig& base, con
   std::string pol = b == std::string::npos ? "lru" : spec.substr(b + 1);
   Registry<EvictionPolicy>::instance().find(pol, "--tier " + spec);
   t.policy = policy_json(pol, policy_params);
+  t.where = "--policy-param " + pol;  // its parameters come from there
   return t;
 }
 
@@ -241,6 +307,7 @@ ReplayConfig base_config(const ReplayCli& o, const LlmSpec& model, const BlockSt
   base.admission = o.admission == "second" ? ReplayAdmission::Second : ReplayAdmission::Always;
   base.semantics = o.semantics == "prefix" ? ReplaySemantics::Prefix : ReplaySemantics::Block;
   base.repeat = o.repeat;
+  base.warmup_requests = parse_warmup(o.warmup, s.requests * o.repeat);
   for (const auto& spec : o.tiers) base.tiers.push_back(parse_tier(spec, base, s, o.policy_params));
   if (base.tiers.empty()) {
     if (!have_capacities) throw ConfigError("replay: give --capacity (one or more) or --tier NAME:CAPACITY[:POLICY]");
@@ -256,7 +323,10 @@ ReplayConfig run_config(const ReplayConfig& base, const std::string& p, uint64_t
   ReplayConfig c = base;
   c.tiers[0].capacity_blocks = c0;
   if (!p.empty())
-    for (auto& t : c.tiers) t.policy = policy_json(p, policy_params);
+    for (auto& t : c.tiers) {
+      t.policy = policy_json(p, policy_params);
+      t.where = "--policy-param " + p;
+    }
   return c;
 }
 
@@ -277,7 +347,7 @@ struct Runs {
 };
 
 // --stack-distance: one LRU stack pass gives every capacity's hits.
-void replay_by_stack(const ReplayCli& o, const BlockStream& s, const ReplayConfig& base,
+void replay_by_stack(const ReplayCli& o, const Input& in, const ReplayConfig& base,
                      const std::vector<uint64_t>& cap_blocks, const std::vector<std::string>& policies, Runs& out) {
   for (const auto& p : policies)
     if (!(p.empty() || p == "lru")) throw ConfigError("--stack-distance: only for lru, not '" + p + "'");
@@ -285,19 +355,25 @@ void replay_by_stack(const ReplayCli& o, const BlockStream& s, const ReplayConfi
     if (policies[0].empty() && t.policy["name"] != "lru") throw ConfigError("--stack-distance: every tier must use lru");
   if (base.inclusive || !base.promote || base.admission != ReplayAdmission::Always)
     throw ConfigError("--stack-distance: needs exclusive tiers with promotion and admission always (one LRU stack)");
-  StackDistances sd = lru_stack_distances(s, base.semantics, base.repeat);
+  const BlockStream& s = in.s;
+  StackDistances sd =
+      lru_stack_distances(s, base.semantics, base.repeat, base.block_tokens, base.warmup_requests, &in.tails);
   for (uint64_t c0 : cap_blocks) {
     ReplayConfig c = base;
     c.tiers[0].capacity_blocks = c0;
     ReplayResult r;
     r.references = sd.references;
-    r.requests = s.requests * base.repeat;
+    r.requests = sd.requests;
+    r.tokens = sd.tokens;
     uint64_t below = 0;
     for (auto& t : c.tiers) {
       t.policy = policy_json("lru", o.policy_params);
       resolve_params(t.policy, Registry<EvictionPolicy>::instance().find("lru", "lru").params, "lru", {"name"});
       uint64_t upto = below + t.capacity_blocks;
-      r.tiers.push_back({t.name, t.policy, t.capacity_blocks, sd.hits_within(upto) - sd.hits_within(below)});
+      const uint64_t hits = sd.hits_within(upto) - sd.hits_within(below);
+      const uint64_t room = sd.short_within(upto) - sd.short_within(below);
+      ReplayTierResult tr{t.name, t.policy, t.capacity_blocks, hits, hits * base.block_tokens - room, 0};
+      r.tiers.push_back(tr);
       below = upto;
     }
     r.misses = r.references - r.hits();
@@ -331,7 +407,8 @@ void replay_streamed(const ReplayCli& o, const Input& in, const ReplayConfig& ba
         if (it == in.dense.end()) throw ConfigError(in.s.name + ": changed while it was read (a block id not seen before)");
         buf.push_back(it->second);
       }
-      for (auto& ss : sessions) ss->request(buf.data(), buf.size());
+      const uint32_t tail = tail_tokens(r, base.block_tokens);
+      for (auto& ss : sessions) ss->request(buf.data(), buf.size(), tail);
     }
   }
   for (size_t k = 0; k < sessions.size(); ++k) {
@@ -341,8 +418,9 @@ void replay_streamed(const ReplayCli& o, const Input& in, const ReplayConfig& ba
 }
 
 // The stream in memory, replayed once per run.
-void replay_in_memory(const ReplayCli& o, const BlockStream& s, const ReplayConfig& base,
+void replay_in_memory(const ReplayCli& o, const Input& in, const ReplayConfig& base,
                       const std::vector<uint64_t>& cap_blocks, const std::vector<std::string>& policies, Runs& out) {
+  const BlockStream& s = in.s;
   std::unique_ptr<NextReferences> next;
   Progress progress("replay", double(policies.size() * cap_blocks.size()), "runs");
   double done = 0;
@@ -351,7 +429,7 @@ void replay_in_memory(const ReplayCli& o, const BlockStream& s, const ReplayConf
       progress.update(done++);
       ReplayConfig c = run_config(base, p, c0, o.policy_params);
       if (!next && replay_needs_next(c)) next = std::make_unique<NextReferences>(next_references(s, c.repeat));
-      const ReplayResult res = replay(s, c, next.get());
+      const ReplayResult res = replay(s, c, next.get(), &in.tails);
       out.add(res, c, "simulation", res.references);
     }
 }
@@ -376,7 +454,8 @@ void write_replay(const ReplayCli& o, const json& out, const Runs& runs) {
     for (const auto& t : r["tiers"])
       std::cout << "  " << t["name"].get<std::string>() << " " << t["capacity_blocks"].get<uint64_t>()
                 << " blocks: hit ratio " << t["hit_ratio"].get<double>();
-    std::cout << "\n";
+    std::cout << "  miss ratio " << r["miss_ratio"].get<double>() << ", byte miss ratio "
+              << r["byte_miss_ratio"].get<double>() << "\n";
   }
   if (!o.out.empty()) std::cout << "kvtier: wrote " << o.out << "\n";
   if (!o.csv.empty()) std::cout << "kvtier: wrote " << o.csv << "\n";
@@ -399,6 +478,7 @@ int run_replay(ReplayCli& o) {
   std::vector<uint64_t> cap_blocks;
   for (const auto& c : caps) cap_blocks.push_back(parse_capacity(c, base.block_bytes, s.blocks()));
   if (cap_blocks.empty()) cap_blocks.push_back(base.tiers[0].capacity_blocks);
+  check_policy_params(o, policies, base);
   if (policies.empty()) policies.push_back("");  // each tier's own
   if (o.stack) {
     commit_stack_distances(double(s.blocks()));
@@ -412,9 +492,9 @@ int run_replay(ReplayCli& o) {
 
   Runs runs;
   auto t1 = std::chrono::steady_clock::now();
-  if (o.stack) replay_by_stack(o, s, base, cap_blocks, policies, runs);
+  if (o.stack) replay_by_stack(o, in, base, cap_blocks, policies, runs);
   else if (o.stream) replay_streamed(o, in, base, cap_blocks, policies, runs);
-  else replay_in_memory(o, s, base, cap_blocks, policies, runs);
+  else replay_in_memory(o, in, base, cap_blocks, policies, runs);
   double replay_s = seconds_since(t1);
 
   json out{{"kvtier_version", KVTIER_VERSION},
@@ -424,6 +504,7 @@ int run_replay(ReplayCli& o) {
            {"references", in.n_refs * base.repeat},
            {"distinct_blocks", s.blocks()},
            {"repeat", base.repeat},
+           {"warmup_requests", base.warmup_requests},
            {"model", model.name},
            {"block_tokens", base.block_tokens},
            {"block_bytes", base.block_bytes},
@@ -468,7 +549,8 @@ int run_export(const ExportCli& o) {
 
 }  // namespace
 
-int request_trace_stats(const std::string& path, const std::string& json_out) {
+int request_trace_stats(const std::string& given, const std::string& json_out) {
+  const std::string path = input_path(given, "trace stats");
   RequestTraceKind k = detect_request_trace(path);
   if (k == RequestTraceKind::Unknown)
     throw ConfigError(path + ":1: not a request trace (expected a Mooncake JSONL or Azure LLM inference CSV)");
@@ -506,6 +588,8 @@ std::function<int()> add_request_trace_commands(CLI::App& app, CLI::App& trace) 
   rp->add_option("--capacity,-c", ro->capacities,
                  "capacity of the top tier: blocks, bytes (12GiB) or % of distinct blocks; repeatable or "
                  "comma-separated: one run each");
+  rp->add_option("--warmup", ro->warmup,
+                 "replay this many requests (or this % of them) before counting: hit and miss ratios of a warm cache");
   rp->add_option("--tier", ro->tiers, "a tier NAME:CAPACITY[:POLICY], top first (repeatable)");
   rp->add_option("--model", ro->model, "model preset or file: KV bytes per token for byte capacities and bytes served")
       ->capture_default_str();

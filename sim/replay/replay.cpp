@@ -1,6 +1,7 @@
 #include "sim/replay/replay.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <memory>
 
 #include "policies/eviction/hints.h"
@@ -198,52 +199,64 @@ bool replay_needs_next(const ReplayConfig& c) {
   return false;
 }
 
-ReplayResult replay(const BlockStream& s, ReplayConfig& c, const NextReferences* next) {
+ReplayResult replay(const BlockStream& s, ReplayConfig& c, const NextReferences* next, const TailTokens* tails) {
   check_config(c);
+  if (tails && !tails->empty() && tails->size() != s.requests)
+    throw ConfigError("replay: last-block sizes of " + std::to_string(tails->size()) + " requests for " +
+                      std::to_string(s.requests));
+  if (c.warmup_requests >= s.requests * c.repeat && s.requests > 0)
+    throw ConfigError("replay: a warm-up of " + std::to_string(c.warmup_requests) + " requests leaves none of the " +
+                      std::to_string(s.requests * c.repeat) + " to count");
   bool want_next = replay_needs_next(c);
   if (want_next && (!next || next->n != s.refs.size() || next->repeat != c.repeat))
     throw ConfigError("replay: next-reference times of the stream are needed (Belady)");
   ReplayHierarchy h(c, uint32_t(s.blocks()), want_next);
   const uint32_t T = h.tiers();
-  ReplayResult res;
-  res.requests = s.requests * c.repeat;
-  res.references = uint64_t(s.refs.size()) * c.repeat;
+  const bool prefix_sem = c.semantics == ReplaySemantics::Prefix;
+  const bool sized = tails && !tails->empty();
   std::vector<uint64_t>& hits = h.hits_;
+  // Room left in the last blocks: in total, and per tier that served them.
+  std::vector<uint64_t> short_(T, 0);
+  uint64_t short_total = 0, warm_refs = 0, seen_requests = 0;
   const uint32_t* refs = s.refs.data();
-  const uint64_t n = s.refs.size();
   for (uint32_t rep = 0; rep < c.repeat; ++rep) {
-    if (c.semantics == ReplaySemantics::Block) {
-      if (want_next) {
-        for (uint64_t i = 0; i < n; ++i) {
-          uint64_t nx = next->next_position(i, rep, refs[i]);
-          uint32_t w = h.reference(refs[i], nx == NextReferences::kNoNext ? kNeverAgain : nx);
-          if (w < T) ++hits[w];
-        }
-      } else {
-        for (uint64_t i = 0; i < n; ++i) {
-          uint32_t w = h.reference(refs[i], kNeverAgain);
-          if (w < T) ++hits[w];
-        }
+    uint64_t i = 0;
+    for (uint64_t r = 0; r < s.requests; ++r) {
+      const uint64_t first = i;
+      bool prefix = true;
+      uint32_t last = T;  // the tier the last reference counted as a hit in
+      for (uint64_t end = s.request_end[r]; i < end; ++i) {
+        uint64_t nx = want_next ? next->next_position(i, rep, refs[i]) : NextReferences::kNoNext;
+        uint32_t w = h.reference(refs[i], nx == NextReferences::kNoNext ? kNeverAgain : nx);
+        if (w >= T) prefix = false;
+        last = prefix_sem && !prefix ? T : w;
+        if (last < T) ++hits[w];
       }
-    } else {
-      uint64_t i = 0;
-      for (uint64_t r = 0; r < s.requests; ++r) {
-        bool prefix = true;
-        for (uint64_t end = s.request_end[r]; i < end; ++i) {
-          uint64_t nx = want_next ? next->next_position(i, rep, refs[i]) : NextReferences::kNoNext;
-          uint32_t w = h.reference(refs[i], nx == NextReferences::kNoNext ? kNeverAgain : nx);
-          if (w >= T) prefix = false;
-          else if (prefix) ++hits[w];
-        }
+      if (sized && i > first) {
+        const uint32_t room = c.block_tokens - std::min((*tails)[r], c.block_tokens);
+        short_total += room;
+        if (last < T) short_[last] += room;
+      }
+      if (++seen_requests == c.warmup_requests) {  // the warm-up ends: counting starts afresh
+        std::fill(hits.begin(), hits.end(), 0);
+        std::fill(h.bypassed_.begin(), h.bypassed_.end(), 0);
+        std::fill(short_.begin(), short_.end(), 0);
+        short_total = 0;
+        warm_refs = uint64_t(rep) * s.refs.size() + i;
       }
     }
   }
+  ReplayResult res;
+  res.requests = seen_requests - std::min(seen_requests, c.warmup_requests);
+  res.references = uint64_t(s.refs.size()) * c.repeat - warm_refs;
+  res.tokens = res.references * c.block_tokens - short_total;
   for (uint32_t t = 0; t < T; ++t) {
     ReplayTierResult tr;
     tr.name = c.tiers[t].name;
     tr.policy = c.tiers[t].policy;
     tr.capacity_blocks = c.tiers[t].capacity_blocks;
     tr.hits = hits[t];
+    tr.hit_tokens = hits[t] * c.block_tokens - short_[t];
     tr.bypassed = h.bypassed_[t];
     res.tiers.push_back(tr);
   }
@@ -253,6 +266,7 @@ ReplayResult replay(const BlockStream& s, ReplayConfig& c, const NextReferences*
 
 ReplaySession::ReplaySession(ReplayConfig& c, uint64_t blocks) : c_(c) {
   check_config(c);
+  short_.assign(c.tiers.size(), 0);
   if (replay_needs_next(c))
     throw ConfigError("replay: a policy that needs the future (belady) needs the whole stream in memory, not --stream");
   if (blocks >= 0xFFFFFFFFull) throw ConfigError("replay: more than 2^32 - 2 distinct blocks");
@@ -261,17 +275,31 @@ ReplaySession::ReplaySession(ReplayConfig& c, uint64_t blocks) : c_(c) {
 
 ReplaySession::~ReplaySession() = default;
 
-void ReplaySession::request(const uint32_t* refs, size_t n) {
+void ReplaySession::request(const uint32_t* refs, size_t n, uint32_t tail_tokens) {
   const uint32_t T = h_->tiers();
   bool prefix = c_.semantics == ReplaySemantics::Prefix;
   bool ok = true;
+  uint32_t last = T;
   for (size_t i = 0; i < n; ++i) {
     uint32_t w = h_->reference(refs[i], kNeverAgain);
     if (w >= T) ok = false;
-    else if (!prefix || ok) ++h_->hits_[w];
+    last = prefix && !ok ? T : w;
+    if (last < T) ++h_->hits_[w];
+  }
+  if (tail_tokens && n) {
+    const uint32_t room = c_.block_tokens - std::min(tail_tokens, c_.block_tokens);
+    short_total_ += room;
+    if (last < T) short_[last] += room;
   }
   refs_ += n;
   ++requests_;
+  if (!warm_ && requests_ == c_.warmup_requests) {  // the warm-up ends: counting starts afresh
+    std::fill(h_->hits_.begin(), h_->hits_.end(), 0);
+    std::fill(h_->bypassed_.begin(), h_->bypassed_.end(), 0);
+    std::fill(short_.begin(), short_.end(), 0);
+    refs_ = requests_ = short_total_ = 0;
+    warm_ = true;
+  }
 }
 
 uint32_t ReplaySession::tiers() const { return h_->tiers(); }
@@ -287,12 +315,14 @@ ReplayResult ReplaySession::result() const {
   ReplayResult res;
   res.requests = requests_;
   res.references = refs_;
+  res.tokens = refs_ * c_.block_tokens - short_total_;
   for (uint32_t t = 0; t < h_->tiers(); ++t) {
     ReplayTierResult tr;
     tr.name = c_.tiers[t].name;
     tr.policy = c_.tiers[t].policy;
     tr.capacity_blocks = c_.tiers[t].capacity_blocks;
     tr.hits = h_->hits_[t];
+    tr.hit_tokens = h_->hits_[t] * c_.block_tokens - short_[t];
     tr.bypassed = h_->bypassed_[t];
     res.tiers.push_back(tr);
   }
@@ -300,7 +330,8 @@ ReplayResult ReplaySession::result() const {
   return res;
 }
 
-StackDistances lru_stack_distances(const BlockStream& s, ReplaySemantics sem, uint32_t repeat) {
+StackDistances lru_stack_distances(const BlockStream& s, ReplaySemantics sem, uint32_t repeat, uint32_t block_tokens,
+                                   uint64_t warmup_requests, const TailTokens* tails) {
   // A Fenwick tree over reference slots marks each block's latest slot; the
   // marks after a block's previous slot count the distinct blocks used since.
   // Slots are renumbered (live marks packed to the front) when they run out,
@@ -353,62 +384,105 @@ StackDistances lru_stack_distances(const BlockStream& s, ReplaySemantics sem, ui
     block_at[now++] = b;
     return d;
   };
+  const bool sized = tails && !tails->empty();
+  if (sized && tails->size() != s.requests)
+    throw ConfigError("replay: last-block sizes of " + std::to_string(tails->size()) + " requests for " +
+                      std::to_string(s.requests));
+  std::vector<uint64_t> short_hist(D + 2, 0);  // room left in last blocks, by their distance
+  uint64_t seen = 0, counted_refs = 0;
   for (uint32_t rep = 0; rep < std::max<uint32_t>(repeat, 1); ++rep) {
     uint64_t i = 0;
     for (uint64_t r = 0; r < s.requests; ++r) {
-      uint64_t worst = 0;
+      const bool count = seen++ >= warmup_requests;
+      uint64_t worst = 0, d = 0;
+      const uint64_t first = i;
       for (uint64_t end = s.request_end[r]; i < end; ++i) {
-        uint64_t d = distance(s.refs[i]);
+        d = distance(s.refs[i]);
         if (sem == ReplaySemantics::Prefix) d = worst = std::max(worst, d);
-        ++hist[d];
+        if (count) ++hist[d];
       }
+      if (!count) continue;
+      counted_refs += i - first;
+      if (sized && i > first) short_hist[d] += block_tokens - std::min((*tails)[r], block_tokens);
     }
   }
   StackDistances sd;
-  sd.references = uint64_t(s.refs.size()) * std::max<uint32_t>(repeat, 1);
+  sd.references = counted_refs;
+  sd.requests = seen - std::min(seen, warmup_requests);
+  uint64_t short_total = 0;
+  for (uint64_t v : short_hist) short_total += v;
+  sd.tokens = counted_refs * block_tokens - short_total;
   sd.cumulative.assign(D + 1, 0);
-  for (uint64_t d = 1; d <= D; ++d) sd.cumulative[d] = sd.cumulative[d - 1] + hist[d];
+  sd.cumulative_short.assign(D + 1, 0);
+  for (uint64_t d = 1; d <= D; ++d) {
+    sd.cumulative[d] = sd.cumulative[d - 1] + hist[d];
+    sd.cumulative_short[d] = sd.cumulative_short[d - 1] + short_hist[d];
+  }
   return sd;
 }
 
+namespace {
+
+// Bytes of `tokens` tokens of KV: block bytes per block tokens, exact.
+uint64_t token_bytes(uint64_t tokens, const ReplayConfig& c) {
+  if (!c.block_tokens) return 0;
+  return uint64_t((unsigned __int128)tokens * c.block_bytes / c.block_tokens);
+}
+
+double ratio(uint64_t a, uint64_t b) { return b ? double(a) / double(b) : 0.0; }
+
+std::string number(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.10g", v);
+  return buf;
+}
+
+}  // namespace
+
 json to_json(const ReplayResult& r, const ReplayConfig& c) {
   json tiers = json::array();
-  uint64_t hits = 0;
   for (const auto& t : r.tiers) {
-    hits += t.hits;
     tiers.push_back({{"name", t.name},
                      {"policy", t.policy},
                      {"capacity_blocks", t.capacity_blocks},
                      {"capacity_bytes", t.capacity_blocks * c.block_bytes},
                      {"hits", t.hits},
                      {"bypassed", t.bypassed},
-                     {"hit_ratio", r.references ? double(t.hits) / double(r.references) : 0.0},
-                     {"bytes_served", t.hits * c.block_bytes},
-                     {"prefill_tokens_saved", t.hits * uint64_t(c.block_tokens)}});
+                     {"hit_ratio", ratio(t.hits, r.references)},
+                     {"byte_hit_ratio", ratio(t.hit_tokens, r.tokens)},
+                     {"bytes_served", token_bytes(t.hit_tokens, c)},
+                     {"prefill_tokens_saved", t.hit_tokens}});
   }
+  const uint64_t hits = r.hits(), hit_tokens = r.hit_tokens();
   return {{"references", r.references},
           {"requests", r.requests},
           {"hits", hits},
           {"misses", r.misses},
-          {"hit_ratio", r.references ? double(hits) / double(r.references) : 0.0},
-          {"prefill_tokens_saved", hits * uint64_t(c.block_tokens)},
+          {"hit_ratio", ratio(hits, r.references)},
+          {"miss_ratio", ratio(r.misses, r.references)},
+          {"bytes_referenced", token_bytes(r.tokens, c)},
+          {"bytes_missed", token_bytes(r.tokens - hit_tokens, c)},
+          {"byte_miss_ratio", ratio(r.tokens - hit_tokens, r.tokens)},
+          {"prefill_tokens_saved", hit_tokens},
           {"tiers", tiers}};
 }
 
 std::string csv_header() {
-  return "policy,tier,capacity_blocks,capacity_bytes,references,hits,hit_ratio,bytes_served,prefill_tokens_saved\n";
+  return "policy,tier,capacity_blocks,capacity_bytes,references,hits,hit_ratio,bytes_served,prefill_tokens_saved,"
+         "byte_hit_ratio,miss_ratio,byte_miss_ratio\n";
 }
 
 std::string csv_rows(const ReplayResult& r, const ReplayConfig& c) {
   std::string out;
-  char buf[64];
+  const uint64_t hit_tokens = r.hit_tokens();
+  const std::string run = number(ratio(r.misses, r.references)) + "," + number(ratio(r.tokens - hit_tokens, r.tokens));
   for (const auto& t : r.tiers) {
     std::string pol = t.policy.is_object() ? t.policy.value("name", "") : t.policy.dump();
-    std::snprintf(buf, sizeof buf, "%.10g", r.references ? double(t.hits) / double(r.references) : 0.0);
     out += pol + "," + t.name + "," + std::to_string(t.capacity_blocks) + "," +
            std::to_string(t.capacity_blocks * c.block_bytes) + "," + std::to_string(r.references) + "," +
-           std::to_string(t.hits) + "," + buf + "," + std::to_string(t.hits * c.block_bytes) + "," +
-           std::to_string(t.hits * uint64_t(c.block_tokens)) + "\n";
+           std::to_string(t.hits) + "," + number(ratio(t.hits, r.references)) + "," +
+           std::to_string(token_bytes(t.hit_tokens, c)) + "," + std::to_string(t.hit_tokens) + "," +
+           number(ratio(t.hit_tokens, r.tokens)) + "," + run + "\n";
   }
   return out;
 }

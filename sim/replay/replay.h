@@ -21,6 +21,12 @@
 //    its first miss, as vLLM's prefix cache serves them. The cache state
 //    evolves the same way in both: every block of a request is used (and
 //    inserted where missing), since its KV is computed and cached.
+//  - warm-up: the first warmup_requests requests (of the stream played
+//    back to back) fill the cache but are not counted, as cache simulators
+//    start measuring from a warm cache.
+//  - bytes: every block holds block_tokens tokens except, where a request's
+//    prompt does not fill its last block, that last one; hits and references
+//    are also counted in tokens, for byte hit and miss ratios.
 #pragma once
 
 #include <cstdint>
@@ -54,21 +60,35 @@ struct ReplayConfig {
   uint32_t block_tokens = 0;
   uint64_t block_bytes = 0;
   uint32_t repeat = 1;  // the stream played back to back this many times
+  uint64_t warmup_requests = 0;  // requests replayed before counting starts
 };
+
+// Tokens in each request's last block (request r: tail_tokens[r], 1 ..
+// block_tokens); an empty vector: every block is full.
+using TailTokens = std::vector<uint32_t>;
 
 struct ReplayTierResult {
   std::string name;
   json policy;
   uint64_t capacity_blocks = 0;
   uint64_t hits = 0;
+  uint64_t hit_tokens = 0;  // tokens of the blocks it served
   // Insertions that skipped the tier because its policy named no victim
   // (only policies that keep blocks for engine-side reasons do).
   uint64_t bypassed = 0;
 };
 
 struct ReplayResult {
-  uint64_t references = 0, requests = 0, misses = 0;
+  // Counted after the warm-up: references, requests, misses, and the
+  // tokens the references name (block_tokens each, less the last blocks'
+  // room).
+  uint64_t references = 0, requests = 0, misses = 0, tokens = 0;
   std::vector<ReplayTierResult> tiers;
+  uint64_t hit_tokens() const {
+    uint64_t h = 0;
+    for (const auto& t : tiers) h += t.hit_tokens;
+    return h;
+  }
   uint64_t hits() const {
     uint64_t h = 0;
     for (const auto& t : tiers) h += t.hits;
@@ -78,8 +98,10 @@ struct ReplayResult {
 
 // Replays `s` through the hierarchy of `c`. `next` (from next_references(s,
 // c.repeat)) is required when a policy needs next-reference times (Belady)
-// and ignored otherwise. Throws ConfigError for an invalid configuration.
-ReplayResult replay(const BlockStream& s, ReplayConfig& c, const NextReferences* next);
+// and ignored otherwise; `tails` (one per request of s, or null) sizes the
+// last blocks. Throws ConfigError for an invalid configuration.
+ReplayResult replay(const BlockStream& s, ReplayConfig& c, const NextReferences* next,
+                    const TailTokens* tails = nullptr);
 
 // Replay fed one request at a time, for streams read from disk twice (once
 // to number the blocks, once to replay): memory is bounded by the number of
@@ -92,8 +114,9 @@ class ReplaySession {
   ~ReplaySession();
   ReplaySession(const ReplaySession&) = delete;
   ReplaySession& operator=(const ReplaySession&) = delete;
-  // One request's blocks, as dense indices < blocks.
-  void request(const uint32_t* refs, size_t n);
+  // One request's blocks, as dense indices < blocks; `tail_tokens` in its
+  // last block (0: full).
+  void request(const uint32_t* refs, size_t n, uint32_t tail_tokens = 0);
   ReplayResult result() const;
   // Block by block, for an engine that decides when a block is used (the
   // serving engine: a prompt's cached prefix when it is admitted, its new
@@ -110,7 +133,9 @@ class ReplaySession {
  private:
   ReplayConfig& c_;
   std::unique_ptr<ReplayHierarchy> h_;
-  uint64_t refs_ = 0, requests_ = 0;
+  uint64_t refs_ = 0, requests_ = 0, short_total_ = 0;
+  bool warm_ = false;  // the warm-up is over (counters were reset once)
+  std::vector<uint64_t> short_;  // per tier: room left in the last blocks it served
 };
 
 // Whether any tier's policy needs next-reference times.
@@ -121,16 +146,25 @@ bool replay_needs_next(const ReplayConfig& c);
 // reference hits iff its distance is <= C. For exclusive LRU tiers with
 // promotion, tier t serves the distances in (C0+..+C(t-1), C0+..+Ct]. With
 // prefix semantics a reference's distance is the largest of its request's
-// distances so far. Memory: O(distinct blocks).
+// distances so far. Requests of the warm-up are not counted. Memory:
+// O(distinct blocks).
 struct StackDistances {
   std::vector<uint64_t> cumulative;  // cumulative[d] = references with distance <= d (d = 0..blocks)
-  uint64_t references = 0;
-  uint64_t hits_within(uint64_t capacity) const {
-    if (cumulative.empty()) return 0;
-    return cumulative[capacity < cumulative.size() ? capacity : cumulative.size() - 1];
+  // cumulative_short[d]: room left in the last blocks of requests whose last
+  // reference has distance <= d (tokens a hit on them does not serve).
+  std::vector<uint64_t> cumulative_short;
+  uint64_t references = 0, requests = 0, tokens = 0;
+  uint64_t hits_within(uint64_t capacity) const { return at(cumulative, capacity); }
+  uint64_t short_within(uint64_t capacity) const { return at(cumulative_short, capacity); }
+
+ private:
+  static uint64_t at(const std::vector<uint64_t>& v, uint64_t c) {
+    if (v.empty()) return 0;
+    return v[c < v.size() ? c : v.size() - 1];
   }
 };
-StackDistances lru_stack_distances(const BlockStream& s, ReplaySemantics sem, uint32_t repeat);
+StackDistances lru_stack_distances(const BlockStream& s, ReplaySemantics sem, uint32_t repeat, uint32_t block_tokens,
+                                   uint64_t warmup_requests = 0, const TailTokens* tails = nullptr);
 
 // Results as JSON (one object per run) and CSV rows.
 json to_json(const ReplayResult& r, const ReplayConfig& c);

@@ -22,9 +22,10 @@ MOONCAKE = ROOT / "configs" / "serving" / "mooncake.json"
 
 @pytest.fixture(scope="module")
 def serving_run(kvtier, tmp_path_factory):
-    """The Mooncake preset on its first 400 requests: result.json and requests.csv."""
+    """The Mooncake preset on its first 400 requests: result.json, requests.csv and iterations.csv."""
     d = tmp_path_factory.mktemp("serving")
-    p = kvtier("run", MOONCAKE, "-q", "--out", d / "out", "--set", "serving.limit=400", cwd=d)
+    p = kvtier("run", MOONCAKE, "-q", "--out", d / "out", "--set", "serving.limit=400", "--set", "sim.step_csv=true",
+               cwd=d)
     assert p.returncode == 0, p.stderr
     return d / "out"
 
@@ -43,6 +44,11 @@ def load_sweep(kvtier, tmp_path_factory):
 def test_plot_run_on_a_serving_run(serving_run, plot_script, tmp_path):
     p = plot_script("plot_run.py", serving_run / "result.json", "-o", tmp_path / "s.png", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
+    # --dpi sets the PNG's resolution: the 12 x 8.5 in figure at 200 dpi.
+    p = plot_script("plot_run.py", serving_run / "result.json", "-o", tmp_path / "hi.png", "--dpi", "200", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    import matplotlib.image as mimg
+    assert mimg.imread(str(tmp_path / "hi.png")).shape[:2] == (1700, 2400)
     result = kr.load_result(str(serving_run / "result.json"))
     fig = ks.run_figure(result, ks.Requests(str(serving_run / "requests.csv")))
     title = fig._suptitle.get_text()
@@ -50,6 +56,70 @@ def test_plot_run_on_a_serving_run(serving_run, plot_script, tmp_path):
     assert len(fig.axes) == 6
     for ax in fig.axes:  # no empty panel
         assert ax.lines or ax.patches, ax.get_title()
+
+
+def test_queue_and_kv_over_time_are_the_iterations(serving_run, plot_script, tmp_path):
+    """kvtier_plot.py occupancy and plot_run.py draw iterations.csv's queues
+    and KV per tier step by step; without the file, one line naming the fix."""
+    p = plot_script("kvtier_plot.py", "occupancy", serving_run, "-o", tmp_path / "occ", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert (tmp_path / "occ.png").is_file() and (tmp_path / "occ.pdf").is_file()
+    rows = list(csv.DictReader((serving_run / "iterations.csv").open()))
+    result = kr.load_result(str(serving_run / "result.json"))
+    fig, _ = kp.plot_occupancy(str(serving_run))
+    queue, kv = fig.axes[0], fig.axes[1]
+    steps = {pt.get_label(): pt for pt in queue.patches}
+    starts, ends = [float(r["start_s"]) for r in rows], [float(r["end_s"]) for r in rows]
+    assert len(rows) > ks.STEP_LIMIT  # 400 requests: thousands of iterations, drawn in bins
+    for key in ("waiting", "running"):
+        vals = [float(r[key]) for r in rows]
+        edges, mean, lo, hi = ks.binned_steps(starts, ends, vals)
+        line, band = steps[key].get_data(), steps["_range " + key].get_data()
+        assert list(line.values) == pytest.approx(mean) and list(band.values) == pytest.approx(hi)
+        assert list(band.baseline) == pytest.approx(lo)
+        assert max(band.values) == max(vals) and min(band.baseline) == min(vals)  # no peak lost
+        assert list(line.edges) == pytest.approx([e / 60 for e in edges], rel=1e-12)  # minutes
+    tiers = [c[len("kv_bytes_"):] for c in rows[0] if c.startswith("kv_bytes_")]
+    lines = [pt for pt in kv.patches if not pt.get_label().startswith("_")]
+    assert tiers[0] == "gpu" and len(lines) == len(tiers)
+    for tier, pt in zip(tiers, lines):
+        held = [float(r["kv_bytes_" + tier]) for r in rows]
+        assert pt.get_label() == "%s (peak %s)" % (tier, kr.human_bytes(max(held)))
+        # KV after an iteration never exceeds the run's peak for that tier.
+        assert max(held) <= result["metrics"]["tiers"][tier]["peak_bytes"] * (1 + 1e-12)
+    # plot_run.py uses the same file: the queue panel names it, no panel is empty.
+    it = ks.Iterations(str(serving_run / "iterations.csv"))
+    fig = ks.run_figure(result, ks.Requests(str(serving_run / "requests.csv")), it=it)
+    assert fig.axes[3].get_title().startswith("queue over time (from iterations.csv)")
+    assert fig.axes[5].get_title().startswith("KV per tier over time")
+    for ax in fig.axes:
+        assert ax.lines or ax.patches, ax.get_title()
+    # A run without iterations.csv: one line, exit 2, nothing written.
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    (bare / "result.json").write_bytes((serving_run / "result.json").read_bytes())
+    q = plot_script("kvtier_plot.py", "occupancy", bare, cwd=tmp_path)
+    assert q.returncode == 2 and len(q.stderr.strip().splitlines()) == 1, q.stderr
+    assert "--set sim.step_csv=true" in q.stderr
+    assert sorted(x.name for x in bare.iterdir()) == ["result.json"]
+
+
+def test_binned_steps(monkeypatch):
+    """Few iterations are drawn as they are; many, per time bin: the
+    duration-weighted mean of the iterations starting in it, their least and
+    largest value, and an empty bin holds the value its time is in."""
+    edges, mean, lo, hi = ks.binned_steps([0, 1, 3], [1, 3, 4], [5, 7, 2])
+    assert (edges, mean, lo, hi) == ([0, 1, 3, 4], [5, 7, 2], None, None)
+    monkeypatch.setattr(ks, "STEP_LIMIT", 3)
+    # Iterations [0,1) 4, [1,2) 8, [2,7) 1, [7,8) 3 in 4 bins of 2 s: bin 0
+    # holds the first two (mean 6), bin 1 the third (1), bin 2 none (it is
+    # inside the third: 1), bin 3 the fourth (3).
+    edges, mean, lo, hi = ks.binned_steps([0, 1, 2, 7], [1, 2, 7, 8], [4, 8, 1, 3], bins=4)
+    assert edges == [0, 2, 4, 6, 8]
+    assert mean == [6, 1, 1, 3] and lo == [4, 1, 1, 3] and hi == [8, 1, 1, 3]
+    # Weights are durations: [0,0.5) 10 and [0.5,2) 2 average to 4.
+    _, mean, _, _ = ks.binned_steps([0, 0.5, 2, 3], [0.5, 2, 3, 4], [10, 2, 0, 0], bins=2)
+    assert mean == [4, 0]
 
 
 def test_latency_cdfs_are_the_requests(serving_run, plot_script, tmp_path):
@@ -237,3 +307,25 @@ def test_compare_uses_log_axes_over_decades(plot_script, tmp_path):
     assert fig.axes[0].get_xscale() == "log" and fig.axes[1].get_xscale() == "log"
     fig = compare.make_figure(["fast", "slow"], [fast, slow], log=False)
     assert fig.axes[0].get_xscale() == "linear"
+
+
+def test_cluster_runs_plot_and_report(kvtier, plot_script, tmp_path):
+    """A cluster run's requests.csv names each request's instance (text):
+    plot_run.py, kvtier_plot.py latency and kvtier report read it, and the
+    per-instance columns stay as they are."""
+    out = tmp_path / "cl"
+    p = kvtier("run", MOONCAKE, "-q", "--out", out, "--set", "serving.limit=120", "--set",
+               'hardware={"preset": "%s"}' % (ROOT / "tests" / "data" / "cluster" / "four_h200.json"),
+               "--set", 'cluster={"replicas": 2}', cwd=tmp_path, timeout=300)
+    assert p.returncode == 0, p.stderr
+    req = ks.Requests(str(out / "requests.csv"))
+    assert len(req) == 120 and set(req.text["instance"]) == {"gpu", "gpu1"}
+    for script, args in (("plot_run.py", [out / "result.json"]), ("kvtier_plot.py", ["latency", out])):
+        q = plot_script(script, *args, cwd=tmp_path)
+        assert q.returncode == 0, q.stderr
+    assert (out / "plot.png").is_file() and (out / "latency.png").is_file()
+    r = kvtier("report", out, "-o", out / "report.html", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "<img" in (out / "report.html").read_text()
+    q = plot_script("kvtier_plot.py", "occupancy", out, cwd=tmp_path)
+    assert q.returncode == 2 and "a cluster run: its instances write no iterations.csv" in q.stderr, q.stderr

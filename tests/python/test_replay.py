@@ -14,6 +14,33 @@ AZURE = ROOT / ".." / "shared" / "traces" / "azure_llm_2023_code.csv"
 SYNTH = ROOT / "configs" / "replay" / "synthetic_chat_rag.json"
 
 
+def lru_oracle(path, capacity, warmup=0, block_tokens=512):
+    """Block-semantics LRU over a Mooncake JSONL: (hits, hit tokens, tokens)
+    after `warmup` requests."""
+    from collections import OrderedDict
+    cache, hits, hit_tokens, tokens = OrderedDict(), 0, 0, 0
+    with open(path) as f:
+        for n, line in enumerate(f):
+            req = json.loads(line)
+            ids = req["hash_ids"]
+            for k, b in enumerate(ids):
+                size = block_tokens
+                if k == len(ids) - 1 and 0 < req["input_length"] - k * block_tokens <= block_tokens:
+                    size = req["input_length"] - k * block_tokens
+                hit = b in cache
+                if hit:
+                    cache.move_to_end(b)
+                else:
+                    cache[b] = True
+                    if len(cache) > capacity:
+                        cache.popitem(last=False)
+                if n >= warmup:
+                    tokens += size
+                    hits += hit
+                    hit_tokens += size if hit else 0
+    return hits, hit_tokens, tokens
+
+
 def test_replay_json_and_csv(kvtier, tmp_path):
     out, table = tmp_path / "r.json", tmp_path / "r.csv"
     p = kvtier("replay", SLICE, "-p", "lru,belady", "-c", "256,2048", "-o", out, "--csv", table, cwd=tmp_path)
@@ -25,13 +52,49 @@ def test_replay_json_and_csv(kvtier, tmp_path):
     hits = {(x["tiers"][0]["policy"]["name"], x["tiers"][0]["capacity_blocks"]): x["hits"] for x in r["runs"]}
     # The same counts as libCacheSim (tests/sim/replay_test.cpp).
     assert hits == {("lru", 256): 1555, ("lru", 2048): 1916, ("belady", 256): 3909, ("belady", 2048): 9656}
-    t = r["runs"][0]["tiers"][0]
-    assert t["prefill_tokens_saved"] == t["hits"] * 512
-    assert t["bytes_served"] == t["hits"] * r["block_bytes"]
+    # Tokens and bytes count what each block holds: a prompt's last block
+    # only its remaining tokens (an LRU of OrderedDict is the oracle).
+    lru = {run["tiers"][0]["capacity_blocks"]: run for run in r["runs"] if run["tiers"][0]["policy"]["name"] == "lru"}
+    for cap, run in lru.items():
+        hits, hit_tokens, tokens = lru_oracle(SLICE, cap)
+        t = run["tiers"][0]
+        assert t["hits"] == hits
+        assert t["prefill_tokens_saved"] == run["prefill_tokens_saved"] == hit_tokens
+        assert t["bytes_served"] == hit_tokens * 819200
+        assert run["bytes_referenced"] == tokens * 819200
+        assert run["miss_ratio"] == pytest.approx(1 - hits / 41702, abs=1e-12)
+        assert run["byte_miss_ratio"] == pytest.approx(1 - hit_tokens / tokens, abs=1e-12)
+        assert run["byte_miss_ratio"] != pytest.approx(run["miss_ratio"], abs=1e-4)  # partial blocks weigh less
     rows = list(csv.DictReader(table.open()))
     assert len(rows) == 4
     assert {(x["policy"], int(x["capacity_blocks"]), int(x["hits"])) for x in rows} == {
         ("lru", 256, 1555), ("lru", 2048, 1916), ("belady", 256, 3909), ("belady", 2048, 9656)}
+    for x, run in zip(rows, r["runs"]):
+        assert float(x["miss_ratio"]) == pytest.approx(run["miss_ratio"])
+        assert float(x["byte_miss_ratio"]) == pytest.approx(run["byte_miss_ratio"])
+
+
+def test_replay_warmup(kvtier, tmp_path):
+    """--warmup N replays N requests before counting; every method agrees."""
+    args = ["-c", "500,4000", "--warmup", "300"]
+    a = kvtier("replay", SLICE, *args, cwd=tmp_path)
+    s = kvtier("replay", SLICE, *args, "--stack-distance", cwd=tmp_path)
+    m = kvtier("replay", SLICE, *args, "--stream", cwd=tmp_path)
+    assert a.returncode == 0 and s.returncode == 0 and m.returncode == 0, a.stderr + s.stderr + m.stderr
+    ra, rs, rm = (json.loads(x.stdout) for x in (a, s, m))
+    assert ra["warmup_requests"] == 300
+    for cap, run in zip((500, 4000), ra["runs"]):
+        hits, hit_tokens, tokens = lru_oracle(SLICE, cap, warmup=300)
+        assert run["requests"] == 1200 and run["hits"] == hits and run["prefill_tokens_saved"] == hit_tokens
+        assert run["bytes_referenced"] == tokens * 819200
+    strip = [{k: v for k, v in run.items() if k != "method"} for run in ra["runs"]]
+    assert strip == [{k: v for k, v in run.items() if k != "method"} for run in rs["runs"]]
+    assert strip == [{k: v for k, v in run.items() if k != "method"} for run in rm["runs"]]
+    # A warm cache misses less than a cold one; 10% is the first 150 requests.
+    cold = json.loads(kvtier("replay", SLICE, "-c", "4000", cwd=tmp_path).stdout)["runs"][0]
+    assert run["miss_ratio"] < cold["miss_ratio"]
+    pct = json.loads(kvtier("replay", SLICE, "-c", "4000", "--warmup", "10%", cwd=tmp_path).stdout)
+    assert pct["warmup_requests"] == 150 and pct["runs"][0]["requests"] == 1350
 
 
 def test_replay_is_deterministic_and_stack_distance_agrees(kvtier, tmp_path):
@@ -133,13 +196,31 @@ def test_bad_replay_options(kvtier, tmp_path):
                          (["-c", "10kg"], "capacity '10kg'"),
                          ([], "give --capacity"),
                          (["-c", "10", "--semantics", "vllm"], "--semantics"),
-                         (["-c", "10", "-p", "fifo", "--stack-distance"], "--stack-distance: only for lru")]:
+                         (["-c", "10", "-p", "fifo", "--stack-distance"], "--stack-distance: only for lru"),
+                         (["-c", "200%"], "capacity '200%': a percentage of the distinct blocks is at most 100%"),
+                         (["-c", "10", "--warmup", "1500"], "--warmup '1500': the input has 1500 requests"),
+                         (["-c", "10", "--warmup", "100%"], "--warmup '100%': expected"),
+                         (["-c", "10", "--warmup", "ten"], "--warmup 'ten': expected"),
+                         (["-c", "10", "-p", "lru", "--policy-param", "lfu.keep_history=false"],
+                          "--policy-param 'lfu.keep_history=false': lfu is not a policy of this replay (it runs lru)"),
+                         (["-c", "10", "-p", "lfu", "--policy-param", "lfu.keep_histroy=false"],
+                          "--policy-param lfu.keep_histroy: unknown key (did you mean 'keep_history'?)"),
+                         (["-c", "10", "--tier", "gpu:10:lfu", "--policy-param", "lfu.keep_histroy=false"],
+                          "--policy-param lfu.keep_histroy: unknown key (did you mean 'keep_history'?)")]:
         p = kvtier("replay", SLICE, *args, "-o", tmp_path / "o.json", cwd=tmp_path)
         assert p.returncode == 2, (args, p.stderr)
         assert len(p.stderr.splitlines()) == 1 and expect in p.stderr, (args, p.stderr)
         assert not (tmp_path / "o.json").exists()
     p = kvtier("replay", AZURE, "-c", "10", cwd=tmp_path)
     assert p.returncode == 2 and "carry no block ids" in p.stderr
+    # A misspelt input file: the nearest one that exists.
+    for args, expect in [(["tests/data/mooncake_conversation_head150.jsonl", "-c", "10"],
+                          "(did you mean 'tests/data/mooncake_conversation_head1500.jsonl'?)"),
+                         (["--synthetic", "configs/replay/synthetic_chat.json", "-c", "10"],
+                          "--synthetic: file 'configs/replay/synthetic_chat.json' not found (did you mean "
+                          "'configs/replay/synthetic_chat_rag.json'?)")]:
+        p = kvtier("replay", *args, cwd=ROOT)
+        assert p.returncode == 2 and len(p.stderr.splitlines()) == 1 and expect in p.stderr, p.stderr
 
 
 def test_capacity_plot(kvtier, plot_script, tmp_path):
@@ -153,3 +234,32 @@ def test_capacity_plot(kvtier, plot_script, tmp_path):
     bad.write_text("{}")
     q = plot_script("capacity.py", bad, "-o", tmp_path / "x.png", cwd=tmp_path)
     assert q.returncode != 0 and "expected the JSON of `kvtier replay --out`" in q.stderr
+
+
+def test_mrc_plot(kvtier, plot_script, tmp_path):
+    """Miss ratio and byte miss ratio curves from replay's JSON and its CSV."""
+    out, table = tmp_path / "r.json", tmp_path / "r.csv"
+    p = kvtier("replay", SLICE, "-p", "lru,s3fifo", "-c", "1%,10%,50%", "-o", out, "--csv", table, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    for src, stem in ((out, "mrc_json"), (table, "mrc_csv")):
+        q = plot_script("kvtier_plot.py", "mrc", src, "-o", tmp_path / stem, cwd=tmp_path)
+        assert q.returncode == 0, q.stderr
+        assert (tmp_path / (stem + ".png")).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert (tmp_path / (stem + ".pdf")).read_bytes()[:4] == b"%PDF"
+    import sys
+    sys.path.insert(0, str(ROOT / "plots"))
+    import kvtier_plot as kp
+    series, _ = kp.load_mrc(str(out))
+    assert sorted(series) == ["lru", "s3fifo"]
+    r = json.loads(out.read_text())
+    lru = sorted((run["tiers"][0]["capacity_blocks"], run["miss_ratio"], run["byte_miss_ratio"])
+                 for run in r["runs"] if run["tiers"][0]["policy"]["name"] == "lru")
+    assert series["lru"] == [tuple(float(v) for v in x) for x in lru]
+    assert [m for _, m, _ in series["lru"]] == sorted((m for _, m, _ in series["lru"]), reverse=True)
+    fig, drawn = kp.plot_mrc(series, title="t")
+    assert [len(ax.get_lines()) for ax in fig.axes] == [2, 2]
+    bad = tmp_path / "old.csv"
+    bad.write_text("policy,capacity,hit_ratio\nlru,1,0.5\n")
+    q = plot_script("kvtier_plot.py", "mrc", bad, "-o", tmp_path / "x", cwd=tmp_path)
+    assert q.returncode == 2 and "missing tier, capacity_blocks, miss_ratio, byte_miss_ratio" in q.stderr, q.stderr
+    assert len(q.stderr.strip().splitlines()) == 1

@@ -130,7 +130,7 @@ TEST_CASE("replay: Belady serves at least as many hits as every other policy") {
 TEST_CASE("replay: LRU stack distances give every capacity's hits in one pass") {
   BlockStream s = synthetic();
   for (ReplaySemantics sem : {ReplaySemantics::Block, ReplaySemantics::Prefix}) {
-    StackDistances sd = lru_stack_distances(s, sem, 2);
+    StackDistances sd = lru_stack_distances(s, sem, 2, 512);
     CHECK(sd.references == 2 * s.refs.size());
     for (uint64_t cap : {1, 64, 500, 3000, 20000}) {
       ReplayConfig c = one_tier("lru", cap);
@@ -140,7 +140,7 @@ TEST_CASE("replay: LRU stack distances give every capacity's hits in one pass") 
     }
   }
   // Exclusive LRU tiers with promotion are one LRU stack split at the capacities.
-  StackDistances sd = lru_stack_distances(s, ReplaySemantics::Block, 1);
+  StackDistances sd = lru_stack_distances(s, ReplaySemantics::Block, 1, 512);
   ReplayConfig c = one_tier("lru", 300);
   c.tiers.push_back({"dram", 1200, json{{"name", "lru"}}, ""});
   ReplayResult r = replay(s, c, nullptr);
@@ -222,4 +222,76 @@ TEST_CASE("replay: bad configurations are errors") {
   CHECK_THROWS_WITH(replay(s, c, nullptr), Catch::Contains("capacity must be at least one block"));
   ReplayConfig d = one_tier("no-such-policy", 4);
   CHECK_THROWS_WITH(replay(s, d, nullptr), Catch::Contains("unknown eviction policy 'no-such-policy'"));
+}
+
+TEST_CASE("replay: a warm-up fills the cache but is not counted") {
+  // A B | A B C A: after two warm-up requests, A and B hit, C misses, A hits.
+  BlockStream s = stream_of({{1}, {2}, {1}, {2}, {3}, {1}});
+  ReplayConfig c = one_tier("lru", 10);
+  ReplayResult cold = replay(s, c, nullptr);
+  CHECK(cold.references == 6);
+  CHECK(cold.hits() == 3);
+  c.warmup_requests = 2;
+  ReplayResult warm = replay(s, c, nullptr);
+  CHECK(warm.references == 4);
+  CHECK(warm.requests == 4);
+  CHECK(warm.hits() == 3);
+  CHECK(warm.misses == 1);
+  // The warm-up counts requests of the stream played back to back.
+  c.repeat = 2;
+  c.warmup_requests = 6;
+  ReplayResult second = replay(s, c, nullptr);
+  CHECK(second.references == 6);
+  CHECK(second.hits() == 6);
+  // The streamed session and the stack distances agree.
+  ReplaySession session(c, s.blocks());
+  for (uint32_t rep = 0; rep < 2; ++rep)
+    for (uint64_t r = 0, i = 0; r < s.requests; ++r) {
+      uint64_t end = s.request_end[r];
+      session.request(s.refs.data() + i, end - i);
+      i = end;
+    }
+  CHECK(session.result().references == 6);
+  CHECK(session.result().hits() == 6);
+  StackDistances sd = lru_stack_distances(s, ReplaySemantics::Block, 2, 512, 6);
+  CHECK(sd.references == 6);
+  CHECK(sd.hits_within(10) == 6);
+  c.warmup_requests = 12;
+  CHECK_THROWS_WITH(replay(s, c, nullptr), Catch::Contains("leaves none of the 12"));
+}
+
+TEST_CASE("replay: byte ratios count the tokens of partial last blocks") {
+  // Blocks of 512 tokens; request 1 is 1.25 blocks (its last holds 128),
+  // request 2 repeats its first block and adds a 256-token one.
+  BlockStream s = stream_of({{1, 2}, {1, 3}, {2}});
+  const TailTokens tails = {128, 256, 128};
+  ReplayConfig c = one_tier("lru", 10);
+  ReplayResult r = replay(s, c, nullptr, &tails);
+  CHECK(r.references == 5);
+  CHECK(r.tokens == 512 + 128 + 512 + 256 + 128);
+  CHECK(r.hits() == 2);                         // 1 (512 tokens) and 2 (128)
+  CHECK(r.tiers[0].hit_tokens == 512 + 128);
+  json j = to_json(r, c);
+  CHECK(j["miss_ratio"].get<double>() == Approx(3.0 / 5.0));
+  CHECK(j["byte_miss_ratio"].get<double>() == Approx(1.0 - 640.0 / 1536.0));
+  CHECK(j["prefill_tokens_saved"] == 640);
+  // Without sizes every block is full: the byte ratio is the block ratio.
+  ReplayResult full = replay(s, c, nullptr);
+  CHECK(to_json(full, c)["byte_miss_ratio"].get<double>() == Approx(3.0 / 5.0));
+  // Stack distances count the same tokens, at every capacity.
+  BlockStream syn = synthetic();
+  TailTokens st(syn.requests);
+  for (uint64_t i = 0; i < st.size(); ++i) st[i] = uint32_t(1 + (i * 37) % 512);
+  for (ReplaySemantics sem : {ReplaySemantics::Block, ReplaySemantics::Prefix}) {
+    StackDistances sd = lru_stack_distances(syn, sem, 1, 512, 40, &st);
+    for (uint64_t cap : {1, 64, 500, 3000}) {
+      ReplayConfig k = one_tier("lru", cap);
+      k.semantics = sem;
+      k.warmup_requests = 40;
+      ReplayResult rr = replay(syn, k, nullptr, &st);
+      CHECK(sd.tokens == rr.tokens);
+      CHECK(sd.hits_within(cap) == rr.hits());
+      CHECK(sd.hits_within(cap) * 512 - sd.short_within(cap) == rr.tiers[0].hit_tokens);
+    }
+  }
 }
