@@ -697,9 +697,13 @@ void LayerPipeline::run_iteration(uint64_t index, const std::vector<IterationSeq
   }
 }
 
+// A sequence's blocks are created in index order (dropped ones stay
+// created), so those past its first never-created block have nothing to
+// release: the cost is the request's own blocks, not the longest request's.
 void LayerPipeline::release(uint32_t seq) {
   for (uint32_t l = 0; l < s_.model.layers; ++l)
-    for (uint32_t i = 0; i < t_.blocks_per_seq_layer; ++i) kv_.release(t_.id(seq, l, i));
+    for (uint32_t i = 0; i < t_.blocks_per_seq_layer && t_.tier[t_.id(seq, l, i)] != kNotCreated; ++i)
+      kv_.release(t_.id(seq, l, i));
 }
 
 }  // namespace kvtier
