@@ -55,7 +55,7 @@ void ServingSimulation::sample_occupancy() {
       occ_now_[t] = double(kv_->table().tiers[t].occupied_blocks()) * double(kv_->table().block_bytes);
   else
     occ_now_[0] = double(sched_->used_blocks()) * kv_blk;
-  for (uint32_t u = 0; u < cache_->tiers(); ++u) occ_now_[u + 1] = cache_->used_bytes(u);
+  for (uint32_t u = 0; u < cache_->tiers(); ++u) occ_now_[u + 1] += cache_->used_bytes(u);
   if (swap_dev_ >= 0)
     for (size_t t = 1; t < s_.tier_dev.size(); ++t)
       if (static_cast<int>(s_.tier_dev[t]) == swap_dev_) occ_now_[t] += double(sched_->swapped_blocks()) * kv_blk;
@@ -132,10 +132,18 @@ void ServingSimulation::tiered_iteration(const IterationPlan& p, uint64_t index,
   recomputed_ += p.recomputed.size();
   std::vector<LayerPipeline::IterationSeq> seqs;
   seqs.reserve(p.items.size());
-  for (const IterationItem& it : p.items) {
+  if (cached_tokens_.size() < p.items.size()) cached_tokens_.resize(p.items.size());
+  for (size_t i = 0; i < p.items.size(); ++i) {
+    const IterationItem& it = p.items[i];
     ServingRequest& r = reqs_[it.req];
     LayerPipeline::IterationSeq q{take_slot(it.req), it.past, it.tokens, it.prefill};
     q.attention = attention_of(r);
+    // A prompt admitted with prefix hits reads them from the cache's tiers.
+    cache_->take_loads(it, r, cached_tokens_[i]);
+    if (!cached_tokens_[i].empty()) {
+      q.cached_tokens = &cached_tokens_[i];
+      q.cached_after = cache_->last_write();
+    }
     if (!it.prefill) {
       q.step = it.past - r.input_tokens;  // 0: the first token after the one prefill produced
       q.predict = q.step + 2 < r.output_tokens;
