@@ -248,6 +248,11 @@ def test_a_prompts_kv_pulled_across_nodes_takes_the_routes_latency_plus_bytes_ov
     moved = {k for k, v in dis["links"].items() if v["bytes"] == kv}
     assert {"n0.fabric:up", "fabric.core", "n1.fabric:down", "n0.pcie_gpu0:n0.gpu0->n0.pcie_sw0",
             "n1.pcie_gpu0:n1.pcie_sw0->n1.gpu0"} <= moved
+    # Per node: its instances, and what it sent into and took from the fabric.
+    n0, n1 = dis["nodes"]
+    assert (n0["node"], n0["instances"], n1["instances"]) == ("n0", ["n0.gpu0"], ["n1.gpu0"])
+    assert n0["fabric_bytes_out"] == n1["fabric_bytes_in"] == kv and n0["fabric_bytes_in"] == n1["fabric_bytes_out"] == 0
+    assert "nodes" not in colo or all(n["fabric_bytes_out"] == 0 for n in colo["nodes"])
     # A slower fabric never makes it faster.
     slow, _ = run(kvtier, tmp_path, "slow", MOONCAKE, hw.replace('"nic_GBps": 50', '"nic_GBps": 12.5'), ONE_REQUEST,
                   'cluster={"replicas": 2, "prefill_replicas": 1, "gpus": ["n0.gpu0", "n1.gpu0"]}')
