@@ -188,11 +188,16 @@ void ServingSimulation::drive() {
   size_t next = 0;
   uint64_t done = 0;
   const bool check = invariants_requested();
-  Progress progress("serving", static_cast<double>(reqs_.size()), "requests");
+  // Progress through the arrivals' span of simulated time (requests done
+  // where every request arrives at once); it holds at the end while the
+  // last requests finish.
+  const double span = reqs_.empty() ? 0.0 : reqs_.back().arrival_s;
+  Progress progress("serving", span > 0 ? span : static_cast<double>(reqs_.size()),
+                    span > 0 ? "simulated seconds of arrivals" : "requests");
   // Fed by a router, requests keep coming until it closes.
   while (done < reqs_.size() || (fed_ && !closed_)) {
-    if (!fed_) progress.update(static_cast<double>(done));
     const double now = sg4::Engine::get_clock();
+    if (!fed_) progress.update(span > 0 ? std::min(now, span) : static_cast<double>(done));
     while (next < reqs_.size() && reqs_[next].arrival_s <= now) {
       if (next < pull_from_.size() && pull_from_[next] >= 0) sched_->arrive_prefilled(static_cast<uint32_t>(next++));
       else sched_->arrive(static_cast<uint32_t>(next++));

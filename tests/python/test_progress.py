@@ -74,3 +74,11 @@ def test_validate_shows_its_stages_on_a_terminal(tmp_path):
     r = subprocess.run([str(kvtier_binary()), "validate", "--paths-only", "--measurement", str(m), "--out", "w"],
                        cwd=tmp_path, capture_output=True, text=True, timeout=300, env=ENV)
     assert "kvtier: validate" not in r.stderr and "\r" not in r.stderr, r.stderr
+
+
+def test_serving_shows_its_way_through_the_arrivals_simulated_time(tmp_path):
+    mooncake = ROOT / "configs" / "serving" / "mooncake.json"
+    rc, text = run_in_terminal(["run", str(mooncake), "--out", "s", "--set", "serving.limit=300"], tmp_path)
+    assert rc == 0, text
+    assert "kvtier: serving " in text and "simulated seconds of arrivals)" in text, text[-2000:]
+    assert "\r\x1b[K" in text and "kvtier: wrote" in text
