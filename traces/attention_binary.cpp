@@ -444,7 +444,12 @@ void BinaryTraceWriter::close() {
   const bool ok = std::fflush(f_) == 0 && !std::ferror(f_);
   std::fclose(f_);
   f_ = nullptr;
-  if (!ok || std::rename(tmp_.c_str(), path_.c_str()) != 0) throw ConfigError(path_ + ": write failed");
+  if (!ok || std::rename(tmp_.c_str(), path_.c_str()) != 0) {
+    // A staged output (NAME.tmp, renamed into place at the end): the user's name.
+    std::string shown = path_;
+    if (shown.size() > 4 && shown.compare(shown.size() - 4, 4, ".tmp") == 0) shown.resize(shown.size() - 4);
+    throw ConfigError(shown + ": write failed");
+  }
   closed_ = true;
 }
 

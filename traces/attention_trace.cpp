@@ -185,7 +185,12 @@ void JsonlAttentionWriter::write(const AttentionRecord& rec) {
 
 void JsonlAttentionWriter::close() {
   out_.close();
-  if (!out_ || std::rename(tmp_.c_str(), path_.c_str()) != 0) throw ConfigError(path_ + ": write failed");
+  if (!out_ || std::rename(tmp_.c_str(), path_.c_str()) != 0) {
+    // A staged output (NAME.tmp, renamed into place at the end): the user's name.
+    std::string shown = path_;
+    if (shown.size() > 4 && shown.compare(shown.size() - 4, 4, ".tmp") == 0) shown.resize(shown.size() - 4);
+    throw ConfigError(shown + ": write failed");
+  }
   closed_ = true;
 }
 
@@ -542,7 +547,12 @@ void JsonlTraceWriter::write(const AttentionRecord& rec, const std::vector<float
 
 void JsonlTraceWriter::close() {
   out_.close();
-  if (!out_ || std::rename(tmp_.c_str(), path_.c_str()) != 0) throw ConfigError(path_ + ": write failed");
+  if (!out_ || std::rename(tmp_.c_str(), path_.c_str()) != 0) {
+    // A staged output (NAME.tmp, renamed into place at the end): the user's name.
+    std::string shown = path_;
+    if (shown.size() > 4 && shown.compare(shown.size() - 4, 4, ".tmp") == 0) shown.resize(shown.size() - 4);
+    throw ConfigError(shown + ": write failed");
+  }
   closed_ = true;
 }
 

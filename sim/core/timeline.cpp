@@ -206,7 +206,10 @@ void Timeline::close() {
   out_ = nullptr;
   if (!ok || std::rename(tmp_.c_str(), path_.c_str()) != 0) {
     std::remove(tmp_.c_str());
-    throw ConfigError(path_ + ": writing the timeline failed");
+    // A staged output (NAME.tmp, renamed into place at the end): the user's name.
+    std::string shown = path_;
+    if (shown.size() > 4 && shown.compare(shown.size() - 4, 4, ".tmp") == 0) shown.resize(shown.size() - 4);
+    throw ConfigError(shown + ": writing the timeline failed");
   }
 }
 
