@@ -103,6 +103,17 @@ def section(rows):
         verdict = "more" if ratio > 1 else "less" if ratio < 1 else "the same"
         L.append(f"Disaggregation serves {ratio:.2g}x the co-located request rate within the SLOs here ({verdict}); "
                  "the grid's steps bound the ratio's resolution.")
+    tpot = {k: [r["tpot99"] * 1e3 for r in rows if (r["prefill_replicas"] > 0) == k] for k in (False, True)}
+    ttft = {k: [r["ttft50"] for r in rows if (r["prefill_replicas"] > 0) == k] for k in (False, True)}
+    if tpot[False] and tpot[True]:
+        L.append(f"TPOT p99: co-located {min(tpot[False]):.3g}-{max(tpot[False]):.3g} ms, disaggregated "
+                 f"{min(tpot[True]):.3g}-{max(tpot[True]):.3g} ms; TTFT p50: co-located {min(ttft[False]):.3g}-"
+                 f"{max(ttft[False]):.3g} s, disaggregated {min(ttft[True]):.3g}-{max(ttft[True]):.3g} s. Goodput counts "
+                 "a request within the SLOs or not: a steadier TPOT below an SLO that co-located decode already meets "
+                 "does not count, and the disaggregated cluster has half the GPUs for prefill and half the GPU memory "
+                 "for running requests' KV (its decode instances hold every running request; a prefilled prompt waits for "
+                 "a decode instance with room, its KV not kept on the prefill GPU meanwhile, and TTFT includes that "
+                 "wait).")
     L += ["",
           "What differs from the papers, and why the numbers are not theirs to match: the model (LLaMA-3.1-70B, not "
           "OPT or Llama-2), the GPUs (H100, not A100), the trace (Mooncake's long, highly reused conversation "
