@@ -20,7 +20,8 @@ void put64(unsigned char* p, uint64_t v) {
 
 uint64_t write_oracle_general(const std::string& path, const BlockStream& s, const OracleGeneralOptions& opt) {
   NextReferences nr = next_references(s, opt.repeat);
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  // FILE.tmp: the caller's staging (sim/core/result.h) removes it on a signal.
+  const std::string tmp = path + ".tmp";
   FILE* f = std::fopen(tmp.c_str(), "wb");
   if (!f) throw ConfigError(path + ": cannot write: " + std::strerror(errno));
   double last = s.arrival_s.empty() ? 0.0 : s.arrival_s.back();

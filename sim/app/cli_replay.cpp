@@ -37,7 +37,7 @@ struct ReplayCli {
 };
 
 struct ExportCli {
-  std::string trace, synthetic, format = "oracleGeneral", out;
+  std::string trace, synthetic, format = "oracleGeneral", out, max_memory;
   uint32_t object_size = 1, repeat = 1;
   bool dense = false;
 };
@@ -173,19 +173,18 @@ struct Input {
 };
 
 // The input's shape at its end, estimated from its first requests.
-ReplayInputShape commit_input(const ReplayCli& o) {
+ReplayInputShape estimate_input(const std::string& trace, const std::string& synthetic) {
   double total = 0;
-  std::string knob = "the request trace " + o.trace + " (its size)";
-  if (!o.synthetic.empty()) {
-    json p = load_json_file(input_path(o.synthetic, "--synthetic"));
-    SyntheticRequests probe(p, o.synthetic);  // resolves the defaults into p
+  std::string knob = "the request trace " + trace + " (its size)";
+  if (!synthetic.empty()) {
+    json p = load_json_file(input_path(synthetic, "--synthetic"));
+    SyntheticRequests probe(p, synthetic);  // resolves the defaults into p
     total = double(get_int(p, "requests"));
-    knob = "requests (" + o.synthetic + ")";
+    knob = "requests (" + synthetic + ")";
   }
-  const ReplayInputShape shape =
-      estimate_replay_input([&] { return open_input(o.trace, o.synthetic); }, o.trace, total, knob);
-  return shape;
+  return estimate_replay_input([&] { return open_input(trace, synthetic); }, trace, total, knob);
 }
+ReplayInputShape commit_input(const ReplayCli& o) { return estimate_input(o.trace, o.synthetic); }
 
 // A reservation of an estimated count (a tenth over, as committed), or none
 // where the estimate is beyond what can be allocated.
@@ -527,13 +526,22 @@ int run_export(const ExportCli& o) {
     throw ConfigError("--format: expected oracleGeneral (libCacheSim's binary trace), got '" + o.format + "'");
   if (o.out.empty()) throw ConfigError("--out: give the output file");
   if (o.repeat < 1) throw ConfigError("--repeat: expected at least 1");
+  if (!o.max_memory.empty()) set_memory_limit(parse_memory_size(o.max_memory, "--max-memory"));
+  // Held at once: the block stream and its ids as replay holds them, and
+  // the next reference of every reference (8 bytes) and first one of every block (8).
+  const ReplayInputShape shape = estimate_input(o.trace, o.synthetic);
+  commit_replay_input(shape, false);
+  commit_footprint({"the next-reference positions (" + std::to_string(uint64_t(shape.refs)) + " references)",
+                    shape.knob, 8 * shape.refs + 8 * shape.blocks});
   auto src = open_input(o.trace, o.synthetic);
   BlockStream s = load_block_stream(*src);
   OracleGeneralOptions opt;
   opt.object_size = o.object_size;
   opt.repeat = o.repeat;
   opt.dense_ids = o.dense;
-  uint64_t n = write_oracle_general(o.out, s, opt);
+  StagedOutputs staged;  // nothing partial is left on an error or a signal
+  uint64_t n = write_oracle_general(staged.stage(o.out, "--out"), s, opt);
+  staged.commit();
   std::cout << "kvtier: wrote " << n << " block references (" << s.blocks() << " distinct blocks) to " << o.out
             << "\n";
   return 0;
@@ -617,6 +625,9 @@ std::function<int()> add_request_trace_commands(CLI::App& app, CLI::App& trace) 
       ->capture_default_str();
   ex->add_option("--repeat", eo->repeat, "write the stream this many times back to back (same ids)")
       ->check(CLI::Range(1u, 1000u));
+  ex->add_option("--max-memory", eo->max_memory,
+                 "refuse an export whose estimated memory exceeds this (e.g. 4G; default: the machine's available "
+                 "memory less a tenth)");
   ex->add_flag("--dense-ids", eo->dense, "object ids 0..n-1 in order of first reference instead of the trace's ids");
 
   return [rp, ro, ex, eo]() -> int {

@@ -41,16 +41,20 @@ bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
+// A writer of `path`, writing under the name `staged` gives it (its file
+// removed on an error or a signal until staged.commit()).
 std::unique_ptr<AttentionWriter> make_writer(const std::string& path, const std::string& to, const std::string& mass,
-                                             int level, const AttentionHeader& h, uint32_t groups) {
+                                             int level, const AttentionHeader& h, uint32_t groups,
+                                             StagedOutputs& staged) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) throw ConfigError("--out " + path + ": is a folder, expected a file name");
   const std::string kind = to.empty() ? (ends_with(path, ".jsonl") ? "jsonl" : "binary") : to;
   if (kind == "jsonl") {
     if (mass != "f32") throw ConfigError("--mass " + mass + ": JSON lines keep masses as float32; use --to binary");
-    return std::make_unique<JsonlTraceWriter>(path, h, groups);
+    return std::make_unique<JsonlTraceWriter>(staged.stage(path, "--out"), h, groups);
   }
-  return std::make_unique<BinaryTraceWriter>(path, h, groups, mass_encoding_from(mass, "--mass"), level);
+  return std::make_unique<BinaryTraceWriter>(staged.stage(path, "--out"), h, groups, mass_encoding_from(mass, "--mass"),
+                                             level);
 }
 
 // Copies every record of `src` to `w`; returns the number of decode records.
@@ -96,8 +100,10 @@ std::unique_ptr<AttentionSource> open_for_stats(const std::string& path) {
 int cmd_convert(const TraceCommands& c) {
   if (c.in == c.out) throw ConfigError(c.out + ": the output must not be the input");
   auto src = open_attention_file(c.in);
-  auto w = make_writer(c.out, c.to, c.mass, c.level, src->header(), src->head_groups());
+  StagedOutputs staged;
+  auto w = make_writer(c.out, c.to, c.mass, c.level, src->header(), src->head_groups(), staged);
   const uint64_t n = copy_all(*src, *w);
+  staged.commit();
   std::cout << "kvtier: wrote " << n << " records to " << c.out << "\n";
   return 0;
 }
@@ -172,8 +178,10 @@ int cmd_synth(const TraceCommands& c) {
   AttentionHeader h = gen.header();
   h.origin["params_file"] = c.params;
   // header() is const; the writer takes the copy with the file's name in it.
-  auto w = make_writer(c.out, c.to, c.mass, c.level, h, 1);
+  StagedOutputs staged;
+  auto w = make_writer(c.out, c.to, c.mass, c.level, h, 1, staged);
   const uint64_t n = copy_all(gen, *w);
+  staged.commit();
   std::cout << "kvtier: wrote " << n << " records to " << c.out << "\n";
   return 0;
 }

@@ -113,6 +113,9 @@ void add_run(CLI::App& app, Commands& c) {
   c.run->add_option("--max-memory", o.max_memory,
                     "refuse a run whose estimated memory exceeds this (e.g. 4G, 512M; default: the machine's "
                     "available memory less a tenth)");
+  c.run->add_option("--max-events", o.max_events,
+                    "refuse a run whose estimated events (GPU kernels) exceed this, and stop one that passes it "
+                    "(e.g. 1e9; default 1e8)");
   c.run->add_flag("--check-invariants", c.check_invariants,
                   "check the engine's invariants while it runs (capacities, block states, data on the GPU before "
                   "attention, link bytes); a violation stops the run");

@@ -4,9 +4,11 @@
 
 #include <filesystem>
 #include <iostream>
+#include <type_traits>
 
 #include "sim/cluster/cluster.h"
 #include "sim/core/config.h"
+#include "sim/core/event_budget.h"
 #include "sim/core/footprint.h"
 #include "sim/core/progress.h"
 #include "sim/core/result.h"
@@ -28,11 +30,31 @@ EngineKind engine_kind(const json& cfg) {
   return cfg.contains("serving") ? EngineKind::serving : EngineKind::single_batch;
 }
 
+namespace {
+// The single-batch engine's GPU kernels (sim/core/event_budget.h): each
+// decode step runs one per layer and GPU batch (policies.weights.gpu_batches),
+// prefill at most one per layer and sequence (its chunks), and a prefill that
+// loads stored KV one query kernel per layer.
+void commit_single_batch_events(const json& cfg) {
+  const double layers = cfg["model"]["layers"].get<double>();
+  const json& w = cfg["workload"];
+  double gpu_batches = 1;
+  const json::json_pointer gb("/policies/weights/gpu_batches");
+  if (cfg.contains(gb) && cfg[gb].is_number()) gpu_batches = std::max(1.0, cfg[gb].get<double>());
+  const double steps = w["decode_steps"].get<double>(), batch = w["batch"].get<double>();
+  commit_events({cfg["model"]["layers"].dump() + " layers x (" + w["decode_steps"].dump() + " decode steps x " +
+                     std::to_string(static_cast<uint64_t>(gpu_batches)) + " GPU batches + " + w["batch"].dump() +
+                     " prefill chunks + 1)",
+                 "workload.decode_steps, model.layers", layers * (steps * gpu_batches + batch + 1),
+                 layers * steps * gpu_batches});
+}
+}  // namespace
+
 void resolve_config(json& cfg) {
   switch (engine_kind(cfg)) {
     case EngineKind::cluster: { ClusterSimulation sim(cfg); break; }
     case EngineKind::serving: { ServingSimulation sim(cfg); break; }
-    case EngineKind::single_batch: { Simulation sim(cfg); break; }
+    case EngineKind::single_batch: { Simulation sim(cfg); commit_single_batch_events(cfg); break; }
   }
 }
 
@@ -41,7 +63,11 @@ void validate_config(json& cfg, ValidationCache& cache, std::shared_ptr<const Pa
     // A cluster's instances each parse the hardware with their own GPU and tiers.
     case EngineKind::cluster: { ClusterSimulation sim(cfg); break; }
     case EngineKind::serving: { ServingSimulation sim(cfg, &cache, std::move(hardware)); break; }
-    case EngineKind::single_batch: { Simulation sim(cfg, &cache, std::move(hardware)); break; }
+    case EngineKind::single_batch: {
+      Simulation sim(cfg, &cache, std::move(hardware));
+      commit_single_batch_events(cfg);
+      break;
+    }
   }
 }
 
@@ -110,6 +136,7 @@ void print_summary(const ClusterSimulation&, const json& cfg, const json& metric
 template <class Engine>
 int run_on(json& cfg, bool quiet) {
   Engine sim(cfg);  // validates everything before anything runs or is written
+  if constexpr (std::is_same_v<Engine, Simulation>) commit_single_batch_events(cfg);
   const std::string dir = out_dir_for(cfg);
   const std::string tl = cfg["sim"]["timeline"].get<std::string>();
   // --out, --timeline problems before the run
@@ -121,6 +148,7 @@ int run_on(json& cfg, bool quiet) {
   const std::string result = (fs::path(dir) / "result.json").string();
   json r = make_result(cfg, metrics);
   r["resources"] = footprint_json();
+  add_events_json(r["resources"]);
   outputs.write(result, r.dump(2) + "\n", "--out");
   outputs.commit();
   if (!quiet) {
@@ -136,6 +164,7 @@ int cmd_run(const RunOptions& o) {
   // Progress of a long run where someone watches: stderr a terminal, no -q.
   Progress::enable(!o.quiet && isatty(STDERR_FILENO));
   if (!o.max_memory.empty()) set_memory_limit(parse_memory_size(o.max_memory, "--max-memory"));
+  if (!o.max_events.empty()) set_event_limit(parse_event_count(o.max_events, "--max-events"));
   json cfg = load_config(o.config, o.sets);
   if (!o.seed.empty()) cfg["sim"]["seed"] = parse_seed(o.seed.front(), "--seed");
   if (!o.out.empty()) cfg["sim"]["out_dir"] = o.out;
@@ -170,7 +199,8 @@ int cmd_trace_gen(const std::string& config, const std::vector<std::string>& set
   h.model = cfg["model"];
   std::error_code ec;
   if (fs::is_directory(out, ec)) throw ConfigError("--out " + out + ": is a folder, expected a file name");
-  JsonlAttentionWriter writer(out, h);
+  StagedOutputs staged;  // nothing partial is left on an error or a signal
+  JsonlAttentionWriter writer(staged.stage(out, "--out"), h);
   AttentionRecord rec;
   uint64_t n = 0;
   Progress::enable(isatty(STDERR_FILENO));
@@ -181,6 +211,7 @@ int cmd_trace_gen(const std::string& config, const std::vector<std::string>& set
   }
   progress.finish();
   writer.close();
+  staged.commit();
   std::cout << "kvtier: wrote " << n << " records to " << out << "\n";
   return 0;
 }

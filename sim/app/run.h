@@ -43,6 +43,7 @@ struct RunOptions {
   std::vector<std::string> seed;   // --seed (at most one)
   bool quiet = false;
   std::string max_memory;         // --max-memory ("" = the machine's available memory less a tenth)
+  std::string max_events;         // --max-events ("" = sim/core/event_budget.h's default)
 };
 
 // `kvtier run`: loads, resolves and runs the config on its engine and writes

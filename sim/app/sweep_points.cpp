@@ -74,7 +74,10 @@ void PointResolver::fail(size_t index, const json& overrides, const std::string&
 PointResolver::Built PointResolver::build(const json& overrides) {
   if (!base_error_.empty()) throw ConfigError(base_error_);
   const std::vector<std::string> sets = space_.sets(overrides);
-  const bool own = !base_hardware_ok_ || std::any_of(sets.begin(), sets.end(), touches_hardware);
+  // A cluster's instances each parse the hardware with their own GPU and
+  // tiers: its points keep the hardware section.
+  const bool own = !base_hardware_ok_ || base_.contains("cluster") ||
+                   std::any_of(sets.begin(), sets.end(), touches_hardware);
   Built b;
   b.cfg = own ? base_ : base_rest_;
   finish_config(b.cfg, space_.base_path(), sets);

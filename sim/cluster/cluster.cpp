@@ -22,8 +22,8 @@ namespace kvtier {
 ParamList cluster_run_params() {
   return {
       integer("replicas", 0,
-              "model instances, one per GPU (0: one on every GPU of the hardware); each has its own scheduler, paged KV "
-              "pool and prefix cache",
+              "model instances, of cluster.tp GPUs each (0: as many as the hardware's GPUs hold); each has its own "
+              "scheduler, paged KV pool and prefix cache",
               0, 1 << 16),
       any("gpus", json::array(),
           "the GPUs the instances run on, in order (device names; default: hardware.gpu, then every other device of "
@@ -150,7 +150,8 @@ void ClusterSimulation::place_instances() {
   const size_t n = want == 0 ? gpus.size() / tp : want;
   if (n == 0 || n * tp > gpus.size())
     throw ConfigError("cluster.replicas: " + std::to_string(std::max<size_t>(n, 1)) + " instances of " +
-                      std::to_string(tp) + " GPU" + (tp > 1 ? "s (cluster.tp)" : "") + " each, but the hardware (or "
+                      (tp > 1 ? std::to_string(tp) + " GPUs (cluster.tp)" : std::string("one GPU")) +
+                      " each, but the hardware (or "
                       "cluster.gpus) has " + std::to_string(gpus.size()) + " GPUs");
   if (hw.tiers.empty() || hw.tiers[0] != hw.gpu)
     throw ConfigError("hardware.tiers: a cluster's instances keep running KV on their GPU: the first tier must be the GPU (" +

@@ -14,6 +14,9 @@ namespace kvtier {
 struct EngineCounters {
   // Time.
   double decode_start = 0, prefill_end = 0, gpu_busy_s = 0;
+  // A tensor-parallel instance's all-reduces: the time its iterations waited
+  // on them and the bytes summed (each all-reduce's input, one rank's).
+  double allreduce_s = 0, allreduce_bytes = 0;
   // When decode starts: the GPU's busy time so far, and each link's (platform.stats() order).
   double gpu_busy_at_decode = 0;
   std::vector<double> link_busy_at_decode, link_busy_after_decode;  // and when its last step ends

@@ -552,6 +552,7 @@ void LayerPipeline::select_iteration(uint64_t index, uint32_t layer, const std::
       const BlockId nb = t_.id(q.seq, layer, n - 1);
       if (t_.tier[nb] == kNotCreated) kv_.allocate(nb, n);
     }
+    if (q.cached_tokens) load_cached(q, layer);
     const AttentionRecord* rec = nullptr;
     if (!q.prefill && q.attention) {
       // A recomputed request's prefill produced a token its decode did not:
@@ -577,6 +578,37 @@ void LayerPipeline::select_iteration(uint64_t index, uint32_t layer, const std::
   flush(&slot);
   slot.staged_bytes = tp_.take_staged_bytes();
   slot.kv_blocks = sel_.size();
+}
+
+// Each block's tokens come from the cache tiers in the order the cached
+// tokens were found; a block that spans two tiers is read from both, the
+// second read after the first.
+void LayerPipeline::load_cached(const IterationSeq& q, uint32_t layer) {
+  const double tok_bytes = static_cast<double>(s_.model.kv_bytes_per_token_layer());
+  const std::vector<uint32_t>& from = *q.cached_tokens;
+  const uint32_t n = (q.past + s_.bt - 1) / s_.bt, end = (q.past + q.tokens + s_.bt - 1) / s_.bt;
+  size_t u = 0;
+  uint32_t left = from.empty() ? 0 : from[0];  // tokens still to come from tier u
+  kv_.defer_budget(true);
+  for (uint32_t i = 0; i < n; ++i) {
+    const BlockId b = t_.id(q.seq, layer, i);
+    if (t_.tier[b] == kNotCreated) kv_.allocate(b, end);
+    uint32_t tokens = std::min(q.past, (i + 1) * s_.bt) - i * s_.bt;
+    JobId after = q.cached_after;
+    while (tokens > 0 && u < from.size()) {
+      if (left == 0) {
+        if (++u < from.size()) left = from[u];
+        continue;
+      }
+      const uint32_t k = std::min(tokens, left);
+      const JobId j = kv_.load_cached(b, static_cast<TierId>(q.cache_tier0 + u), layer, double(k) * tok_bytes, after);
+      if (j != kNoJob) after = j;
+      tokens -= k;
+      left -= k;
+    }
+  }
+  kv_.defer_budget(false);
+  kv_.enforce_budget(q.seq, layer);
 }
 
 // What the layer computed goes into the blocks: a decode token into its
@@ -665,9 +697,13 @@ void LayerPipeline::run_iteration(uint64_t index, const std::vector<IterationSeq
   }
 }
 
+// A sequence's blocks are created in index order (dropped ones stay
+// created), so those past its first never-created block have nothing to
+// release: the cost is the request's own blocks, not the longest request's.
 void LayerPipeline::release(uint32_t seq) {
   for (uint32_t l = 0; l < s_.model.layers; ++l)
-    for (uint32_t i = 0; i < t_.blocks_per_seq_layer; ++i) kv_.release(t_.id(seq, l, i));
+    for (uint32_t i = 0; i < t_.blocks_per_seq_layer && t_.tier[t_.id(seq, l, i)] != kNotCreated; ++i)
+      kv_.release(t_.id(seq, l, i));
 }
 
 }  // namespace kvtier

@@ -48,6 +48,13 @@ class LayerPipeline {
     AttentionSource* attention = nullptr;
     uint32_t step = 0;
     bool predict = false;  // another decode step follows (predictions for it may be fetched)
+    // A prompt admitted with prefix-cache hits (its first chunk, past > 0):
+    // its first `past` tokens are read from the cache, in order,
+    // cached_tokens[u] of them from tier cache_tier0 + u, once `cached_after`
+    // (the cache's latest write) is done. Null: nothing cached.
+    const std::vector<uint32_t>* cached_tokens = nullptr;
+    TierId cache_tier0 = 1;
+    JobId cached_after = kNoJob;
   };
   // `more_after`: another iteration follows (the next layer's weights may
   // load across). Each layer's kernel is timed from the sequences' shapes and
@@ -67,6 +74,8 @@ class LayerPipeline {
   Slot& open_slot(uint64_t k);
   void note_on_gpu(Slot& slot);
   void select_iteration(uint64_t index, uint32_t layer, const std::vector<IterationSeq>& seqs);
+  // The blocks before q.past of `layer`, placed and read from the prefix cache.
+  void load_cached(const IterationSeq& q, uint32_t layer);
   void append_iteration(uint32_t layer, const std::vector<IterationSeq>& seqs);
   // Pass 1 for one sequence of `n` blocks: what attention uses, into sel_.
   // `dense`: every block, whatever the evaluation policy (prefill reads the whole past).

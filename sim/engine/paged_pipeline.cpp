@@ -14,6 +14,7 @@ PagedPipeline::PagedPipeline(const EngineSetup& s, EngineCounters& c, TransferPl
                              uint32_t block_tokens, bool coarsen)
     : s_(s),
       platform_(platform),
+      c_(c),
       tp_(planner),
       board_(board),
       gpu_(platform, s.gpu_dev, c, timeline, gpu_track),
@@ -103,7 +104,8 @@ void PagedPipeline::all_reduce(const PagedIteration& it, size_t layers) {
   for (const KernelSeq& q : it.seqs) tokens += q.tokens;
   const double bytes = tokens * s_.tp_allreduce_bytes_per_token;
   const CollectiveAlgorithm algo = s_.tp_switch ? CollectiveAlgorithm::Switch : CollectiveAlgorithm::Ring;
-  allreduce_repeated(platform_, s_.tp_gpus, bytes, algo, 2 * layers);
+  c_.allreduce_s += allreduce_repeated(platform_, s_.tp_gpus, bytes, algo, 2 * layers);
+  c_.allreduce_bytes += bytes * static_cast<double>(2 * layers);
 }
 
 }  // namespace kvtier

@@ -61,6 +61,7 @@ class PagedPipeline {
 
   const EngineSetup& s_;
   Platform& platform_;
+  EngineCounters& c_;
   TransferPlanner& tp_;
   JobBoard& board_;
   GpuStream gpu_;

@@ -95,6 +95,14 @@ void KvStore::load_from(BlockId b, TierId from, uint32_t layer) {
   if (t != from) motion_[b].job = planner_->add(from, t, layer, data_bytes(b), kNoJob);
 }
 
+JobId KvStore::load_cached(BlockId b, TierId from, uint32_t layer, double bytes, JobId after) {
+  const TierId t = t_.tier[b];
+  if (t == from || t >= t_.tiers.size()) return kNoJob;
+  motion_[b].job = planner_->add(from, t, layer, bytes, after);
+  motion_[b].src = kNoSource;
+  return motion_[b].job;
+}
+
 // The tier's capacity_blocks is the room left to placement and eviction
 // (policies size their queues by it); make_room stops one block below the
 // room it is given, hence the one more it starts from.

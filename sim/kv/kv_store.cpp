@@ -115,6 +115,8 @@ void KvStore::add_tier(size_t i) {
 
 void KvStore::start(MoveSink& sink) {
   planner_ = &sink;
+  exclusive_ = s_.pol.evict->exclusive();
+  drops_ = s_.pol.evict->drops();
   motion_.assign(t_.size(), Motion{});
   copy_lists_.assign(t_.tiers.size(), RecencyLists{});
   drains_.assign(t_.tiers.size(), {});
@@ -143,7 +145,7 @@ void KvStore::move(BlockId b, TierId from, TierId to) {
   t_.tier[b] = to;
   count_use(to);
   s_.pol.evict->on_insert(b, to);
-  if (to < from && !s_.pol.evict->exclusive()) add_copy(b, from);
+  if (to < from && !exclusive_) add_copy(b, from);
 }
 
 void KvStore::add_copy(BlockId b, TierId t) {
@@ -238,7 +240,7 @@ void KvStore::demote(BlockId v, TierId from, size_t mark) {
 void KvStore::reclaim(TierId t) {
   auto& q = drains_[t];
   while (!q.empty()) {
-    const Drain& d = q.front();
+    const Drain& d = q.at(q.front());
     if (!planner_->done(d.write)) return;
     for (uint8_t i = 0; i < d.n_after; ++i)
       if (!planner_->done(d.after[i])) return;
@@ -257,10 +259,10 @@ void KvStore::reclaim_drains() {
 // (pinned) keeps its room; false if every drain is such a block.
 bool KvStore::claim_drain(TierId t) {
   auto& q = drains_[t];
-  auto it = q.begin();
-  while (it != q.end() && t_.pinned(it->block)) ++it;
-  if (it == q.end()) return false;
-  const Drain d = *it;
+  uint32_t it = q.front();
+  while (it != q.kEnd && t_.pinned(q.at(it).block)) it = q.next(it);
+  if (it == q.kEnd) return false;
+  const Drain d = q.at(it);
   q.erase(it);
   --t_.tiers[t].draining_blocks;
   if (motion_[d.block].job == d.write) motion_[d.block].src = kNoSource;
@@ -282,7 +284,7 @@ bool KvStore::make_room(TierId t) {
     if (!drains_[t].empty() && claim_drain(t)) continue;
     BlockId v = s_.pol.evict->victim(t);
     if (v == kNoBlock) return false;
-    if (s_.pol.evict->drops()) {
+    if (drops_) {
       drop(v);
       continue;
     }
@@ -298,7 +300,7 @@ void KvStore::enforce_budget(uint32_t seq, uint32_t layer) {
   while ((v = s_.pol.evict->budget_victim(seq, layer)) != kNoBlock) {
     const TierId t = t_.tier[v];
     const size_t mark = room_waits_.size();
-    if (s_.pol.evict->drops() || !room_below(v, t))
+    if (drops_ || !room_below(v, t))
       drop(v);
     else
       demote(v, t, mark);

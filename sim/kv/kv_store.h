@@ -30,7 +30,6 @@
 
 #include <algorithm>
 #include <array>
-#include <deque>
 #include <vector>
 
 #include "policies/common.h"
@@ -39,6 +38,7 @@
 #include "sim/core/job.h"
 #include "sim/core/timeline.h"
 #include "sim/core/validation_cache.h"
+#include "sim/kv/pooled_fifo.h"
 
 namespace kvtier {
 
@@ -113,6 +113,11 @@ class KvStore {
   JobId write_output(BlockId b, uint32_t layer);
   // MatKV: b's precomputed KV is copied from tier `from` into its tier.
   void load_from(BlockId b, TierId from, uint32_t layer);
+  // Serving's prefix cache (serving.kv "tiered"): `bytes` of b, just
+  // allocated, are read from the cache's copy in tier `from` into b's tier
+  // once `after` is done; b is read once they are in. Returns the job (kNoJob
+  // where the cache's tier is b's own: the data is there).
+  JobId load_cached(BlockId b, TierId from, uint32_t layer, double bytes, JobId after);
 
   // Sets aside `blocks` more of tier t's room, as far as its blocks can
   // leave (pinned ones keep theirs); held until release_room(t).
@@ -179,7 +184,7 @@ class KvStore {
   // A predicted block leaves the GPU unused: its bytes were read for nothing.
   void waste_prefetch(BlockId b);
   // b has a valid copy below its tier: demoting it moves no bytes.
-  bool free_demotion(BlockId b) const { return !s_.pol.evict->exclusive() && t_.copies[b] != 0; }
+  bool free_demotion(BlockId b) const { return !exclusive_ && t_.copies[b] != 0; }
   // Whether b can leave tier t: freely, or into room made in the tier below.
   bool room_below(BlockId b, TierId t) {
     return free_demotion(b) || (t + 1u < t_.tiers.size() && make_room(static_cast<TierId>(t + 1)));
@@ -195,6 +200,8 @@ class KvStore {
   MoveSink* planner_ = nullptr;
   uint64_t tokens_now_ = 0;
   bool defer_budget_ = false;
+  // The eviction policy's kind, fixed for a run: read once (start), not per move.
+  bool exclusive_ = false, drops_ = false;
   // Per block, together (a move reads and writes them at once): the job
   // moving it and, while that is a write down, the endpoint still holding
   // the data; whether a prediction brought it to the GPU, and from where.
@@ -206,7 +213,7 @@ class KvStore {
   };
   std::vector<Motion> motion_;
   std::vector<RecencyLists> copy_lists_;  // per tier
-  std::vector<std::deque<Drain>> drains_;  // per tier, oldest first
+  std::vector<PooledFifo<Drain>> drains_;  // per tier, oldest first
   std::vector<JobId> room_waits_;
   std::vector<uint64_t> capacity_;  // per tier: its capacity with no room reserved
   Timeline* timeline_ = nullptr;

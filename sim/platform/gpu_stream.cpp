@@ -1,5 +1,6 @@
 #include "sim/platform/gpu_stream.h"
 
+#include "sim/core/event_budget.h"
 #include "sim/platform/platform.h"
 
 namespace kvtier {
@@ -8,6 +9,7 @@ GpuStream::GpuStream(Platform& platform, size_t gpu_dev, EngineCounters& c, Time
     : host_(platform.host(gpu_dev)), platform_(platform), gpu_dev_(gpu_dev), c_(c), timeline_(timeline), track_(track) {}
 
 GpuStream::Span GpuStream::run(double seconds) {
+  count_event();  // the run's work, held to --max-events
   Span k;
   k.t0 = sg4::Engine::get_clock();
   sg4::ExecPtr e = sg4::this_actor::exec_init(seconds * host_->get_speed());

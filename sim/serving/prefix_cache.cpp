@@ -27,6 +27,11 @@ ParamList PrefixCache::params() {
               "the GPU's free KV pool keeps the prompt blocks of finished requests until it hands them out again, "
               "least recently freed first (vLLM's automatic prefix caching): a prompt starting with them computes "
               "and loads none of them"),
+      num("tier_share", 0.5,
+          "with serving.kv \"tiered\": the share of each tier below the GPU that keeps prompt blocks; running "
+          "sequences' KV gets the rest (with the paged pool the cache takes every tier's room beside the swap space: "
+          "leave the default)",
+          0.0, 1.0),
       boolean("warm", false,
               "the cache starts holding every block of the request stream, written before time 0 (MatKV: the "
               "corpus's KV is precomputed on flash), as far as the tiers hold them"),
@@ -76,12 +81,14 @@ void PrefixCache::setup_tiers(json& pc, const EngineSetup& s, const Room& room) 
     cap = kv_room_bytes(s.hw.kv_capacity, s.hw.tiers[t], cap, room.kv_block_bytes,
                         std::string(" after") + (room.weight_bytes[t] > 0 ? " the weights (policies.weights) and" : "") +
                             (swap_here ? " the swap space (serving.swap_space_GiB)" : " nothing else"));
+    cap *= room.share;
     ReplayTierSpec ts;
     ts.name = s.hw.tiers[t];
     ts.capacity_blocks = cap > 0 ? static_cast<uint64_t>(cap / double(cfg_->block_bytes)) : 0;
     if (ts.capacity_blocks == 0)
       throw ConfigError("hardware.devices." + ts.name + ": holds no prefix-cache block of " +
                         std::to_string(cfg_->block_bytes) + " bytes (" + std::to_string(block_tokens_) + " tokens)" +
+                        (room.share < 1.0 ? " in serving.prefix_cache.tier_share of its room" : "") +
                         (swap_here ? " besides the swap space" : "") +
                         (room.weight_bytes[t] > 0 ? " and the weights (policies.weights)" : ""));
     ts.policy = pc["policy"].is_string() ? json{{"name", pc["policy"]}} : pc["policy"];
@@ -141,24 +148,32 @@ void PrefixCache::mark_used(const ServingRequest& r) {
   }
 }
 
-// Loaded layer by layer from the tier holding them: the cached tokens, less
-// the last one (recomputed), less what the GPU's pool holds.
+// An admitted prompt's loaded tokens: less the last one (recomputed), less
+// what the GPU's pool holds, split over the tiers in the order lookup found
+// them. False if the item loads nothing now.
+bool PrefixCache::split_loads(const IterationItem& item, ServingRequest& r) {
+  if (!item.prefill || item.loaded == 0 || item.past != item.loaded) return false;
+  const size_t T = cache_ ? cache_->tiers() : 0;
+  uint32_t left = item.loaded;
+  r.gpu_hit_tokens = std::min(left, r.gpu_hit_tokens);
+  left -= r.gpu_hit_tokens;
+  for (size_t u = 0; u < T; ++u) {
+    const uint32_t n = std::min(left, r.hit_tokens[u]);
+    r.hit_tokens[u] = n;
+    left -= n;
+  }
+  mark_used(r);
+  return true;
+}
+
+// Loaded layer by layer from the tier holding them.
 void PrefixCache::plan_loads(const IterationPlan& p, std::vector<ServingRequest>& reqs, PagedIteration& it) {
   const size_t T = cache_ ? cache_->tiers() : 0;
   std::vector<double> load_tokens(T, 0.0);
   for (const IterationItem& item : p.items) {
     ServingRequest& r = reqs[item.req];
-    if (!item.prefill || item.loaded == 0 || item.past != item.loaded) continue;
-    uint32_t left = item.loaded;
-    r.gpu_hit_tokens = std::min(left, r.gpu_hit_tokens);
-    left -= r.gpu_hit_tokens;
-    for (size_t u = 0; u < T; ++u) {
-      const uint32_t n = std::min(left, r.hit_tokens[u]);
-      r.hit_tokens[u] = n;
-      load_tokens[u] += n;
-      left -= n;
-    }
-    mark_used(r);
+    if (!split_loads(item, r)) continue;
+    for (size_t u = 0; u < T; ++u) load_tokens[u] += r.hit_tokens[u];
   }
   it.after = last_write_;  // a block written moments ago is read once it is there
   for (size_t u = 0; u < T; ++u) {
@@ -167,6 +182,15 @@ void PrefixCache::plan_loads(const IterationPlan& p, std::vector<ServingRequest>
     it.loads.push_back(PagedIteration::Load{dev_[u], bytes});
     for (uint32_t l = 0; l < layers_; ++l) load_bytes_ += bytes;
   }
+}
+
+void PrefixCache::take_loads(const IterationItem& item, ServingRequest& r, std::vector<uint32_t>& tokens) {
+  tokens.clear();
+  if (!split_loads(item, r)) return;
+  const size_t T = cache_ ? cache_->tiers() : 0;
+  tokens.assign(r.hit_tokens.begin(), r.hit_tokens.begin() + static_cast<std::ptrdiff_t>(T));
+  for (size_t u = 0; u < T; ++u)
+    for (uint32_t l = 0; l < layers_; ++l) load_bytes_ += double(tokens[u]) * kv_bytes_per_token_layer_;
 }
 
 // One reference each (a block another request wrote meanwhile is just a hit).

@@ -34,6 +34,9 @@ class PrefixCache {
     double swap_bytes = 0;
     std::vector<double> weight_bytes;  // per tier (GPU first)
     double kv_block_bytes = 0;         // a paged block of every layer: hardware.kv_capacity's block
+    // The share of each tier's room below the GPU the cache takes (serving.kv
+    // "tiered": running sequences' KV takes the rest; 1 with the paged pool).
+    double share = 1.0;
   };
   PrefixCache();
   ~PrefixCache();
@@ -52,6 +55,12 @@ class PrefixCache {
   // The prefix hits of the iteration's newly admitted prompts: marked used,
   // and their loads planned into `it` (what the GPU's pool holds loads nothing).
   void plan_loads(const IterationPlan& p, std::vector<ServingRequest>& reqs, PagedIteration& it);
+  // serving.kv "tiered": the prompt tokens of an admitted item loaded from
+  // each cache tier (`tokens[u]`: from tier u below the GPU; empty if the
+  // item loads nothing), its blocks marked used and the bytes counted.
+  void take_loads(const IterationItem& item, ServingRequest& r, std::vector<uint32_t>& tokens);
+  // The latest write down into the cache: a load of a block written moments ago waits for it.
+  JobId last_write() const { return last_write_; }
   // A prompt's new blocks go down to the cache.
   void write_down(const ServingRequest& r);
   // What the tiers inserted since the last call becomes transfers.
@@ -70,6 +79,8 @@ class PrefixCache {
  private:
   void setup_tiers(json& pc, const EngineSetup& s, const Room& room);
   void mark_used(const ServingRequest& r);
+  // The item's loaded tokens split over the tiers that hold them, less what the GPU's pool holds.
+  bool split_loads(const IterationItem& item, ServingRequest& r);
 
   std::unique_ptr<ReplayConfig> cfg_;
   std::unique_ptr<ReplaySession> cache_;

@@ -2,12 +2,14 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <memory>
 #include <unordered_map>
 
 #include "sim/core/config.h"
+#include "sim/core/event_budget.h"
 #include "sim/core/footprint.h"
 #include "traces/request_synthetic.h"
 #include "traces/request_trace.h"
@@ -182,6 +184,33 @@ RequestStream load_requests(json& sv) {
   return rs;
 }
 
+namespace {
+// The GPU kernels serving the stream takes (sim/core/event_budget.h), within
+// bounds. At most, without preemption: an iteration that decodes makes at
+// least one output token, one that only prefills finishes a prompt or
+// computes a full serving.max_batched_tokens of prompts, and an iteration
+// is at most one kernel per layer. At least: an iteration computes at most
+// max_batched_tokens tokens and one output token of at most max_running
+// sequences, a request's tokens come out one an iteration, and an iteration
+// is at least one kernel (the paged engine runs one for all layers where no
+// KV is loaded per layer).
+EventEstimate serving_events(const std::vector<ServingRequest>& reqs, const SchedulerLimits& limits, const LlmSpec& model) {
+  double outputs = 0, prompts = 0, longest = 0;
+  for (const ServingRequest& q : reqs) {
+    outputs += q.output_tokens;
+    prompts += q.input_tokens;
+    longest = std::max(longest, double(q.output_tokens));
+  }
+  const double budget = std::max<uint32_t>(1, limits.max_batched_tokens);
+  const double at_most = outputs + double(reqs.size()) + std::ceil(prompts / budget);
+  const double at_least = std::max({longest, std::ceil(outputs / std::max<uint32_t>(1, limits.max_running)),
+                                    std::ceil((prompts + outputs) / budget)});
+  return {std::to_string(model.layers) + " layers x " + std::to_string(uint64_t(at_least)) + " to " +
+              std::to_string(uint64_t(at_most)) + " iterations of " + std::to_string(reqs.size()) + " requests",
+          "serving.requests, serving.limit", double(model.layers) * at_most, at_least};
+}
+}  // namespace
+
 void check_requests(const std::vector<ServingRequest>& reqs, const std::string& source, const SchedulerLimits& limits,
                     const LlmSpec& model, const char* pool_what) {
   const uint64_t pool_tokens = limits.gpu_blocks * limits.block_tokens;
@@ -203,6 +232,7 @@ void check_requests(const std::vector<ServingRequest>& reqs, const std::string& 
                         " can never admit request " + std::to_string(q.id) + " of " + source + " (" +
                         std::to_string(q.input_tokens) + " prompt tokens); raise it or set serving.chunked_prefill");
   }
+  commit_events(serving_events(reqs, limits, model));
 }
 
 }  // namespace kvtier

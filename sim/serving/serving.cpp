@@ -55,7 +55,7 @@ void ServingSimulation::sample_occupancy() {
       occ_now_[t] = double(kv_->table().tiers[t].occupied_blocks()) * double(kv_->table().block_bytes);
   else
     occ_now_[0] = double(sched_->used_blocks()) * kv_blk;
-  for (uint32_t u = 0; u < cache_->tiers(); ++u) occ_now_[u + 1] = cache_->used_bytes(u);
+  for (uint32_t u = 0; u < cache_->tiers(); ++u) occ_now_[u + 1] += cache_->used_bytes(u);
   if (swap_dev_ >= 0)
     for (size_t t = 1; t < s_.tier_dev.size(); ++t)
       if (static_cast<int>(s_.tier_dev[t]) == swap_dev_) occ_now_[t] += double(sched_->swapped_blocks()) * kv_blk;
@@ -132,10 +132,18 @@ void ServingSimulation::tiered_iteration(const IterationPlan& p, uint64_t index,
   recomputed_ += p.recomputed.size();
   std::vector<LayerPipeline::IterationSeq> seqs;
   seqs.reserve(p.items.size());
-  for (const IterationItem& it : p.items) {
+  if (cached_tokens_.size() < p.items.size()) cached_tokens_.resize(p.items.size());
+  for (size_t i = 0; i < p.items.size(); ++i) {
+    const IterationItem& it = p.items[i];
     ServingRequest& r = reqs_[it.req];
     LayerPipeline::IterationSeq q{take_slot(it.req), it.past, it.tokens, it.prefill};
     q.attention = attention_of(r);
+    // A prompt admitted with prefix hits reads them from the cache's tiers.
+    cache_->take_loads(it, r, cached_tokens_[i]);
+    if (!cached_tokens_[i].empty()) {
+      q.cached_tokens = &cached_tokens_[i];
+      q.cached_after = cache_->last_write();
+    }
     if (!it.prefill) {
       q.step = it.past - r.input_tokens;  // 0: the first token after the one prefill produced
       q.predict = q.step + 2 < r.output_tokens;
@@ -384,10 +392,16 @@ json ServingSimulation::instance_metrics(double end) {
   sample_occupancy();
   ServingTotals tot = totals(end);
   json m = serving_metrics(reqs_, tot);
-  m["swap_bytes"] = swap_bytes_;
+  // A tensor-parallel instance's ranks each move their share of a block:
+  // the instance moved all of them.
+  m["swap_bytes"] = swap_bytes_ * double(std::max<size_t>(s_.tp_gpus.size(), 1));
   m["prefix_cache"] = cache_->metrics(reqs_);
   m["kv_pool_blocks"] = limits_.gpu_blocks;
   m["ssd_bytes_written"] = c_.ssd_bytes_written;
+  if (c_.allreduce_bytes > 0) {
+    m["allreduce_s"] = c_.allreduce_s;
+    m["allreduce_bytes"] = c_.allreduce_bytes;
+  }
   m["tiers"] = tier_metrics(end, m["prefix_cache"]);
   return m;
 }
@@ -419,11 +433,17 @@ ServingTotals ServingSimulation::totals(double end) const {
 
 json ServingSimulation::metrics(double end) const {
   json m = serving_metrics(reqs_, totals(end));
-  m["swap_bytes"] = swap_bytes_;
+  // A tensor-parallel instance's ranks each move their share of a block:
+  // the instance moved all of them.
+  m["swap_bytes"] = swap_bytes_ * double(std::max<size_t>(s_.tp_gpus.size(), 1));
   m["prefix_cache"] = cache_->metrics(reqs_);
   m["kv_pool_blocks"] = limits_.gpu_blocks;
   if (s_.weights) m["weights"] = s_.weights->metrics();
   m["ssd_bytes_written"] = c_.ssd_bytes_written;
+  if (c_.allreduce_bytes > 0) {
+    m["allreduce_s"] = c_.allreduce_s;
+    m["allreduce_bytes"] = c_.allreduce_bytes;
+  }
   m["tiers"] = tier_metrics(end, m["prefix_cache"]);
   if (kv_) {
     // The KV in tiers: what attention read where, and the moves between tiers.

@@ -154,6 +154,8 @@ class ServingSimulation {
   std::unique_ptr<PrefixCache> cache_;  // the tiers below the GPU and the GPU's pool keeping prompt blocks
   bool coarsen_ = true;
   bool tiered_ = false;  // serving.kv "tiered": running KV in the block table over every tier
+  double cache_share_ = 0;  // serving.kv "tiered": the prefix cache's share of each tier below the GPU (0: no cache)
+  std::vector<std::vector<uint32_t>> cached_tokens_;  // per item of the iteration: tokens loaded from each cache tier
   json attention_cfg_;   // serving.attention ({}: none)
   uint64_t seed_ = 0;
   std::vector<std::unique_ptr<AttentionSource>> attention_;  // per request, while it runs

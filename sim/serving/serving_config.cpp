@@ -123,9 +123,16 @@ void ServingSimulation::init(ValidationCache* validating, std::shared_ptr<const 
   }
   const RequestStream& rs = *stream;
   source_name_ = rs.source_name;
-  if (tiered_ && sv["prefix_cache"]["enabled"].get<bool>() && rs.distinct_blocks > 0)
-    throw ConfigError("serving.prefix_cache.enabled: with serving.kv \"tiered\" the tiers hold running sequences' KV, "
-                      "not a prefix cache; set false");
+  // With the KV in tiers the prefix cache takes its share of each tier below the GPU.
+  const json& pc = sv["prefix_cache"];
+  const bool cache_on = pc["enabled"].get<bool>() && rs.distinct_blocks > 0;
+  if (!tiered_ && pc["tier_share"].get<double>() != 0.5)
+    throw ConfigError("serving.prefix_cache.tier_share: read with serving.kv \"tiered\" only (the paged pool's cache "
+                      "takes every tier's room below the GPU beside the swap space)");
+  if (tiered_ && cache_on && pc["gpu"].get<bool>())
+    throw ConfigError("serving.prefix_cache.gpu: with serving.kv \"tiered\" the GPU is a tier of running KV, whose "
+                      "blocks leave it when their request finishes; set false");
+  cache_share_ = tiered_ && cache_on ? pc["tier_share"].get<double>() : 0.0;
   if (fed_ && tiered_)
     throw ConfigError("serving.kv: a cluster's instances keep their KV in the GPU's paged pool (\"paged\"); \"tiered\" "
                       "runs on one GPU");
@@ -238,6 +245,7 @@ void ServingSimulation::configure_prefix_cache(json& pc, double swap_bytes, uint
   room.swap_bytes = limits_.preemption == PreemptionMode::Swap ? swap_bytes : 0.0;
   for (size_t t = 0; t < s_.tier_dev.size(); ++t) room.weight_bytes.push_back(weight_bytes_in(s_.tier_dev[t]));
   room.kv_block_bytes = static_cast<double>(s_.model.kv_bytes_per_token()) * limits_.block_tokens;
+  if (tiered_) room.share = cache_share_;
   cache_->setup(pc, s_, reqs_, prefix_block_tokens, distinct_blocks, room, limits_.block_tokens);
 }
 
@@ -354,6 +362,14 @@ void ServingSimulation::build_kv_store(ValidationCache* validating) {
   s_.gpu_tier = false;  // the KV store says whether the GPU is a tier
   kv_ = std::make_unique<KvStore>(s_, c_, validating);
   const BlockTable& t = kv_->table();
+  // The prefix cache's share of each tier below the GPU is not the running KV's.
+  for (size_t u = 1; cache_share_ > 0 && u < t.tiers.size(); ++u) {
+    const TierInfo& ti = t.tiers[u];
+    kv_->reserve_room(static_cast<TierId>(u), static_cast<uint64_t>(cache_share_ * double(ti.capacity_blocks)));
+    if (ti.capacity_blocks == 0)
+      throw ConfigError("serving.prefix_cache.tier_share: " + plain_numbers(std::to_string(cache_share_)) +
+                        " of hardware.devices." + ti.name + " for the prefix cache leaves no block for running KV");
+  }
   uint64_t capacity = 0;
   for (const TierInfo& ti : t.tiers) capacity += ti.capacity_blocks;
   limits_.gpu_blocks = capacity / s_.model.layers;

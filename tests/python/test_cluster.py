@@ -151,3 +151,81 @@ def test_disaggregation_trades_ttft_for_steady_tpot(kvtier, tmp_path):
     assert dis["ttft_s"]["p50"] > colo["ttft_s"]["p50"]
     pulled = sum(v["bytes"] for k, v in dis["links"].items() if k.endswith("->root") and k.startswith("pcie_gpu"))
     assert pulled > 0
+
+
+HGX = ROOT / "configs" / "hardware" / "hgx_h100x8.json"
+# vLLM's OPT-6.7B requests on an HGX node, the GPU's KV room given (so that
+# the room does not depend on the weights each rank holds).
+HGX_HW = 'hardware={"preset": "%s", "tiers": ["gpu0", "dram0"], "kv_capacity": {"gpu0": "4GB"}}' % HGX
+OPT_LAYERS, OPT_HIDDEN = 32, 4096
+
+
+@pytest.mark.parametrize("algo", ["switch", "ring"])
+def test_tensor_parallel_all_reduces_take_their_closed_form(kvtier, tmp_path, algo):
+    m, _ = run(kvtier, tmp_path, algo, VLLM, HGX_HW, 'cluster={"tp": 4, "replicas": 1, "allreduce": "%s"}' % algo)
+    inst = m["instances"][0]
+    assert inst["gpus"] == ["gpu0", "gpu1", "gpu2", "gpu3"]
+    n, bw, hop = 4, 450e9, 0.5e-6  # NVLink 4: 450 GB/s a direction, 0.5 us to the switch
+    # Two all-reduces a layer of every computed token's hidden state (FP16).
+    tokens = inst["computed_prompt_tokens"] + inst["output_tokens"] - inst["requests"]
+    assert inst["allreduce_bytes"] == 2 * OPT_LAYERS * tokens * OPT_HIDDEN * 2
+    # Switch: every rank sends 2B/n to each other rank at once, two phases of
+    # GPU-switch-GPU latency; ring: 2(n-1) steps, 2(n-1)/n x B on each hop.
+    latency = 2 * (2 * hop) if algo == "switch" else 2 * (n - 1) * (2 * hop)
+    expect = inst["iterations"] * 2 * OPT_LAYERS * latency + 2 * (n - 1) / n * inst["allreduce_bytes"] / bw
+    assert inst["allreduce_s"] == pytest.approx(expect, rel=1e-6)
+    # What each rank's NVLink carried: its sends, 2(n-1)/n x B in all.
+    links = m["links"]
+    for g in range(4):
+        assert links["nvlink%d:gpu%d->nvswitch" % (g, g)]["bytes"] == pytest.approx(
+            2 * (n - 1) / n * inst["allreduce_bytes"], rel=1e-12)
+    assert all(links["nvlink%d:gpu%d->nvswitch" % (g, g)]["bytes"] == 0 for g in range(4, 8))
+
+
+def test_tensor_parallel_ranks_hold_a_quarter_of_each_block(kvtier, tmp_path):
+    room = HGX_HW.replace('"4GB"', '"8GB"')
+    one, _ = run(kvtier, tmp_path, "one", VLLM, room, 'cluster={"replicas": 1}')
+    four, _ = run(kvtier, tmp_path, "four", VLLM, room, 'cluster={"tp": 4, "replicas": 1}')
+    # The same 8 GB on each GPU holds four times the blocks: a rank keeps a
+    # quarter of every block's KV heads.
+    assert abs(four["kv_pool_blocks"] - 4 * one["kv_pool_blocks"]) < 4
+    assert "allreduce_s" not in one["instances"][0]
+    # Each rank computes a quarter of the work: the run is faster, but not
+    # four times (all-reduces, and the part of an iteration that does not shrink).
+    assert four["simulated_time_s"] < one["simulated_time_s"]
+    assert four["instances"][0]["allreduce_s"] > 0
+
+
+def test_tensor_parallel_ranks_swap_their_own_share_over_their_own_links(kvtier, tmp_path):
+    # Room for two prompts but not for both to grow: one is swapped out.
+    room = HGX_HW.replace('"4GB"', '"2.17GB"')
+    m, _ = run(kvtier, tmp_path, "swap", VLLM, room, 'cluster={"tp": 4, "replicas": 1}')
+    assert m["swapped_out"] > 0 and m["swapped_in"] == m["swapped_out"]
+    down = [m["links"]["pcie_gpu%d:gpu%d->pcie_sw%d" % (g, g, g // 2)]["bytes"] for g in range(4)]
+    up = [m["links"]["pcie_gpu%d:pcie_sw%d->gpu%d" % (g, g // 2, g)]["bytes"] for g in range(4)]
+    # Every rank moves its quarter of every swapped block on its own PCIe
+    # link, out and back; together they move the instance's swap bytes.
+    assert len(set(down)) == 1 and down == up
+    assert 4 * (down[0] + up[0]) == m["swap_bytes"]
+    assert all(m["links"]["pcie_gpu%d:gpu%d->pcie_sw%d" % (g, g, g // 2)]["bytes"] == 0 for g in range(4, 8))
+
+
+def test_a_slower_nvlink_never_makes_a_tensor_parallel_instance_faster(kvtier, tmp_path):
+    fast, _ = run(kvtier, tmp_path, "fast", VLLM, HGX_HW, 'cluster={"tp": 4, "replicas": 1}')
+    slow, _ = run(kvtier, tmp_path, "slow", VLLM, HGX_HW, 'cluster={"tp": 4, "replicas": 1}',
+                  "hardware.links.nvlink2.bandwidth_GBps=50")
+    assert slow["simulated_time_s"] > fast["simulated_time_s"]
+    assert slow["instances"][0]["allreduce_s"] > fast["instances"][0]["allreduce_s"]
+    assert slow["output_tokens"] == fast["output_tokens"]
+
+
+def test_a_sweep_runs_cluster_points_on_the_cluster_engine(kvtier, tmp_path):
+    sweep = ROOT / "configs" / "sweeps" / "cluster_disaggregation.json"
+    p = kvtier("sweep", sweep, "--set", "serving.limit=12", "--set", 'serving.time_scale=3', "-j2",
+               "--out", tmp_path / "s.jsonl", cwd=tmp_path, timeout=300)
+    assert p.returncode == 0, p.stderr
+    rows = [json.loads(l) for l in (tmp_path / "s.jsonl").read_text().splitlines()]
+    roles = {r["overrides"]["cluster.prefill_replicas"]: [i["role"] for i in r["result"]["metrics"]["instances"]]
+             for r in rows}
+    assert roles[0] == ["both"] * 4 and roles[2] == ["prefill"] * 2 + ["decode"] * 2
+    assert all(r["result"]["metrics"]["requests"] == 12 for r in rows)

@@ -147,13 +147,50 @@ def test_gpu_prefix_cache_serves_a_prefix_from_the_pool(kvtier, tmp_path):
     assert float(rows_on[1]["ttft_s"]) < float(rows_off[1]["ttft_s"])
 
 
-def test_tiered_kv_refuses_a_prefix_cache(kvtier, tmp_path):
-    """With the KV in tiers the tiers hold running sequences' KV: a request
-    trace's prefix cache cannot share them, and saying so is the user's call."""
-    p = kvtier("run", SERVING / "mooncake.json", "--out", tmp_path / "out", "--set", "serving.kv=tiered", "--set",
-               "serving.preemption=recompute", cwd=tmp_path)
+def test_tiered_kv_serves_a_prefix_from_the_cache(kvtier, tmp_path):
+    """With the KV in tiers the prefix cache keeps its share of DRAM
+    (serving.prefix_cache.tier_share): the second request's 3,072 shared
+    tokens are read from there into the blocks placement gives them instead
+    of being computed (0.5 MiB per token of OPT-6.7B), and its first token
+    comes sooner; a share too small to keep the first request's leading
+    blocks finds nothing."""
+    cfg = SERVING / "prefix_example.json"
+    tiered = ["serving.kv=tiered", "serving.preemption=recompute"]
+    on = run_metrics(kvtier, tmp_path / "on", cfg, *tiered)
+    rows_on = list(csv.DictReader(open(tmp_path / "on" / "out" / "requests.csv")))
+    off = run_metrics(kvtier, tmp_path / "off", cfg, *tiered, "serving.prefix_cache.enabled=false")
+    rows_off = list(csv.DictReader(open(tmp_path / "off" / "out" / "requests.csv")))
+    assert int(rows_on[1]["hit_tokens_dram"]) == 3072 and int(rows_on[1]["computed_prompt_tokens"]) == 1024
+    assert on["prefix_cache"]["load_bytes"] == 3072 * 524288
+    assert on["kv"]["fetched_bytes"] == on["prefix_cache"]["load_bytes"]  # read from DRAM into the GPU tier
+    assert off["computed_prompt_tokens"] - on["computed_prompt_tokens"] == 3072
+    assert float(rows_on[1]["ttft_s"]) < float(rows_off[1]["ttft_s"])
+    assert float(rows_on[0]["ttft_s"]) == float(rows_off[0]["ttft_s"])
+    small = run_metrics(kvtier, tmp_path / "small", cfg, *tiered, "serving.prefix_cache.tier_share=0.003")
+    assert small["prefix_cache"]["load_bytes"] == 0 and small["tiers"]["dram"]["hit_tokens"] == 0
+    again = run_metrics(kvtier, tmp_path / "again", cfg, *tiered)
+    assert again == on
+
+
+@pytest.mark.parametrize("sets,fragment", [
+    (["serving.prefix_cache.tier_share=0.3"], "serving.prefix_cache.tier_share: read with serving.kv \"tiered\" only"),
+    (["serving.kv=tiered", "serving.preemption=recompute", "serving.prefix_cache.gpu=true"],
+     "serving.prefix_cache.gpu: with serving.kv \"tiered\""),
+    (["serving.kv=tiered", "serving.preemption=recompute", "serving.prefix_cache.tier_share=0"],
+     "hardware.devices.dram: holds no prefix-cache block"),
+    (["serving.kv=tiered", "serving.preemption=recompute", "serving.prefix_cache.tier_share=1"],
+     "serving.prefix_cache.tier_share: 1 of hardware.devices.dram"),
+    (["serving.kv=tiered", "serving.preemption=recompute", "serving.prefix_cache.tier_share=1.5"],
+     "serving.prefix_cache.tier_share"),
+])
+def test_bad_tiered_prefix_cache_input(kvtier, tmp_path, sets, fragment):
+    args = ["run", SERVING / "prefix_example.json", "--out", tmp_path / "out"]
+    for s in sets:
+        args += ["--set", s]
+    p = kvtier(*args, cwd=tmp_path)
     assert p.returncode == 2, p.stderr
-    assert "serving.prefix_cache.enabled: with serving.kv \"tiered\"" in p.stderr
+    assert fragment in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "out").exists()
 
 

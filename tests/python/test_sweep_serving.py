@@ -103,13 +103,14 @@ def test_bad_serving_point_is_exit_2_naming_the_point(kvtier, tmp_path):
 RUN_CONFIGS = sorted(
     str(p.relative_to(ROOT))
     for pattern in ("configs/default.json", "configs/systems/*.json", "configs/serving/*.json",
-                    "configs/flexgen/*.json", "configs/sweeps/bases/*.json", "configs/traces/*.json")
+                    "configs/flexgen/*.json", "configs/sweeps/bases/*.json", "configs/traces/*.json",
+                    "configs/cluster/*.json")
     for p in ROOT.glob(pattern))
 
 
 def test_every_config_kind_is_listed():
     kinds = {c.split("/")[1] for c in RUN_CONFIGS}
-    assert {"default.json", "systems", "serving", "flexgen", "sweeps", "traces"} <= kinds, kinds
+    assert {"default.json", "systems", "serving", "flexgen", "sweeps", "traces", "cluster"} <= kinds, kinds
 
 
 @pytest.mark.parametrize("config", RUN_CONFIGS)

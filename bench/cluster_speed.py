@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""What the cluster engine costs on Mooncake's conversation hour, side by side
+with the single-GPU serving run of the same trace.
+
+Each point is one `kvtier run` in its own process; the CPU time (user +
+system) and peak resident memory are the child's own (os.wait4), so other
+load on the machine does not inflate them. docs/cluster.md quotes the output.
+
+    python3 bench/cluster_speed.py                 # 1 GPU, the three cluster presets, 16 HGX nodes of TP=8
+    python3 bench/cluster_speed.py --points serving hgx_node
+    python3 bench/cluster_speed.py --points dense_1024   # 128 nodes, 1,024 GPUs, arrivals 8x denser (long)
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# name -> (config, --set overrides, what it is)
+DISAGG = ROOT / "configs" / "cluster" / "mooncake_disaggregated.json"
+POINTS = {
+    "serving": (ROOT / "configs" / "serving" / "mooncake.json", [],
+                "one H200, LLaMA-3.1-70B FP8, time_scale 10 (the serving preset)"),
+    "replica_farm": (ROOT / "configs" / "cluster" / "replica_farm.json", [],
+                     "8 x LLaMA-3.1-8B replicas on one HGX node"),
+    "hgx_node": (ROOT / "configs" / "cluster" / "hgx_node.json", [],
+                 "one HGX node: 2 x TP=4 LLaMA-3.1-70B"),
+    "disaggregated_2": (DISAGG, [], "2 HGX nodes: 2 prefill + 2 decode TP=4 instances"),
+    "disaggregated_16": (DISAGG, ["hardware.cluster.nodes=16", 'cluster={"tp": 8, "replicas": 16, "prefill_replicas": 8}',
+                                  "serving.time_scale=1"],
+                         "16 HGX nodes (128 GPUs): 8 prefill + 8 decode TP=8 instances, the trace's own rate"),
+    "dense_1024": (DISAGG, ["hardware.cluster.nodes=128", 'cluster={"tp": 8, "replicas": 128, "prefill_replicas": 64}',
+                            "serving.time_scale=0.125"],
+                   "128 HGX nodes (1,024 GPUs): 64 prefill + 64 decode TP=8 instances, arrivals 8x denser"),
+}
+DEFAULT = ["serving", "replica_farm", "hgx_node", "disaggregated_2", "disaggregated_16"]
+
+
+def run_point(binary, name, out_root):
+    config, sets, _ = POINTS[name]
+    args = [str(binary), "run", str(config), "--out", str(out_root / name), "-q"]
+    for s in sets:
+        args += ["--set", s]
+    t0 = time.monotonic()
+    proc = subprocess.Popen(args, stderr=subprocess.PIPE)
+    _, status, ru = os.wait4(proc.pid, 0)
+    wall = time.monotonic() - t0
+    err = proc.stderr.read().decode()
+    proc.stderr.close()
+    if os.waitstatus_to_exitcode(status) != 0:
+        sys.exit(f"cluster_speed: {name} failed: {err.strip()}")
+    m = json.loads((out_root / name / "result.json").read_text())["metrics"]
+    return {
+        "point": name,
+        "gpus": sum(len(i.get("gpus", [i["gpu"]])) for i in m.get("instances", [{"gpu": "gpu"}])),
+        "instances": len(m.get("instances", [None])),
+        "requests": m["requests"],
+        "iterations": m["iterations"],
+        "cpu_s": ru.ru_utime + ru.ru_stime,
+        "wall_s": wall,
+        "max_rss_MB": ru.ru_maxrss / 1024,
+    }
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--binary", default=str(ROOT / "build" / "kvtier"))
+    ap.add_argument("--points", nargs="+", default=DEFAULT, choices=sorted(POINTS))
+    ap.add_argument("--json", help="also write the rows to this file")
+    a = ap.parse_args()
+    if not Path(a.binary).exists():
+        sys.exit(f"cluster_speed: no binary at {a.binary} (build it: cmake --build build --target kvtier)")
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in a.points:
+            rows.append(run_point(a.binary, name, Path(tmp)))
+            print(f"  {name}: {rows[-1]['cpu_s']:.1f} s CPU", file=sys.stderr)
+    base = next((r["cpu_s"] for r in rows if r["point"] == "serving"), None)
+    print("| point | what | GPUs | instances | iterations | CPU, s | x one GPU | wall, s | peak RSS, MB |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for r in rows:
+        ratio = f"{r['cpu_s'] / base:.1f}" if base else "-"
+        print(f"| {r['point']} | {POINTS[r['point']][2]} | {r['gpus']} | {r['instances']} | {r['iterations']:,} | "
+              f"{r['cpu_s']:.1f} | {ratio} | {r['wall_s']:.1f} | {r['max_rss_MB']:.0f} |")
+    if a.json:
+        Path(a.json).write_text(json.dumps(rows, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
