@@ -761,6 +761,9 @@ def main():
             # FlexGen's T4 table: a section of its own, written by bench/reproduce_flexgen.py.
             import reproduce_flexgen
             reproduce_flexgen.main(["--out", os.path.join(a.out, "flexgen"), "--doc", doc])
+            # Clusters: disaggregated against co-located serving (bench/reproduce_cluster.py).
+            import reproduce_cluster
+            reproduce_cluster.main(["--out", os.path.join(a.out, "cluster_disaggregation", "sweep.jsonl"), "--doc", doc])
     for r in rows:
         for line in compare(r):
             print(line)

@@ -311,9 +311,8 @@ def cost_model_table(results):
     return L
 
 
-def write_section(text, path):
-    """Replaces this section of `path` (from its heading to the next '## ' or the end), or appends it."""
-    head = "## FlexGen (T4 batch-size table)"
+def write_section(text, path, head="## FlexGen (T4 batch-size table)"):
+    """Replaces the section of `path` that starts with `head` (to the next '## ' or the end), or appends it."""
     old = open(path).read() if os.path.exists(path) else ""
     if head in old:
         start = old.index(head)

@@ -19,6 +19,7 @@
 #include "sim/core/footprint.h"
 #include "sim/core/progress.h"
 #include "sim/replay/replay.h"
+#include "sim/replay/replay_instances.h"
 #include "sim/core/result.h"
 #include "traces/oracle_general.h"
 #include "traces/request_synthetic.h"
@@ -30,9 +31,9 @@ namespace {
 
 struct ReplayCli {
   std::string trace, synthetic, model = "llama-13b", out, csv, semantics = "block", admission = "always", max_memory,
-      warmup;
+      warmup, route = "round_robin";
   std::vector<std::string> policies, capacities, tiers, policy_params;
-  uint32_t block_tokens = 0, repeat = 1;
+  uint32_t block_tokens = 0, repeat = 1, instances = 1;
   bool inclusive = false, no_promote = false, stack = false, timing = false, quiet = false, stream = false;
 };
 
@@ -158,6 +159,10 @@ std::vector<std::string> checked_policies(const ReplayCli& o) {
     if (a.find('.') == std::string::npos || a.find('=') == std::string::npos)
       throw ConfigError("--policy-param '" + a + "': expected POLICY.KEY=VALUE, e.g. lfu.keep_history=false");
   if (o.stream && o.stack) throw ConfigError("--stream: not with --stack-distance");
+  if (o.instances > 1 && (o.stream || o.stack))
+    throw ConfigError(std::string("--instances: not with ") + (o.stream ? "--stream" : "--stack-distance") +
+                      " (each instance's cache is replayed in memory)");
+  parse_replay_route(o.route, "--route");
   return policies;
 }
 
@@ -428,6 +433,15 @@ void replay_in_memory(const ReplayCli& o, const Input& in, const ReplayConfig& b
     for (uint64_t c0 : cap_blocks) {
       progress.update(done++);
       ReplayConfig c = run_config(base, p, c0, o.policy_params);
+      if (o.instances > 1) {
+        const InstancesResult ir =
+            replay_instances(s, c, o.instances, parse_replay_route(o.route, "--route"), &in.tails);
+        out.add(ir.total, c, "simulation", ir.total.references);
+        out.runs.back()["instances"] = o.instances;
+        out.runs.back()["route"] = o.route;
+        out.runs.back()["requests_per_instance"] = ir.requests;
+        continue;
+      }
       if (!next && replay_needs_next(c)) next = std::make_unique<NextReferences>(next_references(s, c.repeat));
       const ReplayResult res = replay(s, c, next.get(), &in.tails);
       out.add(res, c, "simulation", res.references);
@@ -485,7 +499,8 @@ int run_replay(ReplayCli& o) {
   } else {
     std::vector<ReplayConfig> run_configs;
     for (const auto& p : policies)
-      for (uint64_t c0 : cap_blocks) run_configs.push_back(run_config(base, p, c0, o.policy_params));
+      for (uint64_t c0 : cap_blocks)
+        for (uint32_t i = 0; i < o.instances; ++i) run_configs.push_back(run_config(base, p, c0, o.policy_params));
     // In memory the id map is gone before the runs: their state takes its place.
     commit_replay_state(run_configs, double(s.blocks()), double(in.n_refs), o.stream, o.stream ? 0 : map_bytes);
   }
@@ -607,6 +622,14 @@ std::function<int()> add_request_trace_commands(CLI::App& app, CLI::App& trace) 
   rp->add_flag("--stream", ro->stream,
                "memory bounded by the distinct blocks: read the trace twice instead of keeping its references "
                "(not with belady or --stack-distance)");
+  rp->add_option("--instances", ro->instances,
+                 "the caches of this many serving instances, each tier's capacity split equally among them, requests "
+                 "routed by --route (1: one pooled cache of the whole capacity)")
+      ->check(CLI::Range(1u, 4096u));
+  rp->add_option("--route", ro->route,
+                 "with --instances: round_robin, or longest_prefix (the instance caching the longest run of the "
+                 "request's leading blocks, among those given at most twice the least-used one's requests)")
+      ->capture_default_str();
   rp->add_option("--max-memory", ro->max_memory,
                  "refuse a replay estimated to need more memory than this (512M, 4G; default: the machine's "
                  "available memory less a tenth)");

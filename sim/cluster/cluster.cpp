@@ -429,6 +429,33 @@ void add_up(json& into, const json& more, const std::vector<std::string>& same, 
 
 // The cluster's metrics: every request's distributions as one serving run's,
 // each instance's own under `instances`, the platform's links and energy.
+// Per node of hardware.cluster: the instances whose first GPU is on it,
+// their requests and tokens, their GPUs' mean busy share, and the bytes the
+// node sent into and took from a star fabric through its port.
+json ClusterSimulation::node_metrics(const Hardware& hw, const std::vector<json>& per, const json& links) const {
+  json nodes = json::array();
+  for (size_t k = 0; k < hw.cluster.nodes; ++k) {
+    json node{{"node", "n" + std::to_string(k)}, {"instances", json::array()}};
+    double requests = 0, output = 0, busy = 0, count = 0;
+    for (size_t i = 0; i < inst_.size(); ++i) {
+      if (hw.node_of(inst_[i]->gpu_dev) != k) continue;
+      node["instances"].push_back(inst_[i]->gpu);
+      requests += per[i].value("requests", 0.0);
+      output += per[i].value("output_tokens", 0.0);
+      busy += per[i].value("gpu_busy_fraction", 0.0);
+      ++count;
+    }
+    node["requests"] = requests;
+    node["output_tokens"] = output;
+    node["gpu_busy_fraction"] = count > 0 ? busy / count : 0.0;
+    const std::string port = "n" + std::to_string(k) + ".fabric";
+    if (links.contains(port + ":up")) node["fabric_bytes_out"] = links[port + ":up"]["bytes"];
+    if (links.contains(port + ":down")) node["fabric_bytes_in"] = links[port + ":down"]["bytes"];
+    nodes.push_back(node);
+  }
+  return nodes;
+}
+
 json ClusterSimulation::metrics(double end) {
   const size_t n = inst_.size();
   std::vector<ServingRequest> all(stream_.reqs.size());
@@ -483,6 +510,8 @@ json ClusterSimulation::metrics(double end) {
   }
   m["instances"] = instances;
   m["links"] = link_metrics(*platform_, end);
+  const Hardware& hw = inst_[0]->sim->setup().hw;
+  if (hw.cluster.nodes > 1) m["nodes"] = node_metrics(hw, per, m["links"]);
   EnergyRun run;
   run.end_s = end;
   run.generated_tokens = m.at("output_tokens").get<double>();

@@ -29,6 +29,7 @@ class ServingSimulation;
 class RouterPolicy;
 class Platform;
 class Timeline;
+struct Hardware;
 
 ParamList cluster_run_params();  // the config's "cluster" section (hardware.cluster is the machines: models/cluster.h)
 
@@ -53,6 +54,7 @@ class ClusterSimulation {
   // instance's record with what the prefill instance did.
   ServingRequest served(size_t k) const;
   json metrics(double end);
+  json node_metrics(const Hardware& hw, const std::vector<json>& per, const json& links) const;
 
   json& cfg_;
   RequestStream stream_;

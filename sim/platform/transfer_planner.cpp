@@ -19,7 +19,7 @@ TransferPlanner::TransferPlanner(const EngineSetup& s, EngineCounters& c, Platfo
 void TransferPlanner::make_streams(const std::vector<std::pair<size_t, size_t>>& extra) {
   const Hardware& hw = s_.hw;
   const size_t n = hw.devices.size(), gpu = s_.gpu_dev;
-  streams_.assign(n * n, nullptr);
+  streams_.clear();
   const bool one_engine = hw.devices[gpu].model->copy_engines() == 1;
   Stream* engine_in = nullptr;
   Stream* engine_out = nullptr;
@@ -28,17 +28,17 @@ void TransferPlanner::make_streams(const std::vector<std::pair<size_t, size_t>>&
     return owned_.back().get();
   };
   auto want = [&](size_t a, size_t b) {
-    if (streams_[a * n + b]) return;
+    if (find_stream(a, b)) return;
     if (one_engine && a != b && (a == gpu || b == gpu)) {
       const size_t other = a == gpu ? b : a;
       if (hw.devices[other].model->role() == DeviceRole::Memory) {
         Stream*& e = b == gpu ? engine_in : engine_out;
         if (!e) e = make(hw.gpu + (b == gpu ? " copy engine in" : " copy engine out"));
-        streams_[a * n + b] = e;
+        streams_[pair_key(a, b)] = e;
         return;
       }
     }
-    streams_[a * n + b] = make(a == b ? hw.devices[a].name + " work" : hw.devices[a].name + "->" + hw.devices[b].name);
+    streams_[pair_key(a, b)] = make(a == b ? hw.devices[a].name + " work" : hw.devices[a].name + "->" + hw.devices[b].name);
   };
   std::vector<size_t> eps = s_.tier_dev;
   eps.push_back(gpu);
@@ -75,13 +75,25 @@ void TransferPlanner::make_streams(const std::vector<std::pair<size_t, size_t>>&
     }
   }
   if (s_.fpga_dev >= 0) want(static_cast<size_t>(s_.fpga_dev), static_cast<size_t>(s_.fpga_dev));
-  for (const auto& [a, b] : extra) want(a, b);
+  // KV pulled from other GPUs (disaggregated prefill) comes in through one
+  // stream, one pull at a time, in arrival order: a stream (an actor) per
+  // source GPU gave a decode instance of a 64-prefill-instance cluster 512
+  // actors, past what SimGrid's contexts can map.
+  Stream* peer_in = nullptr;
+  for (const auto& [a, b] : extra) {
+    if (b == gpu && a != gpu && hw.devices[a].kind == "gpu" && !find_stream(a, b)) {
+      if (!peer_in) peer_in = make(hw.gpu + " peer copies in");
+      streams_[pair_key(a, b)] = peer_in;
+    } else {
+      want(a, b);
+    }
+  }
   mirror_streams();
   if (s_.weights && s_.weights->homes().dram >= 0) {
     const size_t host = static_cast<size_t>(s_.weights->homes().dram);
     const std::string& hn = hw.devices[host].name;
-    act_in_ = one_engine ? streams_[host * n + gpu] : make("activations " + hn + "->" + hw.gpu);
-    act_out_ = one_engine ? streams_[gpu * n + host] : make("activations " + hw.gpu + "->" + hn);
+    act_in_ = one_engine ? find_stream(host, gpu) : make("activations " + hn + "->" + hw.gpu);
+    act_out_ = one_engine ? find_stream(gpu, host) : make("activations " + hw.gpu + "->" + hn);
   }
 }
 
@@ -89,24 +101,26 @@ void TransferPlanner::make_streams(const std::vector<std::pair<size_t, size_t>>&
 // (one copy engine a direction).
 void TransferPlanner::mirror_streams() {
   if (mirrors_.empty()) return;
-  const size_t n = s_.hw.devices.size();
   const size_t ranks = mirrors_[s_.gpu_dev].size();
+  // The first rank's pairs in (from, to) order, so that streams are made in
+  // the same order every run.
+  std::vector<std::pair<uint64_t, Stream*>> pairs(streams_.begin(), streams_.end());
+  std::sort(pairs.begin(), pairs.end());
   for (size_t r = 0; r < ranks; ++r) {
     std::unordered_map<Stream*, Stream*> made;
-    for (size_t a = 0; a < n; ++a)
-      for (size_t b = 0; b < n; ++b) {
-        Stream* st = streams_[a * n + b];
-        if (!st || mirrors_[a].empty() || mirrors_[b].empty()) continue;
-        const size_t ma = mirrors_[a][r], mb = mirrors_[b][r];
-        if (streams_[ma * n + mb]) continue;
-        Stream*& m = made[st];
-        if (!m) {
-          owned_.push_back(std::make_unique<Stream>(s_.hw.devices[ma].name + "->" + s_.hw.devices[mb].name, platform_,
-                                                    board_, timeline_));
-          m = owned_.back().get();
-        }
-        streams_[ma * n + mb] = m;
+    for (const auto& [k, st] : pairs) {
+      const size_t a = static_cast<size_t>(k >> 32), b = static_cast<size_t>(k & 0xffffffffu);
+      if (mirrors_[a].empty() || mirrors_[b].empty()) continue;
+      const size_t ma = mirrors_[a][r], mb = mirrors_[b][r];
+      if (find_stream(ma, mb)) continue;
+      Stream*& m = made[st];
+      if (!m) {
+        owned_.push_back(std::make_unique<Stream>(s_.hw.devices[ma].name + "->" + s_.hw.devices[mb].name, platform_,
+                                                  board_, timeline_));
+        m = owned_.back().get();
       }
+      streams_[pair_key(ma, mb)] = m;
+    }
   }
 }
 
@@ -125,8 +139,7 @@ void TransferPlanner::stop() {
 }
 
 Stream& TransferPlanner::stream(size_t from, size_t to) {
-  const size_t n = s_.hw.devices.size();
-  Stream* st = streams_[from * n + to];
+  Stream* st = find_stream(from, to);
   if (!st) throw std::logic_error("kvtier: no stream " + s_.hw.devices[from].name + "->" + s_.hw.devices[to].name);
   return *st;
 }

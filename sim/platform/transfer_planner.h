@@ -11,6 +11,7 @@
 
 #include <memory>
 #include <utility>
+#include <unordered_map>
 #include <vector>
 
 #include "sim/core/counters.h"
@@ -117,7 +118,15 @@ class TransferPlanner final : public MoveSink {
   JobBoard& board_;
   Timeline& timeline_;
   std::vector<std::unique_ptr<Stream>> owned_;
-  std::vector<Stream*> streams_;  // n x n by (from, to) device; pairs may share a stream (GPU copy engines)
+  // By (from, to) device, only the pairs a run copies between (a table of
+  // every pair is 16 million entries on a 4,096-device cluster); pairs may
+  // share a stream (GPU copy engines).
+  std::unordered_map<uint64_t, Stream*> streams_;
+  static uint64_t pair_key(size_t from, size_t to) { return (uint64_t(from) << 32) | uint64_t(to); }
+  Stream* find_stream(size_t from, size_t to) const {
+    const auto it = streams_.find(pair_key(from, to));
+    return it == streams_.end() ? nullptr : it->second;
+  }
   Stream* act_in_ = nullptr;      // activations host -> GPU
   Stream* act_out_ = nullptr;     // activations GPU -> host
   std::vector<Batch> batches_;           // (n+1) x (n+1) endpoints

@@ -229,3 +229,31 @@ def test_a_sweep_runs_cluster_points_on_the_cluster_engine(kvtier, tmp_path):
              for r in rows}
     assert roles[0] == ["both"] * 4 and roles[2] == ["prefill"] * 2 + ["decode"] * 2
     assert all(r["result"]["metrics"]["requests"] == 12 for r in rows)
+
+
+def test_a_prompts_kv_pulled_across_nodes_takes_the_routes_latency_plus_bytes_over_the_fabric(kvtier, tmp_path):
+    # Two HGX nodes on a star fabric of 50 GB/s ports; the prefill instance on
+    # node 0's gpu0, the decode instance on node 1's.
+    hw = ('hardware={"preset": "%s", "tiers": ["gpu0", "dram0", "ssd0"], "cluster": {"nodes": 2, '
+          '"fabric": {"nic": "port", "nic_GBps": 50, "latency_us": 1.0}}}' % HGX)
+    colo, _ = run(kvtier, tmp_path, "colo", MOONCAKE, hw, ONE_REQUEST, 'cluster={"replicas": 1}')
+    dis, _ = run(kvtier, tmp_path, "dis", MOONCAKE, hw, ONE_REQUEST,
+                 'cluster={"replicas": 2, "prefill_replicas": 1, "gpus": ["n0.gpu0", "n1.gpu0"]}')
+    kv = 8192 * 80 * 2 * 8 * 128 * 2
+    # GPU -> PCIe switch -> adapter -> port (1 + 1 + 0 us), the node's fabric
+    # port up and down (1 us each; the star's core adds none), and the same
+    # back down on node 1: 6 us; the bottleneck is a 50 GB/s port (PCIe 5.0
+    # x16 carries 57.6 GB/s of payload, the star's core 100 GB/s).
+    assert dis["ttft_s"]["mean"] - colo["ttft_s"]["mean"] == pytest.approx(6e-6 + kv / 50e9, rel=1e-9)
+    moved = {k for k, v in dis["links"].items() if v["bytes"] == kv}
+    assert {"n0.fabric:up", "fabric.core", "n1.fabric:down", "n0.pcie_gpu0:n0.gpu0->n0.pcie_sw0",
+            "n1.pcie_gpu0:n1.pcie_sw0->n1.gpu0"} <= moved
+    # Per node: its instances, and what it sent into and took from the fabric.
+    n0, n1 = dis["nodes"]
+    assert (n0["node"], n0["instances"], n1["instances"]) == ("n0", ["n0.gpu0"], ["n1.gpu0"])
+    assert n0["fabric_bytes_out"] == n1["fabric_bytes_in"] == kv and n0["fabric_bytes_in"] == n1["fabric_bytes_out"] == 0
+    assert "nodes" not in colo or all(n["fabric_bytes_out"] == 0 for n in colo["nodes"])
+    # A slower fabric never makes it faster.
+    slow, _ = run(kvtier, tmp_path, "slow", MOONCAKE, hw.replace('"nic_GBps": 50', '"nic_GBps": 12.5'), ONE_REQUEST,
+                  'cluster={"replicas": 2, "prefill_replicas": 1, "gpus": ["n0.gpu0", "n1.gpu0"]}')
+    assert slow["ttft_s"]["mean"] - colo["ttft_s"]["mean"] == pytest.approx(6e-6 + kv / 12.5e9, rel=1e-9)

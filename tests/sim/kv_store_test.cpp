@@ -297,3 +297,63 @@ TEST_CASE("kv store: eviction sizes itself by the room a reservation leaves (pre
   REQUIRE(m.contains("ttft_s"));
   CHECK(m["prefill_staging_peak_bytes"].get<double>() <= 1.9 * seq_layer);
 }
+
+TEST_CASE("kv store: a prefix-cache load reads the cached bytes into the block's tier, after the cache's write") {
+  KvRig r(4, 100);
+  r.allocate(0, 0);  // on the GPU
+  const JobId j = r.kv->load_cached(0, 1, 0, 3000.0, 7);
+  REQUIRE(r.sink.moves.size() == 1);
+  CHECK(r.sink.moves[0].from == 1);
+  CHECK(r.sink.moves[0].to == 0);
+  CHECK(r.sink.moves[0].bytes == 3000.0);
+  CHECK(r.sink.moves[0].wait_for == 7);
+  CHECK(r.kv->pending(0) == j);  // attention reading block 0 waits for it
+  CHECK(r.kv->pending_src(0) == KvStore::kNoSource);
+  // Cached in the block's own tier: the data is there, nothing moves.
+  KvRig d(0 + 1, 100);
+  d.allocate(0, 1);  // block 0 written down to DRAM, block 1 on the GPU
+  REQUIRE(d.where(0) == 1);
+  const size_t before = d.sink.moves.size();
+  CHECK(d.kv->load_cached(0, 1, 0, 3000.0, kNoJob) == kNoJob);
+  CHECK(d.sink.moves.size() == before);
+}
+
+TEST_CASE("kv store: room goes to the oldest drain no layer in flight reads, the drains behind keep their order") {
+  // HKM demotes DRAM (4 blocks) down to its watermark (2) in the background:
+  // two writes to the SSD still in flight are DRAM's drains, oldest first.
+  KvRig r(2, 4, json{{"name", "hkm"}, {"watermark", 0.5}});
+  r.allocate(0, 5);  // blocks 0..3 written down to DRAM, 4 and 5 on the GPU
+  REQUIRE(r.tier(1).used_blocks == 4);
+  r.kv->background_demotion();
+  REQUIRE(r.tier(1).draining_blocks == 2);
+  REQUIRE(r.sink.moves.size() == 6);
+  const JobId first_write = 5, second_write = 6;
+  BlockId first = kNoBlock, second = kNoBlock;
+  for (BlockId b = 0; b < 9; ++b) {
+    if (r.kv->pending(b) == first_write) first = b;
+    if (r.kv->pending(b) == second_write) second = b;
+  }
+  REQUIRE(first != kNoBlock);
+  REQUIRE(second != kNoBlock);
+  CHECK(r.kv->pending_src(first) == 1);
+  CHECK(r.kv->pending_src(second) == 1);
+  // A layer in flight reads the oldest drain's block (where its data still is).
+  r.kv->set_clock(20, 0);
+  r.kv->touch(first, 0.f);
+  r.kv->pin_from(20);
+  std::vector<JobId> waits;
+  r.kv->take_room_waits(waits);  // the GPU's rooms above, handed out before
+  waits.clear();
+  // DRAM is full (2 blocks and 2 drains): the room goes to the second drain.
+  REQUIRE(r.kv->make_room(1));
+  CHECK(r.tier(1).draining_blocks == 1);
+  CHECK(r.kv->pending_src(first) == 1);  // still read from DRAM
+  CHECK(r.kv->pending_src(second) == KvStore::kNoSource);  // read after its write lands, from the SSD
+  r.kv->take_room_waits(waits);
+  CHECK(waits == std::vector<JobId>{second_write});
+  // Its write lands later than the first one's: reclaiming waits for the first, which is still in order.
+  r.sink.finish(first_write);
+  r.kv->pin_from(21);
+  r.kv->reclaim_drains();
+  CHECK(r.tier(1).draining_blocks == 0);
+}
