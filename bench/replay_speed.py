@@ -93,7 +93,7 @@ def run(a, tmp):
     rows = []
     for p in a.policies.split(","):
         kv = [a.kvtier, "replay", a.trace, "--repeat", str(a.repeat), "-p", p, "-c", str(a.capacity),
-              "--policy-param", "lfu.keep_history=false", "-q", "-o", result]
+              "-q", "-o", result] + (["--policy-param", "lfu.keep_history=false"] if p == "lfu" else [])
         subprocess.run(kv, check=True, capture_output=True, text=True)
         run = json.load(open(result))["runs"][0]
         refs, kv_miss = run["references"], run["misses"] / run["references"]

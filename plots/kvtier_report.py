@@ -9,7 +9,9 @@ A run's page shows tokens/s, TPOT, TTFT, recall, GPU busy, per-tier and
 per-link figures, a timeline and a per-step breakdown when the run has a
 timeline (--timeline, or timeline.json next to result.json) and steps.csv.
 A sweep's page shows the best point, a heatmap over its first two axes, a
-line plot against its first axis and speedups over point 0.
+line plot against its first axis and speedups over point 0. A cache replay's
+page (the JSON of `kvtier replay -o`) shows hit ratio, miss ratio and byte
+miss ratio against capacity per policy, and every run in a table.
 """
 
 import argparse
@@ -304,14 +306,86 @@ def sweep_page(path):
     return parts
 
 
+def replay_page(path, obj):
+    """A `kvtier replay -o` result: what was replayed, the best policy at
+    each capacity, the hit ratio and miss ratio curves, every run."""
+    runs = obj["runs"]
+    warm = obj.get("warmup_requests", 0) or 0
+    parts = ["<h1>kvtier cache replay: %s</h1>" % html.escape(os.path.basename(str(obj.get("trace", path)))),
+             "<p>%s</p>" % html.escape("kvtier %s; %s requests, %s block references, %s distinct %s-token blocks of "
+                                       "%s; %s semantics, %s tiers%s" % (
+                                           obj.get("kvtier_version", "?"), "{:,}".format(obj.get("requests", 0)),
+                                           "{:,}".format(obj.get("references", 0)),
+                                           "{:,}".format(obj.get("distinct_blocks", 0)), obj.get("block_tokens"),
+                                           obj.get("model"), obj.get("semantics"),
+                                           "inclusive" if obj.get("inclusive") else "exclusive",
+                                           "; the first %d requests warm the cache, uncounted" % warm if warm else ""))]
+    by_cap = {}
+    for r in runs:
+        top = r["tiers"][0]
+        pol = top["policy"]["name"] if isinstance(top["policy"], dict) else str(top["policy"])
+        by_cap.setdefault(top["capacity_blocks"], []).append((r.get("miss_ratio", 1 - r["hit_ratio"]), pol))
+    kf = [("runs", str(len(runs)))]
+    for cap in sorted(by_cap):
+        # Belady knows the future: the bound, beside the best policy that does not.
+        online = [x for x in by_cap[cap] if x[1] != "belady"]
+        bound = [m for m, p in by_cap[cap] if p == "belady"]
+        if online:
+            miss, pol = min(online)
+            kf.append(("least misses at %s blocks" % "{:,}".format(cap), "%s (miss ratio %s%s)" % (
+                pol, fmt(miss), "; Belady %s" % fmt(bound[0]) if bound else "")))
+        elif bound:
+            kf.append(("Belady at %s blocks" % "{:,}".format(cap), "miss ratio %s" % fmt(bound[0])))
+    parts.append('<h2>Key figures</h2><div id="key-figures">%s</div>' % table_html(["figure", "value"], kf))
+    figs = []
+    series, cap = kp.load_capacity(path)
+    unbounded, title = kp.capacity_context(path)
+    fig, _ = kp.plot_capacity(series, cap, title, unbounded)
+    figs.append(figure_html("fig-capacity", fig, "Hit ratio against cache capacity, a line per policy"))
+    if all("miss_ratio" in r and "byte_miss_ratio" in r for r in runs):
+        series, cap = kp.load_mrc(path)
+        cold, title = kp.mrc_context(path)
+        fig, _ = kp.plot_mrc(series, cap, title, cold)
+        figs.append(figure_html("fig-mrc", fig, "Miss ratio and byte miss ratio against cache capacity"))
+    parts.append('<h2>Figures</h2><div id="figures">%s</div>' % "\n".join(figs))
+    rows = []
+    for r in runs:
+        top = r["tiers"][0]
+        pol = top["policy"]["name"] if isinstance(top["policy"], dict) else str(top["policy"])
+        rows.append((pol, "{:,}".format(top["capacity_blocks"]), kr.human_bytes(top.get("capacity_bytes")),
+                     fmt(r["hit_ratio"]), fmt(r.get("miss_ratio")), fmt(r.get("byte_miss_ratio")),
+                     r.get("method", "")))
+    parts.append('<h2>Runs</h2><div id="runs">%s</div>' % table_html(
+        ["policy", "capacity (blocks)", "capacity", "hit ratio", "miss ratio", "byte miss ratio", "method"], rows))
+    options = {k: v for k, v in obj.items() if k not in ("runs", "resources")}
+    parts.append("<h2>Resolved configuration</h2><details open><summary>replay</summary><pre id=\"config\">%s</pre>"
+                 "</details>" % html.escape(json.dumps(options, indent=2, sort_keys=True)))
+    return parts
+
+
+def replay_result(path):
+    """The JSON of `kvtier replay -o`, or None for anything else."""
+    if not path.endswith(".json") or not os.path.isfile(path):
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            obj = json.load(f)
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None  # load_result says what is wrong with it
+    return obj if isinstance(obj, dict) and obj.get("command") == "replay" and isinstance(obj.get("runs"), list) else None
+
+
 def render(inp, timeline=None):
     if os.path.isdir(inp):
         run_dir = inp
         inp = os.path.join(inp, "result.json")
     else:
         run_dir = os.path.dirname(inp)
+    replay = replay_result(inp)
     if inp.endswith(".jsonl") or inp.endswith(".csv"):
         parts = sweep_page(inp)
+    elif replay is not None:
+        parts = replay_page(inp, replay)
     else:
         result = kr.load_result(inp)
         if timeline is None:
@@ -338,7 +412,7 @@ def main(argv=None):
     if argv[:1] == ["--as"] and len(argv) >= 2:
         prog, argv = argv[1], argv[2:]
     ap = _Parser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("input", help="result.json, a run folder, or a sweep's .jsonl or .csv")
+    ap.add_argument("input", help="result.json, a run folder, a sweep's .jsonl or .csv, or kvtier replay's JSON")
     ap.add_argument("-o", "--output", default="report.html")
     ap.add_argument("--timeline", help="the run's --timeline file (default: timeline.json beside result.json)")
     args = ap.parse_args(argv)

@@ -216,8 +216,8 @@ ReplayResult replay(const BlockStream& s, ReplayConfig& c, const NextReferences*
   const bool sized = tails && !tails->empty();
   std::vector<uint64_t>& hits = h.hits_;
   // Room left in the last blocks: in total, and per tier that served them.
-  std::vector<uint64_t> short_(T, 0);
-  uint64_t short_total = 0, warm_refs = 0, seen_requests = 0;
+  std::vector<uint64_t> tail_room(T, 0);
+  uint64_t tail_room_total = 0, warm_refs = 0, seen_requests = 0;
   const uint32_t* refs = s.refs.data();
   for (uint32_t rep = 0; rep < c.repeat; ++rep) {
     uint64_t i = 0;
@@ -234,14 +234,14 @@ ReplayResult replay(const BlockStream& s, ReplayConfig& c, const NextReferences*
       }
       if (sized && i > first) {
         const uint32_t room = c.block_tokens - std::min((*tails)[r], c.block_tokens);
-        short_total += room;
-        if (last < T) short_[last] += room;
+        tail_room_total += room;
+        if (last < T) tail_room[last] += room;
       }
       if (++seen_requests == c.warmup_requests) {  // the warm-up ends: counting starts afresh
         std::fill(hits.begin(), hits.end(), 0);
         std::fill(h.bypassed_.begin(), h.bypassed_.end(), 0);
-        std::fill(short_.begin(), short_.end(), 0);
-        short_total = 0;
+        std::fill(tail_room.begin(), tail_room.end(), 0);
+        tail_room_total = 0;
         warm_refs = uint64_t(rep) * s.refs.size() + i;
       }
     }
@@ -249,14 +249,14 @@ ReplayResult replay(const BlockStream& s, ReplayConfig& c, const NextReferences*
   ReplayResult res;
   res.requests = seen_requests - std::min(seen_requests, c.warmup_requests);
   res.references = uint64_t(s.refs.size()) * c.repeat - warm_refs;
-  res.tokens = res.references * c.block_tokens - short_total;
+  res.tokens = res.references * c.block_tokens - tail_room_total;
   for (uint32_t t = 0; t < T; ++t) {
     ReplayTierResult tr;
     tr.name = c.tiers[t].name;
     tr.policy = c.tiers[t].policy;
     tr.capacity_blocks = c.tiers[t].capacity_blocks;
     tr.hits = hits[t];
-    tr.hit_tokens = hits[t] * c.block_tokens - short_[t];
+    tr.hit_tokens = hits[t] * c.block_tokens - tail_room[t];
     tr.bypassed = h.bypassed_[t];
     res.tiers.push_back(tr);
   }
@@ -266,7 +266,7 @@ ReplayResult replay(const BlockStream& s, ReplayConfig& c, const NextReferences*
 
 ReplaySession::ReplaySession(ReplayConfig& c, uint64_t blocks) : c_(c) {
   check_config(c);
-  short_.assign(c.tiers.size(), 0);
+  tail_room_.assign(c.tiers.size(), 0);
   if (replay_needs_next(c))
     throw ConfigError("replay: a policy that needs the future (belady) needs the whole stream in memory, not --stream");
   if (blocks >= 0xFFFFFFFFull) throw ConfigError("replay: more than 2^32 - 2 distinct blocks");
@@ -288,16 +288,16 @@ void ReplaySession::request(const uint32_t* refs, size_t n, uint32_t tail_tokens
   }
   if (tail_tokens && n) {
     const uint32_t room = c_.block_tokens - std::min(tail_tokens, c_.block_tokens);
-    short_total_ += room;
-    if (last < T) short_[last] += room;
+    tail_room_total_ += room;
+    if (last < T) tail_room_[last] += room;
   }
   refs_ += n;
   ++requests_;
   if (!warm_ && requests_ == c_.warmup_requests) {  // the warm-up ends: counting starts afresh
     std::fill(h_->hits_.begin(), h_->hits_.end(), 0);
     std::fill(h_->bypassed_.begin(), h_->bypassed_.end(), 0);
-    std::fill(short_.begin(), short_.end(), 0);
-    refs_ = requests_ = short_total_ = 0;
+    std::fill(tail_room_.begin(), tail_room_.end(), 0);
+    refs_ = requests_ = tail_room_total_ = 0;
     warm_ = true;
   }
 }
@@ -315,14 +315,14 @@ ReplayResult ReplaySession::result() const {
   ReplayResult res;
   res.requests = requests_;
   res.references = refs_;
-  res.tokens = refs_ * c_.block_tokens - short_total_;
+  res.tokens = refs_ * c_.block_tokens - tail_room_total_;
   for (uint32_t t = 0; t < h_->tiers(); ++t) {
     ReplayTierResult tr;
     tr.name = c_.tiers[t].name;
     tr.policy = c_.tiers[t].policy;
     tr.capacity_blocks = c_.tiers[t].capacity_blocks;
     tr.hits = h_->hits_[t];
-    tr.hit_tokens = h_->hits_[t] * c_.block_tokens - short_[t];
+    tr.hit_tokens = h_->hits_[t] * c_.block_tokens - tail_room_[t];
     tr.bypassed = h_->bypassed_[t];
     res.tiers.push_back(tr);
   }

@@ -133,9 +133,9 @@ class ReplaySession {
  private:
   ReplayConfig& c_;
   std::unique_ptr<ReplayHierarchy> h_;
-  uint64_t refs_ = 0, requests_ = 0, short_total_ = 0;
+  uint64_t refs_ = 0, requests_ = 0, tail_room_total_ = 0;
   bool warm_ = false;  // the warm-up is over (counters were reset once)
-  std::vector<uint64_t> short_;  // per tier: room left in the last blocks it served
+  std::vector<uint64_t> tail_room_;  // per tier: room left in the last blocks it served
 };
 
 // Whether any tier's policy needs next-reference times.

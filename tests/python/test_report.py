@@ -163,3 +163,28 @@ def test_report_bad_input(kvtier, tmp_path):
     p = kvtier("report", tmp_path / "nothing.json", "-o", tmp_path / "r.html", cwd=tmp_path)
     assert p.returncode == 2 and "nothing.json" in p.stderr and len(p.stderr.splitlines()) == 1, p.stderr
     assert not (tmp_path / "r.html").exists()
+
+
+def test_replay_report(kvtier, tmp_path):
+    """A cache replay's page: the best online policy per capacity beside
+    Belady's bound, the hit ratio and miss ratio curves, every run."""
+    out = tmp_path / "replay.json"
+    slice_ = ROOT / "tests" / "data" / "mooncake_conversation_head1500.jsonl"
+    p = kvtier("replay", slice_, "-p", "lru,s3fifo,belady", "-c", "1%,10%", "--warmup", "100", "-o", out, "-q",
+               cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    page = tmp_path / "replay.html"
+    p = kvtier("report", out, "-o", page, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    html = page.read_text()
+    check_static(html)
+    runs = json.loads(out.read_text())["runs"]
+    for cap in {r["tiers"][0]["capacity_blocks"] for r in runs}:
+        at = {r["tiers"][0]["policy"]["name"]: r["miss_ratio"] for r in runs if r["tiers"][0]["capacity_blocks"] == cap}
+        best = min((m, pol) for pol, m in at.items() if pol != "belady")
+        assert "%s (miss ratio %.4g; Belady %.4g)" % (best[1], best[0], at["belady"]) in html
+    assert "the first 100 requests warm the cache, uncounted" in html
+    for fig in ("fig-capacity", "fig-mrc"):
+        assert 'id="%s"' % fig in html, fig
+    assert html.count("<tr>") == (1 + 3) + (1 + 6)  # key figures: header, runs, 2 capacities; runs: header, 6
+    check_rendered(page, tmp_path, 2)
