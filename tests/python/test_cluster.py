@@ -102,6 +102,10 @@ def test_instances_sharing_host_memory_get_a_share_each(kvtier, tmp_path):
     assert one["tiers"]["dram"]["peak_bytes"] > 16e9
     peaks = [i["tiers"]["dram"]["peak_bytes"] for i in four["instances"]]
     assert max(peaks) <= 16e9 and min(peaks) > 8e9, peaks
+    # The cluster's tier: the instances' bytes summed, its peak their peaks'
+    # sum (at least the mean of the sum).
+    assert four["tiers"]["dram"]["peak_bytes"] == pytest.approx(sum(peaks), rel=1e-12)
+    assert four["tiers"]["dram"]["peak_bytes"] >= four["tiers"]["dram"]["mean_bytes"]
     assert four["kv_pool_blocks"] == 4 * one["kv_pool_blocks"]
 
 
