@@ -18,7 +18,7 @@ TransferPlanner::TransferPlanner(const EngineSetup& s, EngineCounters& c, Platfo
 
 void TransferPlanner::make_streams(const std::vector<std::pair<size_t, size_t>>& extra) {
   const Hardware& hw = s_.hw;
-  const size_t n = hw.devices.size(), gpu = s_.gpu_dev;
+  const size_t gpu = s_.gpu_dev;
   streams_.clear();
   const bool one_engine = hw.devices[gpu].model->copy_engines() == 1;
   Stream* engine_in = nullptr;
