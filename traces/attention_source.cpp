@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include "models/param.h"
 #include "traces/attention_binary.h"
 #include "traces/synthetic.h"
 #include "traces/synthetic_patterns.h"
@@ -10,8 +11,28 @@ namespace kvtier {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+// The nearest name among the files of `path`'s folder, for a misspelt one.
+std::string nearest_sibling(const std::string& path) {
+  std::error_code ec;
+  const fs::path p(path);
+  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  std::vector<std::string> names;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end && names.size() < 10000; it.increment(ec))
+    if (it->is_regular_file(ec)) names.push_back(it->path().filename().string());
+  const std::string n = nearest(p.filename().string(), names);
+  return n.empty() ? n : (p.has_parent_path() ? (dir / n).string() : n);
+}
+
+}  // namespace
+
 std::unique_ptr<AttentionFileSource> open_attention_file(const std::string& path) {
-  if (!fs::is_regular_file(path)) throw ConfigError(path + ": no such attention trace file");
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) {
+    const std::string hint = path.size() > 1000 ? std::string() : nearest_sibling(path);
+    throw ConfigError(path + ": no such attention trace file" + (hint.empty() ? "" : " (did you mean '" + hint + "'?)"));
+  }
   if (is_binary_trace(path)) return std::make_unique<BinaryTraceReader>(path);
   return std::make_unique<JsonlTraceReader>(path);
 }

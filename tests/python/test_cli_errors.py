@@ -157,3 +157,10 @@ def test_step_csv_failure_leaves_no_result(kvtier, tmp_path):
     assert sorted(x.name for x in out.iterdir()) == ["steps.csv"]
     assert not (tmp_path / "tl").exists()
     assert not list(tmp_path.rglob("*.tmp"))
+
+
+def test_a_misspelt_attention_trace_gets_the_nearest_name(kvtier, tmp_path):
+    (tmp_path / "captured.trace").write_bytes(b"")
+    p = kvtier("trace", "stats", "captured.trac", cwd=tmp_path)
+    assert p.returncode == 2 and p.stderr.count("\n") == 1
+    assert "captured.trac: no such attention trace file (did you mean 'captured.trace'?)" in p.stderr, p.stderr
