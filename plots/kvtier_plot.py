@@ -428,6 +428,28 @@ def plot_bars(results, baseline, metric, title=None):
     return fig, dict(zip(labels, speedup))
 
 
+def _replay_json_points(path, unit, fields, hint=""):
+    """From `kvtier replay`'s JSON (-o): {policy: [(top tier's capacity,
+    run[field] for each field)]}, the capacity in blocks or GiB."""
+    obj = kr._load_json(path)
+    runs = obj.get("runs") if isinstance(obj, dict) else None
+    if not isinstance(runs, list) or not runs:
+        raise kr.ResultError("%s: not a kvtier replay result (no \"runs\"): expected the JSON of "
+                             "`kvtier replay --out`" % path)
+    key = "capacity_bytes" if unit == "GiB" else "capacity_blocks"
+    out = {}
+    for i, r in enumerate(runs):
+        try:
+            top = r["tiers"][0]
+            pol = top["policy"]["name"] if isinstance(top["policy"], dict) else str(top["policy"])
+            cap = float(top[key]) / (2 ** 30 if unit == "GiB" else 1)
+            out.setdefault(pol, []).append((cap,) + tuple(float(r[f]) for f in fields))
+        except (KeyError, IndexError, TypeError, ValueError):
+            raise kr.ResultError("%s: runs[%d]: expected tiers[0].policy, tiers[0].%s and %s%s"
+                                 % (path, i, key, " and ".join(fields), hint))
+    return out
+
+
 def load_capacity(path, unit="blocks"):
     """Hit ratio against capacity per policy, from `kvtier replay`'s JSON (-o)
     or CSV (--csv: one row per run and tier; the top tier's rows are used, its
@@ -435,23 +457,7 @@ def load_capacity(path, unit="blocks"):
     policy,capacity,hit_ratio. Returns ({policy: [(capacity, hit_ratio)]},
     capacity column name); unit "GiB" reads a replay JSON's capacity_bytes."""
     if path.endswith(".json"):
-        obj = kr._load_json(path)
-        runs = obj.get("runs") if isinstance(obj, dict) else None
-        if not isinstance(runs, list) or not runs:
-            raise kr.ResultError("%s: not a kvtier replay result (no \"runs\"): expected the JSON of "
-                                 "`kvtier replay --out`" % path)
-        key = "capacity_bytes" if unit == "GiB" else "capacity_blocks"
-        out = {}
-        for i, r in enumerate(runs):
-            try:
-                top = r["tiers"][0]
-                pol = top["policy"]["name"] if isinstance(top["policy"], dict) else str(top["policy"])
-                cap = float(top[key]) / (2 ** 30 if unit == "GiB" else 1)
-                out.setdefault(pol, []).append((cap, float(r["hit_ratio"])))
-            except (KeyError, IndexError, TypeError, ValueError):
-                raise kr.ResultError("%s: runs[%d]: expected tiers[0].policy, tiers[0].%s and hit_ratio"
-                                     % (path, i, key))
-        return out, ("capacity_GiB" if unit == "GiB" else "capacity_blocks")
+        return _replay_json_points(path, unit, ("hit_ratio",)), ("capacity_GiB" if unit == "GiB" else "capacity_blocks")
     try:
         with open(path, newline="", encoding="utf-8") as f:
             rows = list(csv.DictReader(f))
@@ -509,24 +515,8 @@ def load_mrc(path, unit="blocks"):
     ({policy: [(capacity, miss_ratio, byte_miss_ratio)]}, capacity column)."""
     need = ("miss_ratio", "byte_miss_ratio")
     if path.endswith(".json"):
-        obj = kr._load_json(path)
-        runs = obj.get("runs") if isinstance(obj, dict) else None
-        if not isinstance(runs, list) or not runs:
-            raise kr.ResultError("%s: not a kvtier replay result (no \"runs\"): expected the JSON of "
-                                 "`kvtier replay --out`" % path)
-        key = "capacity_bytes" if unit == "GiB" else "capacity_blocks"
-        out = {}
-        for i, r in enumerate(runs):
-            try:
-                top = r["tiers"][0]
-                pol = top["policy"]["name"] if isinstance(top["policy"], dict) else str(top["policy"])
-                cap = float(top[key]) / (2 ** 30 if unit == "GiB" else 1)
-                out.setdefault(pol, []).append((cap, float(r[need[0]]), float(r[need[1]])))
-            except (KeyError, IndexError, TypeError, ValueError):
-                raise kr.ResultError("%s: runs[%d]: expected tiers[0].policy, tiers[0].%s, miss_ratio and "
-                                     "byte_miss_ratio (a replay of kvtier 0.x before them? run it again)"
-                                     % (path, i, key))
-        return out, ("capacity_GiB" if unit == "GiB" else "capacity_blocks")
+        return (_replay_json_points(path, unit, need, " (a replay of kvtier 0.x before them? run it again)"),
+                "capacity_GiB" if unit == "GiB" else "capacity_blocks")
     try:
         with open(path, newline="", encoding="utf-8") as f:
             rows = list(csv.DictReader(f))

@@ -134,13 +134,18 @@ class Iterations:
         return self.cols[name]
 
 
-def iterations_beside(path):
-    """iterations.csv for a result.json, a run folder or the CSV itself."""
+def csv_beside(path, name):
+    """The run's CSV `name` for a result.json, a run folder or the CSV itself."""
     if os.path.isdir(path):
-        return os.path.join(path, "iterations.csv")
+        return os.path.join(path, name)
     if path.endswith(".csv"):
         return path
-    return os.path.join(os.path.dirname(os.path.abspath(path)), "iterations.csv")
+    return os.path.join(os.path.dirname(os.path.abspath(path)), name)
+
+
+def iterations_beside(path):
+    """iterations.csv for a result.json, a run folder or the CSV itself."""
+    return csv_beside(path, "iterations.csv")
 
 
 def time_unit(span_s):
@@ -255,11 +260,7 @@ def plot_occupancy_over_time(ax, it, result=None):
 
 def requests_beside(path):
     """requests.csv for a result.json, a run folder or the CSV itself."""
-    if os.path.isdir(path):
-        return os.path.join(path, "requests.csv")
-    if path.endswith(".csv"):
-        return path
-    return os.path.join(os.path.dirname(os.path.abspath(path)), "requests.csv")
+    return csv_beside(path, "requests.csv")
 
 
 def result_beside(path):

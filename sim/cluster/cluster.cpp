@@ -494,24 +494,18 @@ json ClusterSimulation::metrics(double end) {
         if (part["tiers"].contains(names[t])) tiers[own[t]] = part["tiers"][names[t]];
       part["tiers"] = tiers;
       add_up(sums, part, {"distinct_blocks", "block_tokens"}, {"peak_bytes", "years_to_wear_out"});
-    }
-    // A tier's peak over the cluster: the instances' peaks summed (each
-    // instance's share of its devices is its own; they need not peak at
-    // once, so an upper bound on the simultaneous peak); the first drive to
-    // wear out sets the tier's years.
-    for (size_t i = 0; i < n; ++i) {
-      const auto& names = inst_[i]->sim->tier_names();
-      const auto& own = inst_[0]->sim->tier_names();
-      for (size_t t = 0; t < names.size() && t < own.size(); ++t) {
-        if (!per[i]["tiers"].contains(names[t]) || !sums["tiers"].contains(own[t])) continue;
-        const json& mine = per[i]["tiers"][names[t]];
-        json& total = sums["tiers"][own[t]];
+      // A tier's peak over the cluster: the instances' peaks summed (each
+      // instance's share of its devices is its own; they need not peak at
+      // once, so an upper bound on the simultaneous peak); the first drive
+      // to wear out sets the tier's years.
+      for (auto& [name, mine] : tiers.items()) {
+        json& total = sums["tiers"][name];
         if (mine.contains("peak_bytes"))
           total["peak_bytes"] = (i == 0 ? 0.0 : total["peak_bytes"].get<double>()) + mine["peak_bytes"].get<double>();
-        if (mine.contains("years_to_wear_out") && mine["years_to_wear_out"].is_number() &&
-            (i == 0 || !total["years_to_wear_out"].is_number() ||
-             mine["years_to_wear_out"].get<double>() < total["years_to_wear_out"].get<double>()))
-          total["years_to_wear_out"] = mine["years_to_wear_out"];
+        const json& years = mine.contains("years_to_wear_out") ? mine["years_to_wear_out"] : json();
+        if (years.is_number() && (i == 0 || !total["years_to_wear_out"].is_number() ||
+                                  years.get<double>() < total["years_to_wear_out"].get<double>()))
+          total["years_to_wear_out"] = years;
       }
     }
     for (const char* k : {"swap_bytes", "prefix_cache", "kv_pool_blocks", "ssd_bytes_written", "tiers"}) m[k] = sums[k];
