@@ -13,6 +13,7 @@
 #include "sim/core/timeline.h"
 #include "sim/engine/energy_metrics.h"
 #include "sim/engine/engine_metrics.h"
+#include "sim/platform/collective.h"
 #include "sim/platform/platform.h"
 #include "sim/serving/serving.h"
 #include "sim/serving/serving_metrics.h"
@@ -357,6 +358,59 @@ ServingRequest ClusterSimulation::served(size_t k) const {
   return r;
 }
 
+// Per instance: whether nothing but its own all-reduces can ever cross the
+// links they take (then they run as closed forms, sim/platform/collective.h).
+// Every other byte the cluster moves goes between a rank's GPU and its tier
+// devices (KV, the prefix cache, weights; both ways), between two of those
+// tiers, between a prefill and a decode GPU of the same rank, or across the
+// fabric through a node's gateway: every such route is listed here, and a
+// new kind of transfer between instances must be listed too.
+std::vector<bool> ClusterSimulation::allreduce_alone(bool through_switch) const {
+  const Hardware& hw = inst_[0]->sim->setup().hw;
+  const Platform& p = *platform_;
+  std::vector<uint8_t> used(p.stats().size(), 0);
+  auto mark = [&](size_t a, size_t b) {
+    if (a == b) return;
+    for (uint32_t s : p.route(a, b).stats) used[s] = 1;
+    for (uint32_t s : p.route(b, a).stats) used[s] = 1;
+  };
+  for (const auto& in : inst_)
+    for (size_t r = 0; r < in->gpus.size(); ++r) {
+      const std::vector<size_t>& tiers = in->rank_tiers[r];
+      for (size_t t = 1; t < tiers.size(); ++t) {
+        mark(in->gpus[r], tiers[t]);
+        for (size_t u = 1; u < t; ++u) mark(tiers[u], tiers[t]);
+      }
+    }
+  auto gateway = [&](size_t dev) { return static_cast<size_t>(hw.device_index(hw.node_of(dev), hw.cluster.fabric.nic)); };
+  if (hw.nodes() > 1)
+    for (const auto& in : inst_)
+      for (size_t g : in->gpus) mark(g, gateway(g));
+  for (size_t i = 0; i < prefill_; ++i)
+    for (size_t j = prefill_; j < inst_.size(); ++j)
+      for (size_t r = 0; r < inst_[i]->gpus.size(); ++r) {
+        const size_t a = inst_[i]->gpus[r], b = inst_[j]->gpus[r];
+        if (hw.node_of(a) == hw.node_of(b)) {
+          mark(a, b);
+        } else {
+          mark(a, gateway(a));
+          mark(gateway(b), b);
+        }
+      }
+  const CollectiveAlgorithm algo = through_switch ? CollectiveAlgorithm::Switch : CollectiveAlgorithm::Ring;
+  std::vector<std::vector<uint32_t>> links(inst_.size());
+  std::vector<uint8_t> collectives(used.size(), 0);  // instances whose all-reduces cross each link
+  for (size_t i = 0; i < inst_.size(); ++i) {
+    links[i] = collective_links(p, allreduce_plan(p, inst_[i]->gpus, 1.0, algo));
+    for (uint32_t s : links[i]) collectives[s] = static_cast<uint8_t>(std::min(collectives[s] + 1, 2));
+  }
+  std::vector<bool> alone(inst_.size(), true);
+  for (size_t i = 0; i < inst_.size(); ++i)
+    for (uint32_t s : links[i])
+      if (used[s] || collectives[s] > 1) alone[i] = false;
+  return alone;
+}
+
 json ClusterSimulation::run(const std::string& timeline_path) {
   start_simgrid();
   const EngineSetup& s0 = inst_[0]->sim->setup();
@@ -383,6 +437,11 @@ json ClusterSimulation::run(const std::string& timeline_path) {
       for (size_t t = 1; t < in->rank_tiers[0].size(); ++t)
         for (size_t r = 1; r < ranks; ++r) mine[in->rank_tiers[0][t]][r - 1] = in->rank_tiers[r][t];
       in->sim->tensor_parallel(in->gpus, hidden, cl["allreduce"] == "switch", std::move(mine));
+    }
+    // serving.coarsen false: every all-reduce as flows, the reference the closed forms are checked against.
+    if (cfg_["serving"]["coarsen"].get<bool>()) {
+      const std::vector<bool> alone = allreduce_alone(cl["allreduce"] == "switch");
+      for (size_t i = 0; i < inst_.size(); ++i) inst_[i]->sim->allreduce_alone(alone[i]);
     }
   }
   std::vector<size_t> prefill_gpus;

@@ -46,6 +46,7 @@ class ClusterSimulation {
  private:
   struct Instance;
   void place_instances();
+  std::vector<bool> allreduce_alone(bool through_switch) const;
   json instance_config(size_t gpu, const std::vector<size_t>& tier_devs, const std::vector<uint32_t>& sharers) const;
   void route_all();
   void hand_over(size_t from, uint32_t local);

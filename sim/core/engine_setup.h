@@ -86,6 +86,7 @@ struct EngineSetup {
   std::vector<size_t> tp_gpus;
   double tp_allreduce_bytes_per_token = 0;
   bool tp_switch = false;
+  bool tp_alone = false;  // nothing else crosses the all-reduces' links (sim/platform/collective.h)
 
   // Devices by role.
   std::vector<size_t> tier_dev;  // per tier: its device

@@ -54,10 +54,10 @@ bool PagedPipeline::run(const PagedIteration& it) {
   for (JobId j : before) board_.wait(j);
   moved_in_s_ = sg4::Engine::get_clock();
   const double layer_s = iteration_kernel_s(s_, block_tokens_, it.seqs) + weight_restore_s(s_);
-  if (coarsen_ && it.loads.empty() && !stream_weights_) {
+  if (merges_layers() && it.loads.empty()) {
     double total = 0;
     for (size_t l = 0; l < L; ++l) total += layer_s;
-    kernel(it, total, -1);
+    kernel(it, total, -1, 0);
     all_reduce(it, L);
     return false;
   }
@@ -65,9 +65,36 @@ bool PagedPipeline::run(const PagedIteration& it) {
   return true;
 }
 
+// Layers can run as one kernel, their all-reduces after it, in the same
+// times: unless weights stream in layer by layer, or a tensor-parallel
+// instance's all-reduces share links with other transfers (under contention,
+// all-reduces moved after the kernel would meet other flows than they do
+// layer by layer).
+bool PagedPipeline::merges_layers() const {
+  return coarsen_ && !stream_weights_ && (s_.tp_gpus.size() < 2 || s_.tp_alone);
+}
+
+// Once every load into the layers still to run is in, nothing can delay them
+// any more: they run as one kernel, their all-reduces after it, as an
+// iteration with no loads does (the same times; many fewer SimGrid
+// activities, since long prompts' loads finish within the first layers).
+bool PagedPipeline::loads_in_from(const std::vector<std::vector<JobId>>& loads, size_t l) const {
+  for (size_t k = l; k < loads.size(); ++k)
+    for (JobId j : loads[k])
+      if (!board_.done(j)) return false;
+  return true;
+}
+
 void PagedPipeline::run_layers(const PagedIteration& it, double layer_s, const std::vector<std::vector<JobId>>& loads) {
   const size_t L = s_.model.layers;
   for (size_t l = 0; l < L; ++l) {
+    if (merges_layers() && l > 0 && loads_in_from(loads, l)) {
+      double rest = 0;
+      for (size_t k = l; k < L; ++k) rest += layer_s;
+      kernel(it, rest, static_cast<int64_t>(l), L - 1);
+      all_reduce(it, L - l);
+      return;
+    }
     if (stream_weights_) {
       // The next layer's load is issued now, across iterations too while requests remain.
       auto st = [this](size_t a, size_t b) -> Stream& { return tp_.stream(a, b); };
@@ -76,18 +103,21 @@ void PagedPipeline::run_layers(const PagedIteration& it, double layer_s, const s
       s_.weights->await(w, board_);
     }
     for (JobId j : loads[l]) board_.wait(j);
-    kernel(it, layer_s, static_cast<int64_t>(l));
+    kernel(it, layer_s, static_cast<int64_t>(l), l);
     all_reduce(it, 1);
   }
 }
 
-// On the timeline: "iter <i>" (all layers) or "iter <i> L<l>".
-void PagedPipeline::kernel(const PagedIteration& it, double seconds, int64_t layer) {
+// On the timeline: "iter <i>" (all layers), "iter <i> L<l>" or "iter <i> L<l>-<last>".
+void PagedPipeline::kernel(const PagedIteration& it, double seconds, int64_t layer, size_t last) {
   const GpuStream::Span span = gpu_.run(seconds);
   if (!gpu_.traced()) return;
-  const std::string name = "iter " + std::to_string(it.index) + (layer < 0 ? "" : " L" + std::to_string(layer));
-  gpu_.slice(name, span,
-             json{{"iteration", it.index}, {"layer", layer}, {"sequences", it.seqs.size()}, {"computed_tokens", it.computed_tokens}});
+  std::string name = "iter " + std::to_string(it.index);
+  if (layer >= 0) name += " L" + std::to_string(layer);
+  if (layer >= 0 && last > static_cast<size_t>(layer)) name += "-" + std::to_string(last);
+  json args{{"iteration", it.index}, {"layer", layer}, {"sequences", it.seqs.size()}, {"computed_tokens", it.computed_tokens}};
+  if (layer >= 0 && last > static_cast<size_t>(layer)) args["last_layer"] = last;
+  gpu_.slice(name, span, args);
 }
 
 // Megatron-style tensor parallelism: the attention block's and the MLP's
@@ -104,7 +134,7 @@ void PagedPipeline::all_reduce(const PagedIteration& it, size_t layers) {
   for (const KernelSeq& q : it.seqs) tokens += q.tokens;
   const double bytes = tokens * s_.tp_allreduce_bytes_per_token;
   const CollectiveAlgorithm algo = s_.tp_switch ? CollectiveAlgorithm::Switch : CollectiveAlgorithm::Ring;
-  c_.allreduce_s += allreduce_repeated(platform_, s_.tp_gpus, bytes, algo, 2 * layers);
+  c_.allreduce_s += allreduce_repeated(platform_, s_.tp_gpus, bytes, algo, 2 * layers, s_.tp_alone);
   c_.allreduce_bytes += bytes * static_cast<double>(2 * layers);
 }
 

@@ -4,8 +4,11 @@
 // kernel, each layer waiting for the prefix-cache loads into it, so that
 // loads overlap the layers before (CachedAttention's layer-wise preload).
 // An iteration with nothing to load and no streamed weights runs as one
-// kernel for all layers (its layers cannot overlap anything; `coarsen`
-// false runs it layer by layer, to check both give the same times). The
+// kernel for all layers (its layers cannot overlap anything), and one with
+// loads runs its remaining layers as one kernel once their loads are all in
+// (a tensor-parallel instance only where nothing else crosses its
+// all-reduces' links); `coarsen` false runs every layer on its own, to check
+// both give the same times. The
 // serving driver plans what an iteration holds; this runs it.
 #pragma once
 
@@ -55,7 +58,10 @@ class PagedPipeline {
  private:
   std::vector<JobId> submit_swaps(const PagedIteration& it);
   void run_layers(const PagedIteration& it, double layer_s, const std::vector<std::vector<JobId>>& loads);
-  void kernel(const PagedIteration& it, double seconds, int64_t layer);
+  // Layers `layer` .. `last` in one kernel (layer -1: all of them).
+  void kernel(const PagedIteration& it, double seconds, int64_t layer, size_t last);
+  bool merges_layers() const;
+  bool loads_in_from(const std::vector<std::vector<JobId>>& loads, size_t l) const;
   // A tensor-parallel instance's all-reduces after `layers` layers' kernels.
   void all_reduce(const PagedIteration& it, size_t layers);
 

@@ -1,6 +1,7 @@
 #include "sim/platform/collective.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "models/collective.h"
 #include "models/param.h"
@@ -78,10 +79,71 @@ CollectivePlan allgather_plan(const Platform& p, const std::vector<size_t>& gpus
   return plan;
 }
 
-CollectiveRun collective_start(Platform& p, CollectivePlan plan) {
+namespace {
+
+}  // namespace
+
+// What each of the plan's flows takes when nothing else crosses its links,
+// as SimGrid's CM02 model with the platform's factors gives it (SimGrid
+// moves whole bytes); empty where that cannot be said without solving the
+// sharing. Flows that share no link take what each takes by itself. Flows
+// that share links do when they share them symmetrically: the same bytes and
+// latency, no size-dependent factor, and the same fair share min over their
+// links of bandwidth / flows crossing it (an NVSwitch all-reduce: n-1 flows
+// on every rank's link each way): that share is then the max-min solution,
+// and they all end together.
+std::vector<double> alone_durations(const Platform& p, const CollectivePlan& plan) {
+  std::vector<double> out;
+  if (plan.flows.empty()) return out;
+  std::vector<uint32_t> crossings;
+  for (const CollectiveFlow& f : plan.flows) {
+    const std::vector<uint32_t>& r = p.route(f.from, f.to).stats;
+    crossings.insert(crossings.end(), r.begin(), r.end());
+  }
+  std::sort(crossings.begin(), crossings.end());
+  const bool shared = std::adjacent_find(crossings.begin(), crossings.end()) != crossings.end();
+  auto flows_on = [&](uint32_t s) {
+    auto [lo, hi] = std::equal_range(crossings.begin(), crossings.end(), s);
+    return static_cast<double>(hi - lo);
+  };
+  const double bytes0 = static_cast<double>(static_cast<uint64_t>(plan.flows[0].bytes));
+  const double lat0 = p.route(plan.flows[0].from, plan.flows[0].to).latency_s;
+  double share0 = -1;
+  for (const CollectiveFlow& f : plan.flows) {
+    const PlatformRoute& r = p.route(f.from, f.to);
+    const double bytes = static_cast<double>(static_cast<uint64_t>(f.bytes));
+    const double lf = p.latency_factor(f.from, f.to, bytes), bf = p.bandwidth_factor(f.from, f.to, bytes);
+    if (!shared) {
+      out.push_back(r.latency_s * lf + bytes / (r.bottleneck_Bps * bf));
+      continue;
+    }
+    if (bytes != bytes0 || r.latency_s != lat0 || lf != 1.0 || bf != 1.0) return {};
+    double share = std::numeric_limits<double>::infinity();
+    for (uint32_t s : r.stats) share = std::min(share, p.stats()[s].bandwidth_Bps / flows_on(s));
+    if (share0 >= 0 && share != share0) return {};
+    share0 = share;
+    out.push_back(r.latency_s + bytes / share);
+  }
+  return out;
+}
+
+std::vector<uint32_t> collective_links(const Platform& p, const CollectivePlan& plan) {
+  std::vector<uint32_t> links;
+  for (const CollectiveFlow& f : plan.flows) {
+    const std::vector<uint32_t>& r = p.route(f.from, f.to).stats;
+    links.insert(links.end(), r.begin(), r.end());
+  }
+  std::sort(links.begin(), links.end());
+  links.erase(std::unique(links.begin(), links.end()), links.end());
+  return links;
+}
+
+CollectiveRun collective_start(Platform& p, CollectivePlan plan, bool alone) {
   CollectiveRun run;
   run.platform_ = &p;
   run.t0_ = sg4::Engine::get_clock();
+  if (alone) run.alone_s_ = alone_durations(p, plan);
+  alone = !run.alone_s_.empty();
   auto& stats = p.stats();
   for (const CollectiveFlow& f : plan.flows) {
     for (uint32_t s : p.route(f.from, f.to).stats) {
@@ -89,7 +151,7 @@ CollectiveRun collective_start(Platform& p, CollectivePlan plan) {
       if (st.active++ == 0) st.busy_since = run.t0_;
       st.bytes += f.bytes;
     }
-    run.comms_.push_back(sg4::Comm::sendto_async(p.host(f.from), p.host(f.to), static_cast<uint64_t>(f.bytes)));
+    if (!alone) run.comms_.push_back(sg4::Comm::sendto_async(p.host(f.from), p.host(f.to), static_cast<uint64_t>(f.bytes)));
   }
   run.plan_ = std::move(plan);
   return run;
@@ -104,10 +166,16 @@ double CollectiveRun::wait() {
   // another transfer starts and ends on it between an earlier-listed flow's
   // end and a later-listed one's, which only shifts when it is counted busy.
   std::vector<std::pair<double, size_t>> ends;
-  ends.reserve(comms_.size());
+  ends.reserve(plan_.flows.size());
   for (size_t i = 0; i < comms_.size(); ++i) {
     comms_[i]->wait();
     ends.emplace_back(comms_[i]->get_finish_time(), i);
+  }
+  if (!alone_s_.empty()) {
+    const double longest = *std::max_element(alone_s_.begin(), alone_s_.end());
+    sg4::this_actor::sleep_for(longest);
+    for (size_t i = 0; i < alone_s_.size(); ++i) ends.emplace_back(alone_s_[i] == longest ? sg4::Engine::get_clock() : t0_ + alone_s_[i], i);
+    alone_s_.clear();
   }
   std::sort(ends.begin(), ends.end());
   for (const auto& [t1, i] : ends) {
@@ -134,8 +202,8 @@ double allreduce(Platform& p, const std::vector<size_t>& gpus, double bytes, Col
 }
 
 double allreduce_repeated(Platform& p, const std::vector<size_t>& gpus, double bytes, CollectiveAlgorithm algo,
-                          size_t count) {
-  return collective_start(p, allreduce_repeated_plan(p, gpus, bytes, algo, count)).wait();
+                          size_t count, bool alone) {
+  return collective_start(p, allreduce_repeated_plan(p, gpus, bytes, algo, count), alone).wait();
 }
 
 }  // namespace kvtier

@@ -48,6 +48,16 @@ CollectivePlan allreduce_repeated_plan(const Platform& p, const std::vector<size
                                        CollectiveAlgorithm algo, size_t count);
 
 // A collective in flight: its flows are running and counted on the links.
+//
+// Run alone (`alone` below): the caller has proved that nothing else can
+// ever use the collective's links (the cluster engine checks every route its
+// KV may take). If no two of its flows share a link either, each flow takes
+// exactly what it takes by itself, latency x the route's latency factor +
+// bytes / (bottleneck x its bandwidth factor), so the collective is one sleep
+// instead of a SimGrid flow per rank, with the links' bytes, busy time and
+// activity windows counted as the flows would count them. Flows that share
+// links symmetrically (an NVSwitch all-reduce) take their fair share; others
+// that share a link run as flows.
 class CollectiveRun {
  public:
   // From an actor: returns once every flow is done and the latency steps
@@ -56,20 +66,26 @@ class CollectiveRun {
   double wait();
 
  private:
-  friend CollectiveRun collective_start(Platform& p, CollectivePlan plan);
+  friend CollectiveRun collective_start(Platform& p, CollectivePlan plan, bool alone);
   Platform* platform_ = nullptr;
   CollectivePlan plan_;
   std::vector<sg4::CommPtr> comms_;
+  std::vector<double> alone_s_;  // run alone: each flow's duration (empty: flows)
   double t0_ = 0;
 };
 
 // From an actor: starts the plan's flows now.
-CollectiveRun collective_start(Platform& p, CollectivePlan plan);
+CollectiveRun collective_start(Platform& p, CollectivePlan plan, bool alone = false);
 CollectiveRun allreduce_start(Platform& p, const std::vector<size_t>& gpus, double bytes, CollectiveAlgorithm algo);
 // From an actor: an all-reduce start to end; its duration, s.
 double allreduce(Platform& p, const std::vector<size_t>& gpus, double bytes, CollectiveAlgorithm algo);
 // From an actor: allreduce_repeated_plan start to end; its duration, s.
 double allreduce_repeated(Platform& p, const std::vector<size_t>& gpus, double bytes, CollectiveAlgorithm algo,
-                          size_t count);
+                          size_t count, bool alone = false);
+// Run alone, each flow's duration (CollectiveRun above); empty where the
+// flows must run as flows.
+std::vector<double> alone_durations(const Platform& p, const CollectivePlan& plan);
+// The links the plan's flows cross (LinkStat indices, sorted, each once).
+std::vector<uint32_t> collective_links(const Platform& p, const CollectivePlan& plan);
 
 }  // namespace kvtier

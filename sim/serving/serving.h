@@ -79,6 +79,9 @@ class ServingSimulation {
   // switch or a ring, and each device's part on ranks 1..T-1 for its copies.
   void tensor_parallel(std::vector<size_t> gpus, double allreduce_bytes_per_token, bool through_switch,
                        std::vector<std::vector<size_t>> rank_devices);
+  // Before attach: nothing but this instance's all-reduces crosses their
+  // links (the cluster engine checks), so they run as closed forms.
+  void allreduce_alone(bool alone) { s_.tp_alone = alone; }
   // Before attach: the devices prefilled KV may be pulled from (each gets a stream to this GPU).
   void pulls_from(const std::vector<size_t>& devices) { pull_devices_ = devices; }
   // Called with a request's id here when it finishes (a prefill instance's

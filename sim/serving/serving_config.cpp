@@ -65,8 +65,10 @@ ParamList serving_params() {
           "by policies.*, each iteration through the layer pipeline of the single-batch engine)",
           {"paged", "tiered"}),
       boolean("coarsen", true,
-              "iterations with nothing to load run as one kernel for all layers (same times; false: layer by layer); "
-              "serving.kv \"tiered\" runs every iteration layer by layer"),
+              "fewer SimGrid activities where they cannot change the outcome (same times; false: every layer and "
+              "collective on its own, the reference): an iteration's layers run as one kernel once nothing is left "
+              "to load into them, and a cluster's all-reduces run as closed forms where nothing else crosses their "
+              "links; serving.kv \"tiered\" runs every iteration layer by layer"),
       boolean("request_csv", true, "write requests.csv (one line per request) beside result.json"),
   };
 }

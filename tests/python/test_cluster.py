@@ -261,3 +261,32 @@ def test_a_prompts_kv_pulled_across_nodes_takes_the_routes_latency_plus_bytes_ov
     slow, _ = run(kvtier, tmp_path, "slow", MOONCAKE, hw.replace('"nic_GBps": 50', '"nic_GBps": 12.5'), ONE_REQUEST,
                   'cluster={"replicas": 2, "prefill_replicas": 1, "gpus": ["n0.gpu0", "n1.gpu0"]}')
     assert slow["ttft_s"]["mean"] - colo["ttft_s"]["mean"] == pytest.approx(6e-6 + kv / 12.5e9, rel=1e-9)
+
+
+@pytest.mark.parametrize("config,sets,merged", [
+    # TP=4 through the NVSwitch, two instances on one node: nothing else crosses their NVLinks.
+    (ROOT / "configs" / "cluster" / "hgx_node.json", ["serving.limit=40"], True),
+    # Prefill on node 0, decode on node 1, ring all-reduces; KV crosses the fabric.
+    (ROOT / "configs" / "cluster" / "mooncake_disaggregated.json", ["serving.limit=40"], True),
+    # Prefill and decode instances on one node: their KV moves GPU to GPU over
+    # the NVSwitch, so the all-reduces share links with it, run as flows, and
+    # every layer runs on its own.
+    (ROOT / "configs" / "cluster" / "hgx_node.json",
+     ["serving.limit=40", 'cluster={"tp": 4, "prefill_replicas": 1, "allreduce": "ring"}'], False),
+])
+def test_fewer_simgrid_activities_give_the_times_of_every_layer_and_flow(kvtier, tmp_path, config, sets, merged):
+    # serving.coarsen false runs every layer's kernel and every all-reduce's
+    # flows on their own: the reference for the closed forms and merged layers.
+    fast, fdir = run(kvtier, tmp_path, "fast", config, *sets)
+    ref, rdir = run(kvtier, tmp_path, "ref", config, *sets, "serving.coarsen=false")
+    assert ref["layered_iterations"] == ref["iterations"]
+    assert (fast["layered_iterations"] < ref["layered_iterations"]) == merged
+    assert fast["simulated_time_s"] == pytest.approx(ref["simulated_time_s"], rel=1e-8)
+    for k in ("ttft_s", "tpot_s", "e2e_s"):
+        for q in ("mean", "p50", "p99"):
+            assert fast[k][q] == pytest.approx(ref[k][q], rel=1e-8), (k, q)
+    for f, r in zip(fast["instances"], ref["instances"]):
+        assert f["allreduce_s"] == pytest.approx(r["allreduce_s"], rel=1e-8)
+        assert f["allreduce_bytes"] == pytest.approx(r["allreduce_bytes"], rel=1e-12)
+    for name, link in ref["links"].items():
+        assert fast["links"][name]["bytes"] == pytest.approx(link["bytes"], rel=1e-12, abs=1e-3), name

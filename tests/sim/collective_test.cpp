@@ -115,3 +115,70 @@ TEST_CASE("a collective over one rank does nothing; a repeated rank is refused",
   });
   CHECK_THAT(bad.value("config_error", std::string()), Catch::Contains("listed twice"));
 }
+
+namespace {
+
+// `count` all-reduces of `bytes` back to back over gpu0..gpu<ranks-1>, run
+// alone (closed forms) or as flows: their time and every link's bytes and
+// busy time.
+json run_repeated(int ranks, double bytes, CollectiveAlgorithm algo, size_t count, bool alone) {
+  return in_child([&] {
+    json hwc = hgx_nvlink();
+    Hardware h = parse_hardware(hwc, "hardware");
+    Topology topo(h);
+    start_simgrid();
+    Platform p(h, topo);
+    std::vector<size_t> gpus;
+    for (int k = 0; k < ranks; ++k) gpus.push_back(static_cast<size_t>(h.device_index("gpu" + std::to_string(k))));
+    double t = 0, t2 = 0;
+    sg4::Actor::create("allreduce", p.controller(), [&] {
+      sg4::this_actor::sleep_for(0.25);  // not at time 0: busy times start where the clock is
+      t = allreduce_repeated(p, gpus, bytes, algo, count, alone);
+      t2 = allreduce_repeated(p, gpus, bytes / 3, algo, 1, alone);
+    });
+    sg4::Engine::get_instance()->run();
+    CollectivePlan one = allreduce_plan(p, gpus, bytes, algo);
+    CollectivePlan uneven = one;
+    if (uneven.flows.size() > 1) uneven.flows[0].bytes *= 2;
+    json links = json::object();
+    for (const LinkStat& s : p.stats())
+      if (s.bytes > 0) links[s.name] = {s.bytes, s.busy_s};
+    return json{{"time_s", t},
+                {"second_s", t2},
+                {"end_s", sg4::Engine::get_clock()},
+                {"links", links},
+                {"closed_form", !alone_durations(p, one).empty()},
+                {"uneven_closed_form", !alone_durations(p, uneven).empty()}};
+  });
+}
+
+}  // namespace
+
+TEST_CASE("an all-reduce whose links nothing else crosses, run as a closed form, takes what its flows take", "[collective]") {
+  const double S = 3.0 * (1 << 20) + 7;
+  for (auto algo : {CollectiveAlgorithm::Ring, CollectiveAlgorithm::Switch})
+    for (int n : {2, 4, 8})
+      for (size_t count : {size_t(1), size_t(160)}) {
+        CAPTURE(int(algo), n, count);
+        json flows = run_repeated(n, S, algo, count, false), alone = run_repeated(n, S, algo, count, true);
+        REQUIRE(flows.contains("time_s"));
+        REQUIRE(alone.contains("time_s"));
+        // Both algorithms have a closed form on the NVSwitch; one flow larger
+        // than the others sharing its links has none (it runs as flows); two
+        // ranks share no link.
+        CHECK(alone["closed_form"].get<bool>());
+        CHECK(alone["uneven_closed_form"].get<bool>() == (algo == CollectiveAlgorithm::Ring || n == 2));
+        // Times are differences of clock readings near 0.25 s: equal to its rounding.
+        CHECK(std::abs(alone["time_s"].get<double>() - flows["time_s"].get<double>()) < 1e-12);
+        CHECK(std::abs(alone["second_s"].get<double>() - flows["second_s"].get<double>()) < 1e-12);
+        CHECK(std::abs(alone["end_s"].get<double>() - flows["end_s"].get<double>()) < 1e-12);
+        CHECK(alone["second_s"].get<double>() > 0);
+        REQUIRE(alone["links"].size() == flows["links"].size());
+        for (auto& [name, v] : flows["links"].items()) {
+          CAPTURE(name);
+          REQUIRE(alone["links"].contains(name));
+          CHECK(alone["links"][name][0].get<double>() == v[0].get<double>());
+          CHECK(std::abs(alone["links"][name][1].get<double>() - v[1].get<double>()) < 1e-12);
+        }
+      }
+}

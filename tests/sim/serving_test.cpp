@@ -394,12 +394,13 @@ TEST_CASE("serving, KV in tiers: a budget policy drops blocks, and attention rea
   CHECK(kept["tpot_s"]["mean"].get<double>() < dense["tpot_s"]["mean"].get<double>());
 }
 
-TEST_CASE("serving: a prompt cached in DRAM loads layer by layer, overlapped with compute (closed form)") {
-  // Two requests with the same prompt blocks; the second arrives long after
-  // the first is done and finds its whole prompt in DRAM.
+// Two requests with the same prompt blocks; the second arrives long after
+// the first is done and finds its whole prompt in DRAM, behind a PCIe link
+// of B bytes/s. Checks the second's TTFT against the layer-wise closed form.
+static void check_prefix_load(double B, bool coarsen) {
   const int L = 4;
-  const double B = 10e9, lat = 5e-6;      // the PCIe link
-  const double mem = 200e9;               // GPU memory bandwidth: a layer's kernel reads T tokens' KV
+  const double lat = 5e-6;  // the PCIe link
+  const double mem = 200e9;  // GPU memory bandwidth: a layer's kernel reads T tokens' KV
   const std::string trace =
       (std::filesystem::temp_directory_path() / ("kvtier_serving_prefix_" + std::to_string(getpid()) + ".jsonl")).string();
   {
@@ -416,9 +417,14 @@ TEST_CASE("serving: a prompt cached in DRAM loads layer by layer, overlapped wit
              {"tiers", {"gpu", "dram"}}}},
            {"model", tiny_model(L)},
            {"workload", {{"block_tokens", 16}}},
-           {"serving", {{"requests", {{"kind", "trace"}, {"path", trace}}}, {"max_batched_tokens", 8192}, {"preemption", "recompute"}}}};
+           {"serving",
+            {{"requests", {{"kind", "trace"}, {"path", trace}}},
+             {"max_batched_tokens", 8192},
+             {"preemption", "recompute"},
+             {"coarsen", coarsen}}}};
   json m = serve(cfg);
   REQUIRE(m.contains("ttft_s"));
+  CHECK(m["layered_iterations"].get<uint64_t>() == (coarsen ? 1 : m["iterations"].get<uint64_t>()));
   const double T = 4096, kvl = 512;  // bytes per token per layer of the tiny model
   // Cached: all but the last token (computed to produce the next one).
   const double load = lat + (T - 1) * kvl / B;
@@ -445,6 +451,16 @@ TEST_CASE("serving: a prompt cached in DRAM loads layer by layer, overlapped wit
   CHECK(std::stod(f[8]) == 1);             // computed prompt tokens
   CHECK(rel(std::stod(f[5]), done) < 1e-6);  // TTFT
   CHECK(m["prefix_cache"]["write_bytes"].get<double>() == 8 * 512 * kvl * L);
+}
+
+TEST_CASE("serving: a prompt cached in DRAM loads layer by layer, overlapped with compute (closed form)") {
+  for (bool coarsen : {true, false}) {
+    CAPTURE(coarsen);
+    check_prefix_load(10e9, coarsen);  // each layer waits for its load
+    // A link so fast that every load is in before layer 1: the layers after
+    // it run as one kernel, in the same time.
+    check_prefix_load(1e13, coarsen);
+  }
 }
 
 TEST_CASE("serving: impossible requests and limits are config errors naming the place") {
