@@ -9,6 +9,12 @@ load on the machine does not inflate them. docs/cluster.md quotes the output.
     python3 bench/cluster_speed.py                 # 1 GPU, the three cluster presets, 16 HGX nodes of TP=8
     python3 bench/cluster_speed.py --points serving hgx_node
     python3 bench/cluster_speed.py --points dense_1024   # 128 nodes, 1,024 GPUs, arrivals 8x denser (long)
+    python3 bench/cluster_speed.py --points dense_hour_1024   # the same GPUs, a whole hour 8x denser (longer)
+
+The 8x denser hour is eight copies of the conversation trace, copy k's
+arrivals shifted by k/8 of the trace's mean gap and its blocks renamed (other
+users with the same habits; block 0, the prompt every conversation starts
+with, stays shared): 96,248 requests over the hour.
 """
 
 import argparse
@@ -39,11 +45,44 @@ POINTS = {
                             "serving.time_scale=0.125"],
                    "128 HGX nodes (1,024 GPUs): 64 prefill + 64 decode TP=8 instances, arrivals 8x denser"),
 }
+TRACE = ROOT.parent / "shared" / "traces" / "mooncake_conversation_trace.jsonl"
+
+
+def denser_hour(folder, copies=8):
+    """Writes `copies` copies of the conversation trace merged into one hour
+    (timestamps in ms, as the trace has them); returns its path."""
+    rows = [json.loads(l) for l in TRACE.read_text().splitlines() if l.strip()]
+    span = rows[-1]["timestamp"] - rows[0]["timestamp"]
+    gap = span / max(len(rows) - 1, 1)
+    top = max(max(r["hash_ids"], default=0) for r in rows) + 1
+    out = []
+    for k in range(copies):
+        shift = round(k * gap / copies)
+        for r in rows:
+            ids = [h if h == 0 else h + k * top for h in r["hash_ids"]]
+            out.append({"timestamp": r["timestamp"] + shift, "input_length": r["input_length"],
+                        "output_length": r["output_length"], "hash_ids": ids})
+    out.sort(key=lambda r: r["timestamp"])  # stable: copies in order within a millisecond
+    path = Path(folder) / ("conversation_x%d.jsonl" % copies)
+    path.write_text("".join(json.dumps(r) + "\n" for r in out))
+    return path
+
+
+def dense_hour_sets(folder):
+    return ["hardware.cluster.nodes=128", 'cluster={"tp": 8, "replicas": 128, "prefill_replicas": 64}',
+            "serving.time_scale=1", 'serving.requests={"kind": "trace", "path": "%s"}' % denser_hour(folder)]
+
+
+POINTS["dense_hour_1024"] = (DISAGG, dense_hour_sets,
+                             "128 HGX nodes (1,024 GPUs): 64 prefill + 64 decode TP=8 instances, a whole hour 8x denser")
+
 DEFAULT = ["serving", "replica_farm", "hgx_node", "disaggregated_2", "disaggregated_16"]
 
 
 def run_point(binary, name, out_root):
     config, sets, _ = POINTS[name]
+    if callable(sets):
+        sets = sets(out_root)
     args = [str(binary), "run", str(config), "--out", str(out_root / name), "-q"]
     for s in sets:
         args += ["--set", s]

@@ -22,7 +22,11 @@ PagedPipeline::PagedPipeline(const EngineSetup& s, EngineCounters& c, TransferPl
       block_tokens_(block_tokens),
       coarsen_(coarsen),
       stream_weights_(s.weights && s.weights->streams()) {
-  if (s.tp_gpus.size() > 1) gpu_.mirror_to(std::vector<size_t>(s.tp_gpus.begin() + 1, s.tp_gpus.end()));
+  if (s.tp_gpus.size() > 1) {
+    std::vector<std::string> names;
+    for (size_t k = 1; k < s.tp_gpus.size(); ++k) names.push_back(s.hw.devices[s.tp_gpus[k]].name);
+    gpu_.mirror_to(std::vector<size_t>(s.tp_gpus.begin() + 1, s.tp_gpus.end()), names);
+  }
 }
 
 // Swaps out first; a swap in waits for them (the room it comes into is freed by them).

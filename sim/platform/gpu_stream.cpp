@@ -23,4 +23,15 @@ GpuStream::Span GpuStream::run(double seconds) {
   return k;
 }
 
+void GpuStream::mirror_to(std::vector<size_t> gpus, const std::vector<std::string>& names) {
+  mirrors_ = std::move(gpus);
+  mirror_tracks_.clear();
+  for (const std::string& n : names) mirror_tracks_.push_back(timeline_.track(Timeline::Streams, n + " compute"));
+}
+
+void GpuStream::slice(const std::string& name, const Span& k, const nlohmann::json& args) {
+  timeline_.slice(track_, name, k.t0, k.t1, args);
+  for (uint32_t t : mirror_tracks_) timeline_.slice(t, name, k.t0, k.t1, args);
+}
+
 }  // namespace kvtier

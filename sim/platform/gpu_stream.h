@@ -31,11 +31,13 @@ class GpuStream {
   // A kernel of `seconds` on the GPU; returns once it is done.
   Span run(double seconds);
   // A tensor-parallel instance's other ranks: each runs its shard of every
-  // kernel in the same time (their work is counted on their GPUs).
-  void mirror_to(std::vector<size_t> gpus) { mirrors_ = std::move(gpus); }
+  // kernel in the same time (their work is counted on their GPUs, and with
+  // a timeline each has its own track, `names` its GPUs' names).
+  void mirror_to(std::vector<size_t> gpus, const std::vector<std::string>& names);
   // Whether slices are recorded: their names and arguments are built only then.
   bool traced() const { return timeline_.enabled(); }
-  void slice(const std::string& name, const Span& k, const nlohmann::json& args) { timeline_.slice(track_, name, k.t0, k.t1, args); }
+  // A kernel's slice on the GPU's track and on each rank's.
+  void slice(const std::string& name, const Span& k, const nlohmann::json& args);
 
  private:
   simgrid::s4u::Host* host_;
@@ -45,6 +47,7 @@ class GpuStream {
   Timeline& timeline_;
   uint32_t track_;
   std::vector<size_t> mirrors_;
+  std::vector<uint32_t> mirror_tracks_;
 };
 
 }  // namespace kvtier

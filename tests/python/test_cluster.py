@@ -290,3 +290,23 @@ def test_fewer_simgrid_activities_give_the_times_of_every_layer_and_flow(kvtier,
         assert f["allreduce_bytes"] == pytest.approx(r["allreduce_bytes"], rel=1e-12)
     for name, link in ref["links"].items():
         assert fast["links"][name]["bytes"] == pytest.approx(link["bytes"], rel=1e-12, abs=1e-3), name
+
+
+def test_the_timeline_has_a_compute_track_per_gpu_with_every_kernel(kvtier, tmp_path):
+    out = tmp_path / "tl"
+    p = kvtier("run", ROOT / "configs" / "cluster" / "hgx_node.json", "--set", "serving.limit=4", "--out", out,
+               "--timeline", out / "timeline.json", "-q", cwd=tmp_path, timeout=300)
+    assert p.returncode == 0, p.stderr
+    doc = json.loads((out / "timeline.json").read_text())
+    events = doc["traceEvents"] if isinstance(doc, dict) else doc
+    tracks = {(e["pid"], e["tid"]): e["args"]["name"] for e in events
+              if e.get("ph") == "M" and e.get("name") == "thread_name"}
+    slices = {}
+    for e in events:
+        if e.get("ph") == "X" and tracks.get((e["pid"], e["tid"]), "").endswith(" compute"):
+            slices.setdefault(tracks[(e["pid"], e["tid"])], []).append((e["ts"], e["dur"], e["name"]))
+    # Two TP=4 instances: every rank's GPU has its track, the same kernels as its instance's first rank.
+    assert sorted(slices) == ["gpu%d compute" % g for g in range(8)]
+    for g in range(8):
+        assert slices["gpu%d compute" % g] == slices["gpu%d compute" % (g // 4 * 4)]
+    assert slices["gpu0 compute"] and slices["gpu4 compute"]
