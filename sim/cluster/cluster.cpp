@@ -212,6 +212,9 @@ json ClusterSimulation::instance_config(size_t gpu, const std::vector<size_t>& t
   h["gpu"] = hw.devices[gpu].name;
   json names = json::array();
   for (size_t d : tier_devs) names.push_back(hw.devices[d].name);
+  // hardware.kv_capacity is keyed by the tiers as written ("dram0"), which
+  // on a cluster of several nodes are node 0's ("n0.dram0" in hw.tiers).
+  const json written = h["tiers"];
   h["tiers"] = names;
   const json given = h.contains("kv_capacity") ? h["kv_capacity"] : json::object();
   json cap = json::object();
@@ -253,7 +256,7 @@ json ClusterSimulation::instance_config(size_t gpu, const std::vector<size_t>& t
   if (!swap_tier.empty() && swap_t > 0) c["serving"]["swap_tier"] = hw.devices[tier_devs[size_t(swap_t)]].name;
   const double swap_bytes = sv["preemption"] == "swap" ? sv["swap_space_GiB"].get<double>() * 1073741824.0 : 0.0;
   for (size_t t = 0; t < tier_devs.size(); ++t) {
-    const std::string& own = hw.tiers[t];
+    const std::string own = written.is_array() && t < written.size() ? written[t].get<std::string>() : hw.tiers[t];
     const std::string& mine = hw.devices[tier_devs[t]].name;
     if (given.contains(own)) {
       cap[mine] = given[own];
@@ -382,6 +385,9 @@ std::vector<bool> ClusterSimulation::allreduce_alone(bool through_switch) const 
         for (size_t u = 1; u < t; ++u) mark(tiers[u], tiers[t]);
       }
     }
+  // Every byte between nodes crosses the fabric (an instance spanning nodes
+  // all-reduces over it).
+  for (uint32_t s : p.fabric_links()) used[s] = 1;
   auto gateway = [&](size_t dev) { return static_cast<size_t>(hw.device_index(hw.node_of(dev), hw.cluster.fabric.nic)); };
   if (hw.nodes() > 1)
     for (const auto& in : inst_)

@@ -290,6 +290,7 @@ void Platform::build_cluster(const Hardware& hw, const Topology& topo) {
   auto stat = [this](sg4::Link* l) {
     stats_.push_back(LinkStat{l->get_name(), l->get_bandwidth()});
     link_stat_.emplace(l, static_cast<uint32_t>(stats_.size() - 1));
+    fabric_stats_.push_back(static_cast<uint32_t>(stats_.size() - 1));
     return l;
   };
   if (f.topology == FabricTopology::Star) {

@@ -120,6 +120,8 @@ class Platform {
   }
   std::vector<LinkStat>& stats() { return stats_; }
   const std::vector<LinkStat>& stats() const { return stats_; }
+  // The fabric's links between nodes (LinkStat indices; empty in one node).
+  const std::vector<uint32_t>& fabric_links() const { return fabric_stats_; }
   // Work executed on each device so far, in seconds of the whole device at
   // full speed (a kernel's seconds on a GPU; threads x seconds / cores for a
   // job on some of a CPU's cores): what its power model charges as busy. The
@@ -187,6 +189,7 @@ class Platform {
   mutable std::unordered_map<uint64_t, CrossRoute> cross_;  // by from * n_ + to
   std::unordered_map<const sg4::Link*, uint32_t> link_stat_;  // every SimGrid link -> its LinkStat (clusters)
   std::vector<LinkStat> stats_;
+  std::vector<uint32_t> fabric_stats_;
   std::vector<double> work_s_;  // by device
   ActivityWindows windows_;
   // By local from x node_devices_ + local to: every node's copy of a route

@@ -273,6 +273,11 @@ def test_a_prompts_kv_pulled_across_nodes_takes_the_routes_latency_plus_bytes_ov
     # every layer runs on its own.
     (ROOT / "configs" / "cluster" / "hgx_node.json",
      ["serving.limit=40", 'cluster={"tp": 4, "prefill_replicas": 1, "allreduce": "ring"}'], False),
+    # Each TP=2 instance spans both nodes: its all-reduces cross the fabric the
+    # KV pulls cross (no NVLink is shared: each rank's pull goes to the other node).
+    (ROOT / "configs" / "cluster" / "mooncake_disaggregated.json",
+     ["serving.limit=10", 'cluster={"tp": 2, "replicas": 2, "prefill_replicas": 1, '
+                          '"gpus": ["n0.gpu0", "n1.gpu0", "n1.gpu4", "n0.gpu4"]}'], False),
 ])
 def test_fewer_simgrid_activities_give_the_times_of_every_layer_and_flow(kvtier, tmp_path, config, sets, merged):
     # serving.coarsen false runs every layer's kernel and every all-reduce's
@@ -310,3 +315,16 @@ def test_the_timeline_has_a_compute_track_per_gpu_with_every_kernel(kvtier, tmp_
     for g in range(8):
         assert slices["gpu%d compute" % g] == slices["gpu%d compute" % (g // 4 * 4)]
     assert slices["gpu0 compute"] and slices["gpu4 compute"]
+
+
+def test_kv_capacity_holds_for_every_instance_on_every_node(kvtier, tmp_path):
+    # hardware.kv_capacity names the tiers as written ("gpu0"); on two nodes
+    # every instance's GPU gets that room, as on one node.
+    cap = 'hardware.kv_capacity={"gpu0": "20GB"}'
+    one, _ = run(kvtier, tmp_path, "one", ROOT / "configs" / "cluster" / "hgx_node.json", "serving.limit=3", cap)
+    two, _ = run(kvtier, tmp_path, "two", ROOT / "configs" / "cluster" / "mooncake_disaggregated.json",
+                 "serving.limit=3", cap)
+    free, _ = run(kvtier, tmp_path, "free", ROOT / "configs" / "cluster" / "mooncake_disaggregated.json",
+                  "serving.limit=3")
+    assert {i["kv_pool_blocks"] for i in two["instances"]} == {one["instances"][0]["kv_pool_blocks"]}
+    assert one["instances"][0]["kv_pool_blocks"] < free["instances"][0]["kv_pool_blocks"]
