@@ -99,9 +99,6 @@ ClusterSimulation::ClusterSimulation(json& cfg) : cfg_(cfg) {
 // One cache of every instance's share: the same tiers, policy and block
 // size as each instance's own cache, each share as big as that cache.
 void ClusterSimulation::build_pool() {
-  const json& sv = cfg_["serving"];
-  if (sv["prefix_cache"]["warm"].get<bool>())
-    throw ConfigError("cluster.kv_pool: \"pooled\" starts empty: serving.prefix_cache.warm is not modelled with it");
   const Hardware& hw = inst_[0]->sim->setup().hw;
   std::vector<KvPool::Member> members;
   for (auto& in : inst_) {
