@@ -109,6 +109,13 @@ def test_a_pool_finds_at_least_the_local_caches_hits_and_every_fabric_byte_is_it
     assert {r["remote_nodes"] for r in rows} <= {"0", "1"} and any(r["remote_nodes"] == "1" for r in rows)
 
 
+def test_a_pooled_run_is_the_same_every_time(kvtier, tmp_path):
+    a, adir = run(kvtier, tmp_path, "a", MOONCAKE, two_nodes(), *pooled(TWO), TIGHT)
+    b, bdir = run(kvtier, tmp_path, "b", MOONCAKE, two_nodes(), *pooled(TWO), TIGHT)
+    assert a == b
+    assert (adir / "requests.csv").read_text() == (bdir / "requests.csv").read_text()
+
+
 def test_a_slower_fabric_never_makes_a_pooled_run_faster(kvtier, tmp_path):
     fast, _ = run(kvtier, tmp_path, "fast", MOONCAKE, two_nodes(50), *pooled(TWO))
     slow, _ = run(kvtier, tmp_path, "slow", MOONCAKE, two_nodes(5), *pooled(TWO))
