@@ -19,6 +19,10 @@ KvPool::KvPool(const ReplayConfig& like, std::vector<Member> members, uint64_t d
   used_.assign(members_.size() * tiers_, 0);
   freed_.assign(tiers_, kNoMember);
   pending_.resize(members_.size());
+  brought_.resize(members_.size());
+  boards_.assign(members_.size(), nullptr);
+  writer_.assign(blocks_, kNoMember);
+  write_job_.assign(blocks_, kNoJob);
 }
 
 KvPool::~KvPool() = default;
@@ -49,6 +53,7 @@ void KvPool::entered(uint32_t b, uint32_t tier) {
   const size_t from = from_gpu ? members_[actor_].gpu : src.devs[tier - 1];
   const uint32_t from_node = from_gpu ? members_[actor_].gpu_node : src.nodes[tier - 1];
   const size_t to = members_[m].devs[tier];
+  brought_[actor_].push_back(b);
   for (Move& mv : pending_[actor_])
     if (mv.tier == tier && mv.from == from && mv.to == to) {
       ++mv.blocks;
@@ -61,6 +66,14 @@ void KvPool::left(uint32_t b, uint32_t tier) {
   const uint32_t m = home(b, tier);
   --used_[size_t(m) * tiers_ + tier];
   freed_[tier] = m;
+}
+
+void KvPool::written(uint32_t m, JobId j) {
+  for (uint32_t b : brought_[m]) {
+    writer_[b] = m;
+    write_job_[b] = j;
+  }
+  brought_[m].clear();
 }
 
 std::vector<KvPool::Move> KvPool::take_moves(uint32_t m) {

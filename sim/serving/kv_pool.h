@@ -23,9 +23,12 @@
 #include <memory>
 #include <vector>
 
+#include "sim/core/job.h"
 #include "sim/replay/replay.h"
 
 namespace kvtier {
+
+class JobBoard;
 
 class KvPool final : public ReplayObserver {
  public:
@@ -67,6 +70,16 @@ class KvPool final : public ReplayObserver {
   // The moves made for member m since the last call, tier by tier, each
   // tier's in the order first made; the list is emptied.
   std::vector<Move> take_moves(uint32_t m);
+  // The transfers member m runs are jobs of `board`; the moves it took last
+  // end with job `j` (its writes are one chain: each waits for the one
+  // before), so the blocks they brought in are there once j is done.
+  void set_board(uint32_t m, JobBoard* board) { boards_[m] = board; }
+  JobBoard* board(uint32_t m) const { return boards_[m]; }
+  void written(uint32_t m, JobId j);
+  // The member whose move last brought block b in, and that move's last job
+  // (kNoMember, kNoJob: none yet).
+  uint32_t writer(uint32_t b) const { return writer_[b]; }
+  JobId write_job(uint32_t b) const { return write_job_[b]; }
 
   void entered(uint32_t block, uint32_t tier) override;
   void left(uint32_t block, uint32_t tier) override;
@@ -84,6 +97,10 @@ class KvPool final : public ReplayObserver {
   std::vector<uint32_t> freed_;    // per tier: the member whose share the tier's last victim left
   uint32_t actor_ = 0;
   std::vector<std::vector<Move>> pending_;  // per member
+  std::vector<std::vector<uint32_t>> brought_;  // per member: blocks its pending moves bring in
+  std::vector<JobBoard*> boards_;
+  std::vector<uint32_t> writer_;  // per block
+  std::vector<JobId> write_job_;  // per block
 };
 
 }  // namespace kvtier

@@ -227,6 +227,7 @@ void PrefixCache::submit_moves(TransferPlanner& planner, size_t gpu_dev) {
       write_bytes_ += bytes;
       if (mv.across_nodes) remote_write_bytes_ += bytes * ranks_;
     }
+    pool_->written(member_, last_write_);
     return;
   }
   for (uint32_t u = 0; u < cache_->tiers(); ++u) {
@@ -292,7 +293,10 @@ void PrefixCache::join(KvPool& pool, uint32_t member, uint32_t ranks) {
   ranks_ = ranks;
   index_ = &pool.index();
   cache_.reset();  // the pool's index replaces it
+  unlanded_.assign(pool.members(), kNoJob);
 }
+
+void PrefixCache::pool_board(JobBoard& board) { pool_->set_board(member_, &board); }
 
 // Block by block in the order lookup found them: each tier's loaded tokens
 // go to the member whose share holds the block. Hits on another node's
@@ -321,6 +325,10 @@ void PrefixCache::split_by_member(ServingRequest& r, const std::vector<uint32_t>
     left[h] -= take;
     const uint32_t m = pool_->home(b, h);
     member_tokens_[size_t(h) * M + m] += take;
+    // Written by another instance and still on its way: the load waits for it.
+    const uint32_t w = pool_->writer(b);
+    const JobId j = pool_->write_job(b);
+    if (w != KvPool::kNoMember && w != member_ && !pool_->board(w)->done(j)) unlanded_[w] = std::max(unlanded_[w], j);
     const uint32_t node = pool_->member(m).nodes[h];
     if (node == my_node) {
       local += take;
@@ -341,6 +349,14 @@ void PrefixCache::plan_pool_loads(PagedIteration& it) {
   const uint32_t T = index_->tiers();
   const size_t M = pool_->members();
   const uint32_t my_node = pool_->member(member_).gpu_node;
+  // Another instance's writes are its own jobs, which this instance's loads
+  // cannot depend on: the iteration starts once they have landed (rare: a
+  // prefix asked for on one instance while another is still writing it).
+  for (uint32_t w = 0; w < M; ++w)
+    if (unlanded_[w] != kNoJob) {
+      pool_->board(w)->wait(unlanded_[w]);
+      unlanded_[w] = kNoJob;
+    }
   for (uint32_t u = 0; u < T; ++u) {
     const size_t first = it.loads.size();
     for (size_t m = 0; m < M; ++m) {

@@ -20,6 +20,7 @@
 namespace kvtier {
 
 class GpuPrefixCache;
+class JobBoard;
 class KvPool;
 class ReplaySession;
 class TransferPlanner;
@@ -76,6 +77,8 @@ class PrefixCache {
   // `pool` (kv_pool.h), whose index replaces its own; `ranks`: the tensor-
   // parallel ranks each of its moves runs on (for the bytes it reports).
   void join(KvPool& pool, uint32_t member, uint32_t ranks);
+  // Pooled: the transfers of this cache's instance are jobs of `board`.
+  void pool_board(JobBoard& board);
   // The tiers as this cache would keep them alone (null: off), and each one's device.
   const ReplayConfig* replay_config() const { return cfg_.get(); }
   const std::vector<size_t>& devices() const { return dev_; }
@@ -101,6 +104,9 @@ class PrefixCache {
   uint32_t member_ = 0, ranks_ = 1;
   std::vector<double> member_tokens_;    // pooled, per iteration: tier x member, tokens loaded
   std::vector<uint32_t> nodes_seen_;     // scratch: the other nodes a prompt's hits came from
+  // Pooled, per iteration: per other member, the last of its writes of a
+  // block this iteration loads that has not landed yet (kNoJob: none).
+  std::vector<JobId> unlanded_;
   double remote_load_bytes_ = 0, remote_write_bytes_ = 0;  // pooled: across nodes, every rank's
   uint64_t local_hit_tokens_ = 0, remote_hit_tokens_ = 0;
   std::unique_ptr<GpuPrefixCache> gpu_;  // prefix_cache.gpu: freed prompt blocks kept in the pool

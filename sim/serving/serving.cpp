@@ -313,7 +313,10 @@ void ServingSimulation::attach_engines(bool own_links) {
   for (size_t d : pull_devices_) pulls.emplace_back(d, s_.gpu_dev);
   pulls.insert(pulls.end(), pool_pairs_.begin(), pool_pairs_.end());
   for (const auto& [dev, tier] : pool_drives_) planner_->wears_as(dev, tier);
-  if (pooled_) planner_->streams_on_demand();  // demotions between other members' shares
+  if (pooled_) {
+    planner_->streams_on_demand();  // demotions between other members' shares
+    cache_->pool_board(*board_);
+  }
   if (!rank_devices_.empty()) planner_->mirror(rank_devices_);
   planner_->make_streams(pulls);
   planner_->start();

@@ -167,3 +167,35 @@ def test_a_remote_hit_loads_in_the_routes_latency_plus_bytes_over_the_fabric(kvt
     assert rest1 == pytest.approx(rest2, abs=2e-9)
     # DRAM, the root complex, two PCIe hops each side and the adapters: a few microseconds.
     assert 1e-6 < rest1 < 20e-6
+
+
+def slices(trace_path, prefix):
+    """(start, end) in s of the slices named `prefix`... on their stream's own track, in order."""
+    events = json.loads(trace_path.read_text())
+    events = events["traceEvents"] if isinstance(events, dict) else events
+    track = {(e["pid"], e["tid"]): e["args"]["name"] for e in events
+             if e.get("ph") == "M" and e.get("name") == "thread_name"}
+    return sorted((e["ts"] * 1e-6, (e["ts"] + e["dur"]) * 1e-6) for e in events
+                  if e.get("ph") == "X" and e.get("name", "").startswith(prefix)
+                  and track.get((e["pid"], e["tid"])) == e["args"].get("stream"))
+
+
+def test_a_block_another_instance_is_still_writing_is_read_once_it_has_landed(kvtier, tmp_path):
+    # Request A's prompt is computed on node 0 and written into its DRAM as
+    # its first token comes out (16 blocks, 2.7 GB: tens of milliseconds);
+    # B, the same prompt on node 1, arrives 5 ms later and finds it cached.
+    def trace(times_ms):
+        t = tmp_path / ("t%d.jsonl" % len(times_ms))
+        line = {"input_length": 8192, "output_length": 2, "hash_ids": list(range(16))}
+        t.write_text("".join(json.dumps(dict(line, timestamp=x)) + "\n" for x in times_ms))
+        return 'serving.requests={"kind": "trace", "path": "%s"}' % t
+    sets = ['cluster={"replicas": 2, "kv_pool": "pooled", "gpus": ["n0.gpu0", "n1.gpu0"]}', "serving.time_scale=1"]
+    alone, _ = run(kvtier, tmp_path, "alone", MOONCAKE, two_nodes(), trace([0]), *sets)
+    b_at = int(alone["ttft_s"]["mean"] * 1e3) + 5
+    both, out = run(kvtier, tmp_path, "both", MOONCAKE, two_nodes(), trace([0, b_at]), *sets, timeline=True)
+    assert both["pooled_cache"]["remote_hit_tokens"] == 8191
+    writes = slices(out.with_suffix(".trace.json"), "cache write n0.gpu0->n0.dram0")
+    loads = slices(out.with_suffix(".trace.json"), "prefix load n0.dram0->n1.gpu0")
+    assert writes and len(loads) == 80
+    assert writes[-1][1] > b_at * 1e-3  # the write was still on its way when B arrived
+    assert loads[0][0] >= writes[-1][1] - 1e-9
