@@ -283,10 +283,6 @@ json PrefixCache::metrics(const std::vector<ServingRequest>& reqs) const {
   return m;
 }
 
-}  // namespace kvtier
-
-namespace kvtier {
-
 void PrefixCache::join(KvPool& pool, uint32_t member, uint32_t ranks) {
   pool_ = &pool;
   member_ = member;
