@@ -23,6 +23,7 @@ KvPool::KvPool(const ReplayConfig& like, std::vector<Member> members, uint64_t d
   boards_.assign(members_.size(), nullptr);
   writer_.assign(blocks_, kNoMember);
   write_job_.assign(blocks_, kNoJob);
+  unsent_.assign(blocks_, 0);
 }
 
 KvPool::~KvPool() = default;
@@ -54,6 +55,8 @@ void KvPool::entered(uint32_t b, uint32_t tier) {
   const uint32_t from_node = from_gpu ? members_[actor_].gpu_node : src.nodes[tier - 1];
   const size_t to = members_[m].devs[tier];
   brought_[actor_].push_back(b);
+  writer_[b] = actor_;
+  unsent_[b] = 1;
   for (Move& mv : pending_[actor_])
     if (mv.tier == tier && mv.from == from && mv.to == to) {
       ++mv.blocks;
@@ -72,6 +75,7 @@ void KvPool::written(uint32_t m, JobId j) {
   for (uint32_t b : brought_[m]) {
     writer_[b] = m;
     write_job_[b] = j;
+    unsent_[b] = 0;
   }
   brought_[m].clear();
 }

@@ -77,9 +77,11 @@ class KvPool final : public ReplayObserver {
   JobBoard* board(uint32_t m) const { return boards_[m]; }
   void written(uint32_t m, JobId j);
   // The member whose move last brought block b in, and that move's last job
-  // (kNoMember, kNoJob: none yet).
+  // (kNoMember, kNoJob: none yet); unsent: the move is not submitted yet (its
+  // member references blocks at an iteration's start and moves them after it).
   uint32_t writer(uint32_t b) const { return writer_[b]; }
   JobId write_job(uint32_t b) const { return write_job_[b]; }
+  bool unsent(uint32_t b) const { return unsent_[b] != 0; }
 
   void entered(uint32_t block, uint32_t tier) override;
   void left(uint32_t block, uint32_t tier) override;
@@ -101,6 +103,7 @@ class KvPool final : public ReplayObserver {
   std::vector<JobBoard*> boards_;
   std::vector<uint32_t> writer_;  // per block
   std::vector<JobId> write_job_;  // per block
+  std::vector<uint8_t> unsent_;   // per block
 };
 
 }  // namespace kvtier

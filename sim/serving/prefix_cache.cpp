@@ -324,7 +324,10 @@ void PrefixCache::split_by_member(ServingRequest& r, const std::vector<uint32_t>
     // Written by another instance and still on its way: the load waits for it.
     const uint32_t w = pool_->writer(b);
     const JobId j = pool_->write_job(b);
-    if (w != KvPool::kNoMember && w != member_ && !pool_->board(w)->done(j)) unlanded_[w] = std::max(unlanded_[w], j);
+    if (w != KvPool::kNoMember && w != member_) {
+      if (pool_->unsent(b)) unsent_.push_back(b);
+      else if (!pool_->board(w)->done(j)) unlanded_[w] = std::max(unlanded_[w], j);
+    }
     const uint32_t node = pool_->member(m).nodes[h];
     if (node == my_node) {
       local += take;
@@ -353,6 +356,14 @@ void PrefixCache::plan_pool_loads(PagedIteration& it) {
       pool_->board(w)->wait(unlanded_[w]);
       unlanded_[w] = kNoJob;
     }
+  // Moved by another instance at the end of the iteration it runs now (a
+  // promotion into its share): once that move is made and has landed.
+  for (uint32_t b : unsent_) {
+    const uint32_t w = pool_->writer(b);
+    JobBoard& board = *pool_->board(w);
+    board.wait_until([&] { return pool_->writer(b) != w || (!pool_->unsent(b) && board.done(pool_->write_job(b))); });
+  }
+  unsent_.clear();
   for (uint32_t u = 0; u < T; ++u) {
     const size_t first = it.loads.size();
     for (size_t m = 0; m < M; ++m) {

@@ -107,6 +107,7 @@ class PrefixCache {
   // Pooled, per iteration: per other member, the last of its writes of a
   // block this iteration loads that has not landed yet (kNoJob: none).
   std::vector<JobId> unlanded_;
+  std::vector<uint32_t> unsent_;  // pooled, per iteration: blocks another member has yet to move
   double remote_load_bytes_ = 0, remote_write_bytes_ = 0;  // pooled: across nodes, every rank's
   uint64_t local_hit_tokens_ = 0, remote_hit_tokens_ = 0;
   std::unique_ptr<GpuPrefixCache> gpu_;  // prefix_cache.gpu: freed prompt blocks kept in the pool

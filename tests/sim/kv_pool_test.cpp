@@ -55,10 +55,12 @@ TEST_CASE("kv pool: blocks go to the writer's share first, then where the pool's
   CHECK((moves[0].from == 100 && moves[0].to == 0 && moves[0].blocks == 2 && !moves[0].across_nodes));
   CHECK((moves[1].from == 100 && moves[1].to == 1 && moves[1].blocks == 1 && moves[1].across_nodes));
   CHECK(pool.take_moves(0).empty());
-  // The blocks those moves brought in were written by member 0's job 7.
-  CHECK(pool.writer(2) == KvPool::kNoMember);
+  // The blocks those moves bring in are member 0's, unsent until its
+  // transfers are submitted; then they are there once its job 7 is done.
+  CHECK((pool.writer(2) == 0 && pool.unsent(2) && pool.write_job(2) == kNoJob));
   pool.written(0, 7);
   CHECK((pool.writer(0) == 0 && pool.write_job(0) == 7 && pool.writer(2) == 0 && pool.write_job(2) == 7));
+  CHECK((!pool.unsent(0) && !pool.unsent(2)));
   CHECK(pool.writer(3) == KvPool::kNoMember);
   pool.act_as(1);
   ix.reference(3);  // its own share has room
