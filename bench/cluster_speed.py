@@ -38,6 +38,8 @@ POINTS = {
     "hgx_node": (ROOT / "configs" / "cluster" / "hgx_node.json", [],
                  "one HGX node: 2 x TP=4 LLaMA-3.1-70B"),
     "disaggregated_2": (DISAGG, [], "2 HGX nodes: 2 prefill + 2 decode TP=4 instances"),
+    "pooled_2": (ROOT / "configs" / "cluster" / "mooncake_pool.json", [],
+                 "2 HGX nodes: 2 prefill + 2 decode TP=4 instances, one KV pool of both nodes' DRAM (Mooncake Store)"),
     "disaggregated_16": (DISAGG, ["hardware.cluster.nodes=16", 'cluster={"tp": 8, "replicas": 16, "prefill_replicas": 8}',
                                   "serving.time_scale=1"],
                          "16 HGX nodes (128 GPUs): 8 prefill + 8 decode TP=8 instances, the trace's own rate"),
@@ -76,7 +78,7 @@ def dense_hour_sets(folder):
 POINTS["dense_hour_1024"] = (DISAGG, dense_hour_sets,
                              "128 HGX nodes (1,024 GPUs): 64 prefill + 64 decode TP=8 instances, a whole hour 8x denser")
 
-DEFAULT = ["serving", "replica_farm", "hgx_node", "disaggregated_2", "disaggregated_16"]
+DEFAULT = ["serving", "replica_farm", "hgx_node", "disaggregated_2", "pooled_2", "disaggregated_16"]
 
 
 def run_point(binary, name, out_root):

@@ -15,6 +15,8 @@
 #include "sim/engine/engine_metrics.h"
 #include "sim/platform/collective.h"
 #include "sim/platform/platform.h"
+#include "sim/serving/kv_pool.h"
+#include "sim/serving/prefix_cache.h"
 #include "sim/serving/serving.h"
 #include "sim/serving/serving_metrics.h"
 
@@ -49,6 +51,11 @@ ParamList cluster_run_params() {
           "how a tensor-parallel instance's GPUs all-reduce: ring (NCCL's ring over the routes between consecutive "
           "ranks) or switch (NVSwitch: every rank to every other through the switch)",
           {"ring", "switch"}),
+      str("kv_pool", "local",
+          "where the instances' prefix caches keep prompt blocks: local (each its own, in its share of its node's host "
+          "memory and drives) or pooled (Mooncake Store: every instance's share is part of one cache with one index, "
+          "which any instance reads from the node holding a block, over the fabric between nodes)",
+          {"local", "pooled"}),
   };
 }
 
@@ -87,6 +94,56 @@ ClusterSimulation::ClusterSimulation(json& cfg) : cfg_(cfg) {
   decode_local_.assign(decode_of_.size(), 0);
   for (const ServingRequest& q : stream_.reqs)
     if (prefill_ > 0 && q.output_tokens > 1) ++to_hand_over_;
+  if (cfg_["cluster"]["kv_pool"] == "pooled") build_pool();
+}
+
+// One cache of every instance's share: the same tiers, policy and block
+// size as each instance's own cache, each share as big as that cache.
+void ClusterSimulation::build_pool() {
+  const Hardware& hw = inst_[0]->sim->setup().hw;
+  std::vector<KvPool::Member> members;
+  for (auto& in : inst_) {
+    const PrefixCache& pc = in->sim->prefix_cache();
+    if (!pc.replay_config())
+      throw ConfigError("cluster.kv_pool: \"pooled\" needs a prefix cache below each instance's GPU "
+                        "(serving.prefix_cache.enabled, a tier below the GPU in hardware.tiers, and requests with "
+                        "prefix blocks)");
+    KvPool::Member m;
+    m.gpu = in->gpu_dev;
+    m.gpu_node = static_cast<uint32_t>(hw.node_of(in->gpu_dev));
+    for (size_t u = 0; u < pc.devices().size(); ++u) {
+      m.devs.push_back(pc.devices()[u]);
+      m.nodes.push_back(static_cast<uint32_t>(hw.node_of(pc.devices()[u])));
+      m.capacity.push_back(pc.replay_config()->tiers[u].capacity_blocks);
+    }
+    members.push_back(std::move(m));
+  }
+  pool_ = std::make_unique<KvPool>(*inst_[0]->sim->prefix_cache().replay_config(), std::move(members),
+                                   stream_.distinct_blocks);
+  const uint32_t ranks = cfg_["cluster"]["tp"].get<uint32_t>();
+  for (size_t i = 0; i < inst_.size(); ++i) inst_[i]->sim->prefix_cache().join(*pool_, static_cast<uint32_t>(i), ranks);
+}
+
+// An instance reads and writes every share from its GPU (loads, writes,
+// promotions); demotions between two other shares get their stream when
+// first made. Writes into another member's drive wear as its own tier's.
+void ClusterSimulation::connect_pool() {
+  const Hardware& hw = inst_[0]->sim->setup().hw;
+  for (size_t i = 0; i < inst_.size(); ++i) {
+    std::vector<std::pair<size_t, size_t>> pairs, drives;
+    const size_t g = inst_[i]->gpu_dev;
+    for (size_t j = 0; j < pool_->members(); ++j) {
+      const KvPool::Member& m = pool_->member(j);
+      for (size_t u = 0; u < m.devs.size(); ++u) {
+        if (j != i) {
+          pairs.emplace_back(m.devs[u], g);
+          pairs.emplace_back(g, m.devs[u]);
+        }
+        if (hw.devices[m.devs[u]].model->is_storage()) drives.emplace_back(m.devs[u], u + 1);
+      }
+    }
+    inst_[i]->sim->pool_streams(std::move(pairs), std::move(drives));
+  }
 }
 
 ClusterSimulation::~ClusterSimulation() = default;
@@ -353,6 +410,8 @@ ServingRequest ClusterSimulation::served(size_t k) const {
     r.computed_tokens += p.computed_tokens;
     r.hit_tokens = p.hit_tokens;
     r.gpu_hit_tokens = p.gpu_hit_tokens;
+    r.remote_hit_tokens = p.remote_hit_tokens;
+    r.remote_nodes = p.remote_nodes;
     r.preemptions += p.preemptions;
   } else if (!decode_of_.empty()) {
     r.output_tokens = stream_.reqs[k].output_tokens;
@@ -365,9 +424,11 @@ ServingRequest ClusterSimulation::served(size_t k) const {
 // links they take (then they run as closed forms, sim/platform/collective.h).
 // Every other byte the cluster moves goes between a rank's GPU and its tier
 // devices (KV, the prefix cache, weights; both ways), between two of those
-// tiers, between a prefill and a decode GPU of the same rank, or across the
-// fabric through a node's gateway: every such route is listed here, and a
-// new kind of transfer between instances must be listed too.
+// tiers, with a KV pool between a rank's GPU and every member's share of
+// that rank and between any two shares, between a prefill and a decode GPU
+// of the same rank, or across the fabric through a node's gateway: every
+// such route is listed here, and a new kind of transfer between instances
+// must be listed too.
 std::vector<bool> ClusterSimulation::allreduce_alone(bool through_switch) const {
   const Hardware& hw = inst_[0]->sim->setup().hw;
   const Platform& p = *platform_;
@@ -392,6 +453,33 @@ std::vector<bool> ClusterSimulation::allreduce_alone(bool through_switch) const 
   if (hw.nodes() > 1)
     for (const auto& in : inst_)
       for (size_t g : in->gpus) mark(g, gateway(g));
+  if (pool_) {
+    // The pool: every rank reads and writes every member's share of its rank,
+    // and blocks move down between any two shares.
+    std::vector<size_t> shares;
+    for (const auto& in : inst_)
+      for (const std::vector<size_t>& rank : in->rank_tiers) shares.insert(shares.end(), rank.begin() + 1, rank.end());
+    std::sort(shares.begin(), shares.end());
+    shares.erase(std::unique(shares.begin(), shares.end()), shares.end());
+    auto link = [&](size_t a, size_t b) {
+      if (hw.node_of(a) == hw.node_of(b)) {
+        mark(a, b);
+      } else {
+        mark(a, gateway(a));
+        mark(gateway(b), b);
+      }
+    };
+    for (const auto& in : inst_)
+      for (size_t r = 0; r < in->gpus.size(); ++r)
+        for (const auto& other : inst_)
+          for (size_t t = 1; r < other->rank_tiers.size() && t < other->rank_tiers[r].size(); ++t)
+            link(in->gpus[r], other->rank_tiers[r][t]);
+    for (size_t a : shares)
+      for (size_t b : shares)
+        if (hw.node_of(a) == hw.node_of(b)) mark(a, b);
+    for (size_t a : shares)
+      if (hw.nodes() > 1) mark(a, gateway(a));
+  }
   for (size_t i = 0; i < prefill_; ++i)
     for (size_t j = prefill_; j < inst_.size(); ++j)
       for (size_t r = 0; r < inst_[i]->gpus.size(); ++r) {
@@ -440,6 +528,11 @@ json ClusterSimulation::run(const std::string& timeline_path) {
     const double hidden = double(whole.model_dim()) * whole.dtype_bytes;
     for (auto& in : inst_) {
       std::vector<std::vector<size_t>> mine = part;
+      // Pooled: another member's share is on its ranks' devices, rank by
+      // rank (this instance's own tiers, set next, win where they coincide).
+      for (auto& other : inst_)
+        for (size_t t = 1; pool_ && other != in && t < other->rank_tiers[0].size(); ++t)
+          for (size_t r = 1; r < ranks; ++r) mine[other->rank_tiers[0][t]][r - 1] = other->rank_tiers[r][t];
       for (size_t t = 1; t < in->rank_tiers[0].size(); ++t)
         for (size_t r = 1; r < ranks; ++r) mine[in->rank_tiers[0][t]][r - 1] = in->rank_tiers[r][t];
       in->sim->tensor_parallel(in->gpus, hidden, cl["allreduce"] == "switch", std::move(mine));
@@ -453,6 +546,7 @@ json ClusterSimulation::run(const std::string& timeline_path) {
   std::vector<size_t> prefill_gpus;
   for (size_t i = 0; i < prefill_; ++i) prefill_gpus.push_back(inst_[i]->gpu_dev);
   for (size_t i = prefill_; i < inst_.size() && prefill_ > 0; ++i) inst_[i]->sim->pulls_from(prefill_gpus);
+  if (pool_) connect_pool();
   for (auto& in : inst_) in->sim->attach(*platform_, *timeline_);
   for (auto& st : platform_->stats()) st.track = timeline_->track(Timeline::Links, st.name);
   std::vector<ActorSpec> actors;
@@ -521,6 +615,34 @@ json ClusterSimulation::node_metrics(const Hardware& hw, const std::vector<json>
   return nodes;
 }
 
+// The pool as a whole: each tier's room (the shares summed) and use at the
+// end, the prefix hits of its tiers split by where they were read from (the
+// reader's node or another), and the bytes its reads and writes moved
+// between nodes (every rank's: what the fabric carried for it).
+json ClusterSimulation::pool_metrics(const json& m) const {
+  const json& p = m["prefix_cache"]["pool"];
+  const auto& names = inst_[0]->sim->tier_names();
+  json tiers = json::array();
+  for (uint32_t u = 0; u < pool_->tiers(); ++u) {
+    uint64_t cap = 0, used = 0;
+    for (uint32_t j = 0; j < pool_->members(); ++j) {
+      cap += pool_->member(j).capacity[u];
+      used += pool_->used(j, u);
+    }
+    tiers.push_back({{"tier", names[u + 1]}, {"capacity_blocks", cap}, {"used_blocks", used}});
+  }
+  const double local = p["local_hit_tokens"].get<double>(), remote = p["remote_hit_tokens"].get<double>();
+  return {{"mode", "pooled"},
+          {"members", pool_->members()},
+          {"tiers", tiers},
+          {"local_hit_tokens", p["local_hit_tokens"]},
+          {"remote_hit_tokens", p["remote_hit_tokens"]},
+          {"remote_hit_fraction", local + remote > 0 ? remote / (local + remote) : 0.0},
+          {"prefill_tokens_saved", m["prefix_hit_tokens"]},
+          {"fabric_read_bytes", p["remote_load_bytes"]},
+          {"fabric_write_bytes", p["remote_write_bytes"]}};
+}
+
 json ClusterSimulation::metrics(double end) {
   const size_t n = inst_.size();
   std::vector<ServingRequest> all(stream_.reqs.size());
@@ -587,6 +709,7 @@ json ClusterSimulation::metrics(double end) {
     instances.push_back(per[i]);
   }
   m["instances"] = instances;
+  if (pool_) m["pooled_cache"] = pool_metrics(m);
   m["links"] = link_metrics(*platform_, end);
   const Hardware& hw = inst_[0]->sim->setup().hw;
   if (hw.cluster.nodes > 1) m["nodes"] = node_metrics(hw, per, m["links"]);
@@ -625,9 +748,11 @@ std::string ClusterSimulation::requests_csv() const {
     out << line << ',';
     if (header) {
       out << "instance" << (prefill_ > 0 ? ",decode_instance" : "");
+      if (pool_) out << ",remote_hit_tokens,remote_nodes";
     } else {
       out << inst_[instance_of_[k]]->gpu;
       if (prefill_ > 0) out << ',' << (decode_of_[k] == UINT32_MAX ? std::string() : inst_[decode_of_[k]]->gpu);
+      if (pool_) out << ',' << all[k].remote_hit_tokens << ',' << all[k].remote_nodes;
       ++k;
     }
     out << '\n';

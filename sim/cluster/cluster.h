@@ -14,6 +14,10 @@
 // prefill is done (its first token out) its request goes to a decode
 // instance (cluster.decode_router), which pulls the prompt's KV from the
 // prefill GPU over the route between them once it has room for it.
+//
+// A KV pool across the nodes (cluster.kv_pool "pooled", Mooncake Store): the
+// instances' prefix caches become members of one cache (sim/serving/kv_pool.h)
+// whose blocks any instance reads from the node holding them.
 #pragma once
 
 #include <memory>
@@ -26,6 +30,7 @@
 namespace kvtier {
 
 class ServingSimulation;
+class KvPool;
 class RouterPolicy;
 class Platform;
 class Timeline;
@@ -47,6 +52,11 @@ class ClusterSimulation {
   struct Instance;
   void place_instances();
   std::vector<bool> allreduce_alone(bool through_switch) const;
+  void build_pool();
+  // Before attach, pooled: each instance's streams to and from the other
+  // members' shares, and each rank's part of them.
+  void connect_pool();
+  json pool_metrics(const json& m) const;
   json instance_config(size_t gpu, const std::vector<size_t>& tier_devs, const std::vector<uint32_t>& sharers) const;
   void route_all();
   void hand_over(size_t from, uint32_t local);
@@ -67,6 +77,7 @@ class ClusterSimulation {
   std::vector<uint32_t> instance_of_;  // per request of the stream: the instance it went to
   std::vector<uint32_t> local_id_;     // and its id there
   std::vector<uint32_t> decode_of_, decode_local_;  // disaggregated: its decode instance and id there
+  std::unique_ptr<KvPool> pool_;  // cluster.kv_pool "pooled"
   std::unique_ptr<Platform> platform_;
   std::unique_ptr<Timeline> timeline_;
 };

@@ -35,6 +35,13 @@ void JobBoard::wait(JobId j) {
   mutex_->unlock();
 }
 
+void JobBoard::wait_until(const std::function<bool()>& ready) {
+  if (ready()) return;
+  mutex_->lock();
+  while (!ready()) cv_->wait(mutex_);
+  mutex_->unlock();
+}
+
 Stream::Stream(std::string name, Platform& platform, JobBoard& board, Timeline& timeline)
     : name_(std::move(name)),
       platform_(platform),

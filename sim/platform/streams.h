@@ -27,6 +27,10 @@ class JobBoard {
   void finish(JobId j, double duration_s = 0);
   double duration(JobId j) const { return j == kNoJob ? 0 : dur_[j]; }
   void wait(JobId j);  // blocks the calling actor until j is done
+  // Blocks the calling actor until `ready` holds, looking again each time a
+  // job of this board finishes (what it waits for is decided by jobs not
+  // created yet: another engine's next transfers).
+  void wait_until(const std::function<bool()>& ready);
 
  private:
   std::vector<uint8_t> done_;

@@ -132,6 +132,18 @@ Stream& TransferPlanner::activations(bool to_host) {
 
 void TransferPlanner::start() {
   for (auto& st : owned_) st->start();
+  started_ = true;
+}
+
+Stream& TransferPlanner::move_stream(size_t from, size_t to) {
+  if (Stream* st = find_stream(from, to)) return *st;
+  if (!on_demand_) return stream(from, to);  // throws: no such stream
+  owned_.push_back(std::make_unique<Stream>(s_.hw.devices[from].name + "->" + s_.hw.devices[to].name, platform_, board_,
+                                            timeline_));
+  Stream* st = owned_.back().get();
+  streams_[pair_key(from, to)] = st;
+  if (started_) st->start();
+  return *st;
 }
 
 void TransferPlanner::stop() {
@@ -353,16 +365,26 @@ JobId TransferPlanner::move(size_t from, size_t to, double bytes, std::vector<Jo
   for (size_t r = 0; r < ranks; ++r) {
     TransferJob m{j, mirrors_[from][r], mirrors_[to][r], bytes, deps, -1, 0, what};
     m.layer = layer;
-    stream(m.from, m.to).submit(std::move(m));
+    move_stream(m.from, m.to).submit(std::move(m));
   }
   TransferJob job{j, from, to, bytes, std::move(deps), -1, 0, what};
   job.layer = layer;
-  stream(from, to).submit(std::move(job));
+  move_stream(from, to).submit(std::move(job));
   // Tiers are distinct devices (hardware.tiers lists each once): one tier wears.
   // Every rank's shard is written (the tier stands for its ranks' drives).
-  if (s_.hw.devices[to].model->is_storage())
+  if (s_.hw.devices[to].model->is_storage()) {
+    bool own = false;
     for (size_t t = 0; t < s_.tiers(); ++t)
-      if (s_.tier_dev[t] == to) record_write(t, bytes * double(ranks + 1));
+      if (s_.tier_dev[t] == to) {
+        record_write(t, bytes * double(ranks + 1));
+        own = true;
+      }
+    for (const auto& [dev, t] : wear_alias_)
+      if (!own && dev == to) {
+        record_write(t, bytes * double(ranks + 1));
+        break;
+      }
+  }
   return j;
 }
 

@@ -36,6 +36,15 @@ class TransferPlanner final : public MoveSink {
   // rank's). Every move() then runs once per rank, each rank's shard on its
   // own devices and streams, at once; the move is done when all are.
   void mirror(std::vector<std::vector<size_t>> ranks) { mirrors_ = std::move(ranks); }
+  // Writes into device `dev` (another instance's share of a KV pool, on a
+  // drive like tier `tier`'s) wear as writes into that tier: this engine
+  // wrote them.
+  void wears_as(size_t dev, size_t tier) { wear_alias_.emplace_back(dev, tier); }
+  // A move() between a pair without a stream makes the pair's stream then
+  // (a KV pool's demotions between other instances' shares: which pairs a
+  // run uses is known only as it runs, and a stream per possible pair is
+  // instances squared actors).
+  void streams_on_demand() { on_demand_ = true; }
   void start();
   void stop();  // streams end once their queues are drained
   Stream& stream(size_t from_dev, size_t to_dev);
@@ -113,6 +122,10 @@ class TransferPlanner final : public MoveSink {
 
   const EngineSetup& s_;
   std::vector<std::vector<size_t>> mirrors_;  // by device: its part on ranks 1..T-1 (empty: one rank)
+  std::vector<std::pair<size_t, size_t>> wear_alias_;  // (device, tier): see wears_as
+  bool on_demand_ = false;
+  bool started_ = false;
+  Stream& move_stream(size_t from, size_t to);
   EngineCounters& c_;
   Platform& platform_;
   JobBoard& board_;

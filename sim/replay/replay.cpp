@@ -121,12 +121,14 @@ class ReplayHierarchy {
     policies_[u]->on_insert(b, u);
     ++used_[u];
     ++inserted_[u];
+    if (observer_) observer_->entered(b, u);
     table_.tier[b] = u;
     table_.created[b] = table_.clock;
   }
   void remove(uint32_t b, TierId u) {
     policies_[u]->on_remove(b, u);
     --used_[u];
+    if (observer_) observer_->left(b, u);
     table_.tier[b] = kNone;
   }
   void evict_exclusive(uint32_t v, TierId u) {
@@ -139,12 +141,14 @@ class ReplayHierarchy {
     policies_[u]->on_insert(b, u);
     ++used_[u];
     ++inserted_[u];
+    if (observer_) observer_->entered(b, u);
     mask_[b] |= uint8_t(1u << u);
     set_top(b);
   }
   void evict_inclusive(uint32_t v, TierId u) {
     policies_[u]->on_remove(v, u);
     --used_[u];
+    if (observer_) observer_->left(v, u);
     mask_[v] &= uint8_t(~(1u << u));
     // Leaving the last tier (or a dropping policy's tier) leaves the cache:
     // copies above would break inclusion.
@@ -153,6 +157,7 @@ class ReplayHierarchy {
         if (mask_[v] >> w & 1u) {
           policies_[w]->on_remove(v, TierId(w));
           --used_[w];
+          if (observer_) observer_->left(v, w);
         }
       mask_[v] = 0;
     }
@@ -175,6 +180,7 @@ class ReplayHierarchy {
 
  public:
   std::vector<uint64_t> hits_, bypassed_, inserted_;
+  ReplayObserver* observer_ = nullptr;
 };
 
 namespace {
@@ -310,6 +316,7 @@ uint32_t ReplaySession::reference(uint32_t b) {
 }
 uint64_t ReplaySession::inserted(uint32_t tier) const { return h_->inserted_[tier]; }
 uint64_t ReplaySession::used(uint32_t tier) const { return h_->used(tier); }
+void ReplaySession::observe(ReplayObserver* o) { h_->observer_ = o; }
 
 ReplayResult ReplaySession::result() const {
   ReplayResult res;

@@ -108,6 +108,18 @@ ReplayResult replay(const BlockStream& s, ReplayConfig& c, const NextReferences*
 // distinct blocks, not by the stream's length. Policies that need the future
 // (Belady) cannot run this way.
 class ReplayHierarchy;
+
+// Told of every block a tier takes in and lets go of, in the order the
+// hierarchy does it (a victim leaves its tier before it enters the one
+// below, and before the block that displaced it enters): what a cache spread
+// over several places needs to say where each block lies.
+class ReplayObserver {
+ public:
+  virtual ~ReplayObserver() = default;
+  virtual void entered(uint32_t block, uint32_t tier) = 0;
+  virtual void left(uint32_t block, uint32_t tier) = 0;
+};
+
 class ReplaySession {
  public:
   ReplaySession(ReplayConfig& c, uint64_t blocks);
@@ -129,6 +141,8 @@ class ReplaySession {
   // Blocks inserted into a tier so far (each one written into it), and its use.
   uint64_t inserted(uint32_t tier) const;
   uint64_t used(uint32_t tier) const;
+  // Every later insertion and removal is told to `o` (null: none).
+  void observe(ReplayObserver* o);
 
  private:
   ReplayConfig& c_;

@@ -7,6 +7,7 @@
 #include "sim/platform/transfer_planner.h"
 #include "sim/replay/replay.h"
 #include "sim/serving/gpu_prefix_cache.h"
+#include "sim/serving/kv_pool.h"
 
 namespace kvtier {
 
@@ -53,6 +54,7 @@ void PrefixCache::setup(json& pc, const EngineSetup& s, const std::vector<Servin
   const bool enabled = pc["enabled"].get<bool>() && distinct_blocks_ > 0;
   if (enabled && s.tier_dev.size() > 1) {
     setup_tiers(pc, s, room);
+    index_ = cache_.get();
     if (pc["warm"].get<bool>()) {
       // Precomputed before time 0, in stream order: what the tiers hold of it is what they keep.
       for (const ServingRequest& q : reqs)
@@ -105,10 +107,11 @@ void PrefixCache::setup_tiers(json& pc, const EngineSetup& s, const Room& room) 
 // any tier (as vLLM and LMCache serve prefixes), split by the tier each
 // block is in. A peek: recency changes only once the request is admitted.
 uint32_t PrefixCache::lookup(ServingRequest& r) const {
-  if ((!cache_ && !gpu_) || r.generated > 0) return 0;  // after a recompute the prompt grew beyond what is hashed
-  const size_t T = cache_ ? cache_->tiers() : 0;
+  if ((!index_ && !gpu_) || r.generated > 0) return 0;  // after a recompute the prompt grew beyond what is hashed
+  const size_t T = index_ ? index_->tiers() : 0;
   r.hit_tokens.assign(T, 0);
   r.gpu_hit_tokens = 0;
+  r.remote_hit_tokens = r.remote_nodes = 0;
   uint64_t tokens = 0;
   uint64_t pos = 0;
   for (uint32_t b : r.prefix_blocks) {
@@ -120,7 +123,7 @@ uint32_t PrefixCache::lookup(ServingRequest& r) const {
       tokens += n;
       continue;
     }
-    const uint32_t h = cache_ ? cache_->holder(b) : static_cast<uint32_t>(T);
+    const uint32_t h = index_ ? index_->holder(b) : static_cast<uint32_t>(T);
     if (h >= T) {
       if (match_any_) continue;
       break;
@@ -133,18 +136,19 @@ uint32_t PrefixCache::lookup(ServingRequest& r) const {
 
 // Used now: recency and promotion in the tiers; the GPU's blocks are this request's.
 void PrefixCache::mark_used(const ServingRequest& r) {
-  const size_t T = cache_ ? cache_->tiers() : 0;
+  const size_t T = index_ ? index_->tiers() : 0;
+  if (pool_) pool_->act_as(member_);
   for (uint32_t b : r.prefix_blocks) {
     if (gpu_ && gpu_->holds(b)) {
       gpu_->take(b);
       continue;
     }
-    if (!cache_) break;
-    if (cache_->holder(b) >= T) {
+    if (!index_) break;
+    if (index_->holder(b) >= T) {
       if (match_any_) continue;
       break;
     }
-    cache_->reference(b);
+    index_->reference(b);
   }
 }
 
@@ -153,7 +157,7 @@ void PrefixCache::mark_used(const ServingRequest& r) {
 // them. False if the item loads nothing now.
 bool PrefixCache::split_loads(const IterationItem& item, ServingRequest& r) {
   if (!item.prefill || item.loaded == 0 || item.past != item.loaded) return false;
-  const size_t T = cache_ ? cache_->tiers() : 0;
+  const size_t T = index_ ? index_->tiers() : 0;
   uint32_t left = item.loaded;
   r.gpu_hit_tokens = std::min(left, r.gpu_hit_tokens);
   left -= r.gpu_hit_tokens;
@@ -162,20 +166,26 @@ bool PrefixCache::split_loads(const IterationItem& item, ServingRequest& r) {
     r.hit_tokens[u] = n;
     left -= n;
   }
+  if (pool_) split_by_member(r, r.hit_tokens);
   mark_used(r);
   return true;
 }
 
 // Loaded layer by layer from the tier holding them.
 void PrefixCache::plan_loads(const IterationPlan& p, std::vector<ServingRequest>& reqs, PagedIteration& it) {
-  const size_t T = cache_ ? cache_->tiers() : 0;
+  const size_t T = index_ ? index_->tiers() : 0;
   std::vector<double> load_tokens(T, 0.0);
+  if (pool_) member_tokens_.assign(T * pool_->members(), 0.0);
   for (const IterationItem& item : p.items) {
     ServingRequest& r = reqs[item.req];
     if (!split_loads(item, r)) continue;
     for (size_t u = 0; u < T; ++u) load_tokens[u] += r.hit_tokens[u];
   }
   it.after = last_write_;  // a block written moments ago is read once it is there
+  if (pool_) {
+    plan_pool_loads(it);
+    return;
+  }
   for (size_t u = 0; u < T; ++u) {
     if (load_tokens[u] == 0) continue;
     const double bytes = load_tokens[u] * kv_bytes_per_token_layer_;
@@ -187,7 +197,7 @@ void PrefixCache::plan_loads(const IterationPlan& p, std::vector<ServingRequest>
 void PrefixCache::take_loads(const IterationItem& item, ServingRequest& r, std::vector<uint32_t>& tokens) {
   tokens.clear();
   if (!split_loads(item, r)) return;
-  const size_t T = cache_ ? cache_->tiers() : 0;
+  const size_t T = index_ ? index_->tiers() : 0;
   tokens.assign(r.hit_tokens.begin(), r.hit_tokens.begin() + static_cast<std::ptrdiff_t>(T));
   for (size_t u = 0; u < T; ++u)
     for (uint32_t l = 0; l < layers_; ++l) load_bytes_ += double(tokens[u]) * kv_bytes_per_token_layer_;
@@ -195,16 +205,31 @@ void PrefixCache::take_loads(const IterationItem& item, ServingRequest& r, std::
 
 // One reference each (a block another request wrote meanwhile is just a hit).
 void PrefixCache::write_down(const ServingRequest& r) {
-  if (!cache_) return;
-  for (uint32_t b : r.prefix_blocks) cache_->reference(b);
+  if (!index_) return;
+  if (pool_) pool_->act_as(member_);
+  for (uint32_t b : r.prefix_blocks) index_->reference(b);
 }
 
 // Into the cache's top tier from the GPU; into lower tiers from the tier
 // above (exclusive: demotions) or from the GPU (inclusive: written to every
 // tier). Off the critical path, sharing links with everything else.
 void PrefixCache::submit_moves(TransferPlanner& planner, size_t gpu_dev) {
-  if (!cache_) return;
+  if (!index_) return;
   const double bb = double(cfg_->block_bytes);
+  if (pool_) {
+    // The pool's moves for this member: into its own share or another's,
+    // and victims demoted between shares.
+    for (const KvPool::Move& mv : pool_->take_moves(member_)) {
+      const double bytes = double(mv.blocks) * bb;
+      std::vector<JobId> deps;
+      add_dep(deps, last_write_);
+      last_write_ = planner.move(mv.from, mv.to, bytes, std::move(deps), "cache write");
+      write_bytes_ += bytes;
+      if (mv.across_nodes) remote_write_bytes_ += bytes * ranks_;
+    }
+    pool_->written(member_, last_write_);
+    return;
+  }
   for (uint32_t u = 0; u < cache_->tiers(); ++u) {
     const uint64_t n = cache_->inserted(u) - inserted_seen_[u];
     if (n == 0) continue;
@@ -235,19 +260,126 @@ void PrefixCache::trim_gpu(uint64_t free_blocks) {
 
 uint64_t PrefixCache::gpu_pool_blocks() const { return gpu_ ? gpu_->pool_blocks() : 0; }
 
-uint32_t PrefixCache::tiers() const { return cache_ ? cache_->tiers() : 0; }
+uint32_t PrefixCache::tiers() const { return index_ ? index_->tiers() : 0; }
 
-double PrefixCache::used_bytes(uint32_t tier) const { return double(cache_->used(tier)) * double(cfg_->block_bytes); }
+double PrefixCache::used_bytes(uint32_t tier) const {
+  const uint64_t blocks = pool_ ? pool_->used(member_, tier) : index_->used(tier);
+  return double(blocks) * double(cfg_->block_bytes);
+}
 
 json PrefixCache::metrics(const std::vector<ServingRequest>& reqs) const {
-  json m = {{"enabled", cache_ != nullptr}, {"load_bytes", load_bytes_},     {"write_bytes", write_bytes_},
+  json m = {{"enabled", index_ != nullptr}, {"load_bytes", load_bytes_},     {"write_bytes", write_bytes_},
             {"distinct_blocks", distinct_blocks_}, {"block_tokens", block_tokens_}};
   if (gpu_) {
     uint64_t g = 0;
     for (const auto& r : reqs) g += r.gpu_hit_tokens;
     m["gpu_hit_tokens"] = g;
   }
+  if (pool_)
+    m["pool"] = {{"local_hit_tokens", local_hit_tokens_},
+                 {"remote_hit_tokens", remote_hit_tokens_},
+                 {"remote_load_bytes", remote_load_bytes_},
+                 {"remote_write_bytes", remote_write_bytes_}};
   return m;
+}
+
+void PrefixCache::join(KvPool& pool, uint32_t member, uint32_t ranks) {
+  pool_ = &pool;
+  member_ = member;
+  ranks_ = ranks;
+  index_ = &pool.index();
+  cache_.reset();  // the pool's index replaces it
+  unlanded_.assign(pool.members(), kNoJob);
+}
+
+void PrefixCache::pool_board(JobBoard& board) { pool_->set_board(member_, &board); }
+
+// Block by block in the order lookup found them: each tier's loaded tokens
+// go to the member whose share holds the block. Hits on another node's
+// share are remote; what the GPU's own pool holds is neither.
+void PrefixCache::split_by_member(ServingRequest& r, const std::vector<uint32_t>& tier_tokens) {
+  const uint32_t T = index_->tiers();
+  const size_t M = pool_->members();
+  const uint32_t my_node = pool_->member(member_).gpu_node;
+  uint32_t left[8] = {0};  // ReplayConfig: at most 8 tiers
+  for (uint32_t u = 0; u < T; ++u) left[u] = tier_tokens[u];
+  uint32_t remote = 0, local = 0;
+  nodes_seen_.clear();
+  uint64_t pos = 0;
+  for (uint32_t b : r.prefix_blocks) {
+    if (pos >= r.input_tokens) break;
+    const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(block_tokens_, r.input_tokens - pos));
+    pos += n;
+    if (gpu_ && gpu_->holds(b)) continue;
+    const uint32_t h = index_->holder(b);
+    if (h >= T) {
+      if (match_any_) continue;
+      break;
+    }
+    const uint32_t take = std::min(n, left[h]);
+    if (take == 0) continue;
+    left[h] -= take;
+    const uint32_t m = pool_->home(b, h);
+    member_tokens_[size_t(h) * M + m] += take;
+    // Written by another instance and still on its way: the load waits for it.
+    const uint32_t w = pool_->writer(b);
+    const JobId j = pool_->write_job(b);
+    if (w != KvPool::kNoMember && w != member_) {
+      if (pool_->unsent(b)) unsent_.push_back(b);
+      else if (!pool_->board(w)->done(j)) unlanded_[w] = std::max(unlanded_[w], j);
+    }
+    const uint32_t node = pool_->member(m).nodes[h];
+    if (node == my_node) {
+      local += take;
+      continue;
+    }
+    remote += take;
+    if (std::find(nodes_seen_.begin(), nodes_seen_.end(), node) == nodes_seen_.end()) nodes_seen_.push_back(node);
+  }
+  r.remote_hit_tokens = remote;
+  r.remote_nodes = static_cast<uint32_t>(nodes_seen_.size());
+  local_hit_tokens_ += local;
+  remote_hit_tokens_ += remote;
+}
+
+// Pooled: each tier's tokens from every share holding them, one load per
+// device, layer by layer over the route from that device to the GPU.
+void PrefixCache::plan_pool_loads(PagedIteration& it) {
+  const uint32_t T = index_->tiers();
+  const size_t M = pool_->members();
+  const uint32_t my_node = pool_->member(member_).gpu_node;
+  // Another instance's writes are its own jobs, which this instance's loads
+  // cannot depend on: the iteration starts once they have landed (rare: a
+  // prefix asked for on one instance while another is still writing it).
+  for (uint32_t w = 0; w < M; ++w)
+    if (unlanded_[w] != kNoJob) {
+      pool_->board(w)->wait(unlanded_[w]);
+      unlanded_[w] = kNoJob;
+    }
+  // Moved by another instance at the end of the iteration it runs now (a
+  // promotion into its share): once that move is made and has landed.
+  for (uint32_t b : unsent_) {
+    const uint32_t w = pool_->writer(b);
+    JobBoard& board = *pool_->board(w);
+    board.wait_until([&] { return pool_->writer(b) != w || (!pool_->unsent(b) && board.done(pool_->write_job(b))); });
+  }
+  unsent_.clear();
+  for (uint32_t u = 0; u < T; ++u) {
+    const size_t first = it.loads.size();
+    for (size_t m = 0; m < M; ++m) {
+      const double tokens = member_tokens_[size_t(u) * M + m];
+      if (tokens == 0) continue;
+      const double bytes = tokens * kv_bytes_per_token_layer_;
+      const size_t dev = pool_->member(m).devs[u];
+      auto same = std::find_if(it.loads.begin() + static_cast<std::ptrdiff_t>(first), it.loads.end(),
+                               [&](const PagedIteration::Load& l) { return l.from == dev; });
+      if (same != it.loads.end()) same->bytes += bytes;  // two members' shares of one device
+      else it.loads.push_back(PagedIteration::Load{dev, bytes});
+      for (uint32_t l = 0; l < layers_; ++l) load_bytes_ += bytes;
+      if (pool_->member(m).nodes[u] != my_node)
+        for (uint32_t l = 0; l < layers_; ++l) remote_load_bytes_ += bytes * ranks_;
+    }
+  }
 }
 
 }  // namespace kvtier

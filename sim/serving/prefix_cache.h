@@ -20,6 +20,8 @@
 namespace kvtier {
 
 class GpuPrefixCache;
+class JobBoard;
+class KvPool;
 class ReplaySession;
 class TransferPlanner;
 struct ReplayConfig;
@@ -71,6 +73,16 @@ class PrefixCache {
   void trim_gpu(uint64_t free_blocks);
   uint64_t gpu_pool_blocks() const;
 
+  // cluster.kv_pool "pooled": from now on the cache is member `member` of
+  // `pool` (kv_pool.h), whose index replaces its own; `ranks`: the tensor-
+  // parallel ranks each of its moves runs on (for the bytes it reports).
+  void join(KvPool& pool, uint32_t member, uint32_t ranks);
+  // Pooled: the transfers of this cache's instance are jobs of `board`.
+  void pool_board(JobBoard& board);
+  // The tiers as this cache would keep them alone (null: off), and each one's device.
+  const ReplayConfig* replay_config() const { return cfg_.get(); }
+  const std::vector<size_t>& devices() const { return dev_; }
+
   uint32_t tiers() const;  // cache tiers below the GPU (0: off)
   double used_bytes(uint32_t tier) const;
   // result.json's prefix_cache.
@@ -81,9 +93,23 @@ class PrefixCache {
   void mark_used(const ServingRequest& r);
   // The item's loaded tokens split over the tiers that hold them, less what the GPU's pool holds.
   bool split_loads(const IterationItem& item, ServingRequest& r);
+  // Pooled: the item's loaded tokens of each tier by the member holding them.
+  void split_by_member(ServingRequest& r, const std::vector<uint32_t>& tier_tokens);
+  void plan_pool_loads(PagedIteration& it);
 
   std::unique_ptr<ReplayConfig> cfg_;
   std::unique_ptr<ReplaySession> cache_;
+  ReplaySession* index_ = nullptr;       // what lookups read: cache_, or the pool's index
+  KvPool* pool_ = nullptr;
+  uint32_t member_ = 0, ranks_ = 1;
+  std::vector<double> member_tokens_;    // pooled, per iteration: tier x member, tokens loaded
+  std::vector<uint32_t> nodes_seen_;     // scratch: the other nodes a prompt's hits came from
+  // Pooled, per iteration: per other member, the last of its writes of a
+  // block this iteration loads that has not landed yet (kNoJob: none).
+  std::vector<JobId> unlanded_;
+  std::vector<uint32_t> unsent_;  // pooled, per iteration: blocks another member has yet to move
+  double remote_load_bytes_ = 0, remote_write_bytes_ = 0;  // pooled: across nodes, every rank's
+  uint64_t local_hit_tokens_ = 0, remote_hit_tokens_ = 0;
   std::unique_ptr<GpuPrefixCache> gpu_;  // prefix_cache.gpu: freed prompt blocks kept in the pool
   std::vector<size_t> dev_;              // per cache tier: its device
   std::vector<uint64_t> inserted_seen_;  // per cache tier: inserts already turned into transfers

@@ -55,6 +55,9 @@ struct ServingRequest {
   uint64_t computed_tokens = 0;        // prompt tokens computed (not loaded)
   std::vector<uint32_t> hit_tokens;    // per cache tier, loaded instead of computed
   uint32_t gpu_hit_tokens = 0;         // found in the GPU's own pool (prefix_cache.gpu): neither loaded nor computed
+  // cluster.kv_pool "pooled": of hit_tokens, those read from a share on
+  // another node, and how many other nodes they came from.
+  uint32_t remote_hit_tokens = 0, remote_nodes = 0;
   bool prefilling() const { return ctx < prefill_target; }
 };
 

@@ -311,6 +311,12 @@ void ServingSimulation::attach_engines(bool own_links) {
   planner_ = std::make_unique<TransferPlanner>(s_, c_, *platform_, *board_, *timeline_);
   std::vector<std::pair<size_t, size_t>> pulls;
   for (size_t d : pull_devices_) pulls.emplace_back(d, s_.gpu_dev);
+  pulls.insert(pulls.end(), pool_pairs_.begin(), pool_pairs_.end());
+  for (const auto& [dev, tier] : pool_drives_) planner_->wears_as(dev, tier);
+  if (pooled_) {
+    planner_->streams_on_demand();  // demotions between other members' shares
+    cache_->pool_board(*board_);
+  }
   if (!rank_devices_.empty()) planner_->mirror(rank_devices_);
   planner_->make_streams(pulls);
   planner_->start();

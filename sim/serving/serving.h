@@ -84,6 +84,15 @@ class ServingSimulation {
   void allreduce_alone(bool alone) { s_.tp_alone = alone; }
   // Before attach: the devices prefilled KV may be pulled from (each gets a stream to this GPU).
   void pulls_from(const std::vector<size_t>& devices) { pull_devices_ = devices; }
+  // Before attach: a KV pool's member (sim/serving/kv_pool.h): the device
+  // pairs its prefix cache copies between besides its own tiers (other
+  // members' shares), and the drives among them with the tier they stand for.
+  void pool_streams(std::vector<std::pair<size_t, size_t>> pairs, std::vector<std::pair<size_t, size_t>> drives) {
+    pool_pairs_ = std::move(pairs);
+    pool_drives_ = std::move(drives);
+    pooled_ = true;
+  }
+  PrefixCache& prefix_cache() { return *cache_; }
   // Called with a request's id here when it finishes (a prefill instance's
   // hand-over to a decode instance, at once, in this instance's actor).
   void on_finish(std::function<void(uint32_t)> hook) { on_finish_ = std::move(hook); }
@@ -180,6 +189,8 @@ class ServingSimulation {
   std::unique_ptr<Wakeup> wakeup_;
   uint64_t outstanding_tokens_ = 0, unfinished_ = 0;
   std::vector<size_t> pull_devices_;
+  std::vector<std::pair<size_t, size_t>> pool_pairs_, pool_drives_;
+  bool pooled_ = false;
   std::vector<std::vector<size_t>> rank_devices_;  // tensor parallelism: each device's part on the other ranks
   std::vector<int32_t> pull_from_;  // per request: the device its prefilled KV is pulled from (-1: none)
   std::function<void(uint32_t)> on_finish_;

@@ -273,6 +273,9 @@ def test_a_prompts_kv_pulled_across_nodes_takes_the_routes_latency_plus_bytes_ov
     # every layer runs on its own.
     (ROOT / "configs" / "cluster" / "hgx_node.json",
      ["serving.limit=40", 'cluster={"tp": 4, "prefill_replicas": 1, "allreduce": "ring"}'], False),
+    # One KV pool of both nodes' shares: ranks read other instances' shares
+    # (whether over a GPU's NVLink decides if its all-reduces stay flows).
+    (ROOT / "configs" / "cluster" / "mooncake_pool.json", ["serving.limit=40"], None),
     # Each TP=2 instance spans both nodes: its all-reduces cross the fabric the
     # KV pulls cross (no NVLink is shared: each rank's pull goes to the other node).
     (ROOT / "configs" / "cluster" / "mooncake_disaggregated.json",
@@ -285,7 +288,8 @@ def test_fewer_simgrid_activities_give_the_times_of_every_layer_and_flow(kvtier,
     fast, fdir = run(kvtier, tmp_path, "fast", config, *sets)
     ref, rdir = run(kvtier, tmp_path, "ref", config, *sets, "serving.coarsen=false")
     assert ref["layered_iterations"] == ref["iterations"]
-    assert (fast["layered_iterations"] < ref["layered_iterations"]) == merged
+    if merged is not None:
+        assert (fast["layered_iterations"] < ref["layered_iterations"]) == merged
     assert fast["simulated_time_s"] == pytest.approx(ref["simulated_time_s"], rel=1e-8)
     for k in ("ttft_s", "tpot_s", "e2e_s"):
         for q in ("mean", "p50", "p99"):

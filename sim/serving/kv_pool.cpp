@@ -1,0 +1,90 @@
+#include "sim/serving/kv_pool.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+namespace kvtier {
+
+KvPool::KvPool(const ReplayConfig& like, std::vector<Member> members, uint64_t distinct_blocks)
+    : cfg_(like), members_(std::move(members)), tiers_(uint32_t(like.tiers.size())), blocks_(distinct_blocks) {
+  for (uint32_t u = 0; u < tiers_; ++u) {
+    uint64_t cap = 0;
+    for (const Member& m : members_) cap += m.capacity[u];
+    cfg_.tiers[u].capacity_blocks = cap;
+  }
+  index_ = std::make_unique<ReplaySession>(cfg_, blocks_);
+  index_->observe(this);
+  home_.assign(size_t(tiers_) * blocks_, kNoMember);
+  used_.assign(members_.size() * tiers_, 0);
+  freed_.assign(tiers_, kNoMember);
+  pending_.resize(members_.size());
+  brought_.resize(members_.size());
+  boards_.assign(members_.size(), nullptr);
+  writer_.assign(blocks_, kNoMember);
+  write_job_.assign(blocks_, kNoJob);
+  unsent_.assign(blocks_, 0);
+}
+
+KvPool::~KvPool() = default;
+
+// Local first: the preferred share if it has room, else the slot the tier's
+// last victim freed, else the share with the most room (the first of them).
+uint32_t KvPool::place(uint32_t tier, uint32_t preferred) const {
+  auto room = [&](uint32_t m) { return members_[m].capacity[tier] - used(m, tier); };
+  if (preferred != kNoMember && room(preferred) > 0) return preferred;
+  if (freed_[tier] != kNoMember && room(freed_[tier]) > 0) return freed_[tier];
+  uint32_t best = kNoMember;
+  for (uint32_t m = 0; m < members_.size(); ++m)
+    if (room(m) > 0 && (best == kNoMember || room(m) > room(best))) best = m;
+  // The index never holds more blocks than the shares add up to.
+  if (best == kNoMember) throw std::logic_error("kv pool: tier " + std::to_string(tier) + " is full in every share");
+  return best;
+}
+
+// A block enters a tier: written from the acting member's GPU into the top
+// tier (or every tier, inclusive), or demoted from the share above.
+void KvPool::entered(uint32_t b, uint32_t tier) {
+  const bool from_gpu = tier == 0 || cfg_.inclusive;
+  const uint32_t above = from_gpu ? kNoMember : home(b, tier - 1);
+  const uint32_t m = place(tier, from_gpu ? actor_ : (above == kNoMember ? actor_ : above));
+  home_[size_t(tier) * blocks_ + b] = m;
+  ++used_[size_t(m) * tiers_ + tier];
+  const Member& src = members_[above == kNoMember ? actor_ : above];
+  const size_t from = from_gpu ? members_[actor_].gpu : src.devs[tier - 1];
+  const uint32_t from_node = from_gpu ? members_[actor_].gpu_node : src.nodes[tier - 1];
+  const size_t to = members_[m].devs[tier];
+  brought_[actor_].push_back(b);
+  writer_[b] = actor_;
+  unsent_[b] = 1;
+  for (Move& mv : pending_[actor_])
+    if (mv.tier == tier && mv.from == from && mv.to == to) {
+      ++mv.blocks;
+      return;
+    }
+  pending_[actor_].push_back(Move{tier, from, to, 1, from_node != members_[m].nodes[tier]});
+}
+
+void KvPool::left(uint32_t b, uint32_t tier) {
+  const uint32_t m = home(b, tier);
+  --used_[size_t(m) * tiers_ + tier];
+  freed_[tier] = m;
+}
+
+void KvPool::written(uint32_t m, JobId j) {
+  for (uint32_t b : brought_[m]) {
+    writer_[b] = m;
+    write_job_[b] = j;
+    unsent_[b] = 0;
+  }
+  brought_[m].clear();
+}
+
+std::vector<KvPool::Move> KvPool::take_moves(uint32_t m) {
+  std::vector<Move> out;
+  out.swap(pending_[m]);
+  std::stable_sort(out.begin(), out.end(), [](const Move& a, const Move& b) { return a.tier < b.tier; });
+  return out;
+}
+
+}  // namespace kvtier

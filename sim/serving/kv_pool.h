@@ -1,0 +1,109 @@
+// A KV cache pool across the nodes of a cluster (Mooncake Store): the host
+// memory and drives below every instance's GPU form one prefix cache with one
+// index of cached prompt blocks, which every instance looks up and reads.
+//
+// Each instance brings its share of its tier devices (what its own prefix
+// cache would have held); a pool tier's capacity is the sum of the shares,
+// and the tier evicts in one order over all of them (the eviction policy the
+// local caches use, over the whole tier). Where a block lies is the pool's
+// placement, local first: a block an instance writes (or promotes) goes to
+// its own share; a victim demoted to the tier below stays with the share it
+// was in. Where that share is full the block takes the slot the tier's last
+// victim freed, or else the share with the most room. A block is read from
+// the device of the share that holds it, over the route from there to the
+// reading GPU: the fabric when the share is on another node.
+//
+// The pool is one index; the instances are its members, numbered as the
+// cluster numbers its instances. Member m acts (act_as) before it references
+// blocks, so that the moves the pool makes on its behalf (writes into a
+// share, demotions between shares) are the ones its transfer planner runs.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "sim/core/job.h"
+#include "sim/replay/replay.h"
+
+namespace kvtier {
+
+class JobBoard;
+
+class KvPool final : public ReplayObserver {
+ public:
+  struct Member {
+    size_t gpu = 0;                   // the instance's (first) GPU
+    uint32_t gpu_node = 0;            // its node
+    std::vector<size_t> devs;         // per pool tier: the device its share is on
+    std::vector<uint32_t> nodes;      // per pool tier: that device's node
+    std::vector<uint64_t> capacity;   // per pool tier: its share, in blocks
+  };
+  // A move the pool made for the member acting: `blocks` blocks into tier
+  // `tier` from device `from` (its GPU, or a share of the tier above) to `to`.
+  struct Move {
+    uint32_t tier = 0;
+    size_t from = 0, to = 0;
+    uint64_t blocks = 0;
+    bool across_nodes = false;
+  };
+  static constexpr uint32_t kNoMember = UINT32_MAX;
+
+  // `like`: one member's tiers (their policy, inclusion, block size); the
+  // pool's capacities are the members' shares summed.
+  KvPool(const ReplayConfig& like, std::vector<Member> members, uint64_t distinct_blocks);
+  ~KvPool() override;
+  KvPool(const KvPool&) = delete;
+  KvPool& operator=(const KvPool&) = delete;
+
+  ReplaySession& index() { return *index_; }
+  const ReplaySession& index() const { return *index_; }
+  uint32_t tiers() const { return tiers_; }
+  size_t members() const { return members_.size(); }
+  const Member& member(size_t m) const { return members_[m]; }
+  // The member whose share of tier `tier` holds block b (kNoMember: not there).
+  uint32_t home(uint32_t b, uint32_t tier) const { return home_[size_t(tier) * blocks_ + b]; }
+  // Member m references blocks next.
+  void act_as(uint32_t m) { actor_ = m; }
+  // Blocks of member m's share of tier `tier` in use.
+  uint64_t used(uint32_t m, uint32_t tier) const { return used_[size_t(m) * tiers_ + tier]; }
+  // The moves made for member m since the last call, tier by tier, each
+  // tier's in the order first made; the list is emptied.
+  std::vector<Move> take_moves(uint32_t m);
+  // The transfers member m runs are jobs of `board`; the moves it took last
+  // end with job `j` (its writes are one chain: each waits for the one
+  // before), so the blocks they brought in are there once j is done.
+  void set_board(uint32_t m, JobBoard* board) { boards_[m] = board; }
+  JobBoard* board(uint32_t m) const { return boards_[m]; }
+  void written(uint32_t m, JobId j);
+  // The member whose move last brought block b in, and that move's last job
+  // (kNoMember, kNoJob: none yet); unsent: the move is not submitted yet (its
+  // member references blocks at an iteration's start and moves them after it).
+  uint32_t writer(uint32_t b) const { return writer_[b]; }
+  JobId write_job(uint32_t b) const { return write_job_[b]; }
+  bool unsent(uint32_t b) const { return unsent_[b] != 0; }
+
+  void entered(uint32_t block, uint32_t tier) override;
+  void left(uint32_t block, uint32_t tier) override;
+
+ private:
+  uint32_t place(uint32_t tier, uint32_t preferred) const;
+
+  ReplayConfig cfg_;
+  std::unique_ptr<ReplaySession> index_;
+  std::vector<Member> members_;
+  uint32_t tiers_ = 0;
+  uint64_t blocks_ = 0;
+  std::vector<uint32_t> home_;     // tier x block: the member whose share holds it (the last one, once it left)
+  std::vector<uint64_t> used_;     // member x tier
+  std::vector<uint32_t> freed_;    // per tier: the member whose share the tier's last victim left
+  uint32_t actor_ = 0;
+  std::vector<std::vector<Move>> pending_;  // per member
+  std::vector<std::vector<uint32_t>> brought_;  // per member: blocks its pending moves bring in
+  std::vector<JobBoard*> boards_;
+  std::vector<uint32_t> writer_;  // per block
+  std::vector<JobId> write_job_;  // per block
+  std::vector<uint8_t> unsent_;   // per block
+};
+
+}  // namespace kvtier

@@ -1,0 +1,120 @@
+// The KV pool across nodes (sim/serving/kv_pool.h) without SimGrid: one
+// index over the members' shares, local-first placement, one eviction
+// order, the moves it makes for the member acting.
+#include <catch2/catch.hpp>
+
+#include <random>
+
+#include "sim/serving/kv_pool.h"
+
+using namespace kvtier;
+
+namespace {
+
+ReplayConfig lru_tiers(std::vector<uint64_t> caps) {
+  ReplayConfig c;
+  c.block_tokens = 512;
+  c.block_bytes = 1;
+  for (size_t u = 0; u < caps.size(); ++u) {
+    ReplayTierSpec t;
+    t.name = "tier" + std::to_string(u);
+    t.capacity_blocks = caps[u];
+    t.policy = json{{"name", "lru"}};
+    c.tiers.push_back(t);
+  }
+  return c;
+}
+
+// Member m: GPU device 100 + m on node m, its share of tier u on device 10 * u + m.
+KvPool::Member member(uint32_t m, std::vector<uint64_t> caps) {
+  KvPool::Member x;
+  x.gpu = 100 + m;
+  x.gpu_node = m;
+  for (size_t u = 0; u < caps.size(); ++u) {
+    x.devs.push_back(10 * u + m);
+    x.nodes.push_back(m);
+    x.capacity.push_back(caps[u]);
+  }
+  return x;
+}
+
+}  // namespace
+
+TEST_CASE("kv pool: blocks go to the writer's share first, then where the pool's victim left room") {
+  KvPool pool(lru_tiers({2}), {member(0, {2}), member(1, {2})}, 8);
+  ReplaySession& ix = pool.index();
+  pool.act_as(0);
+  ix.reference(0);
+  ix.reference(1);
+  CHECK(pool.home(0, 0) == 0);
+  CHECK(pool.home(1, 0) == 0);
+  ix.reference(2);  // member 0's share is full; member 1's has room
+  CHECK(pool.home(2, 0) == 1);
+  auto moves = pool.take_moves(0);
+  REQUIRE(moves.size() == 2);
+  CHECK((moves[0].from == 100 && moves[0].to == 0 && moves[0].blocks == 2 && !moves[0].across_nodes));
+  CHECK((moves[1].from == 100 && moves[1].to == 1 && moves[1].blocks == 1 && moves[1].across_nodes));
+  CHECK(pool.take_moves(0).empty());
+  // The blocks those moves bring in are member 0's, unsent until its
+  // transfers are submitted; then they are there once its job 7 is done.
+  CHECK((pool.writer(2) == 0 && pool.unsent(2) && pool.write_job(2) == kNoJob));
+  pool.written(0, 7);
+  CHECK((pool.writer(0) == 0 && pool.write_job(0) == 7 && pool.writer(2) == 0 && pool.write_job(2) == 7));
+  CHECK((!pool.unsent(0) && !pool.unsent(2)));
+  CHECK(pool.writer(3) == KvPool::kNoMember);
+  pool.act_as(1);
+  ix.reference(3);  // its own share has room
+  CHECK(pool.home(3, 0) == 1);
+  ix.reference(4);  // the pool is full: its LRU block (0, in member 0's share) leaves, 4 takes its slot
+  CHECK(ix.holder(0) == 1);
+  CHECK(pool.home(4, 0) == 0);
+  CHECK(pool.used(0, 0) == 2);
+  CHECK(pool.used(1, 0) == 2);
+  moves = pool.take_moves(1);
+  REQUIRE(moves.size() == 2);
+  CHECK((moves[0].to == 1 && !moves[0].across_nodes));
+  CHECK((moves[1].to == 0 && moves[1].across_nodes));
+  // A hit is just a hit: nothing moves.
+  ix.reference(4);
+  CHECK(pool.take_moves(1).empty());
+}
+
+TEST_CASE("kv pool: a victim demoted to the tier below stays with its share") {
+  KvPool pool(lru_tiers({1, 4}), {member(0, {1, 4}), member(1, {1, 4})}, 8);
+  ReplaySession& ix = pool.index();
+  pool.act_as(0);
+  ix.reference(0);
+  pool.act_as(1);
+  ix.reference(1);
+  pool.act_as(0);
+  ix.reference(2);  // tier 0 full: block 0 (member 0's) goes down to member 0's tier 1, 2 into its slot
+  CHECK(ix.holder(0) == 1);
+  CHECK(pool.home(0, 1) == 0);
+  CHECK(pool.home(2, 0) == 0);
+  auto moves = pool.take_moves(0);
+  REQUIRE(moves.size() == 2);
+  CHECK((moves[0].tier == 0 && moves[0].from == 100 && moves[0].to == 0));
+  CHECK((moves[1].tier == 1 && moves[1].from == 0 && moves[1].to == 10 && !moves[1].across_nodes));
+}
+
+TEST_CASE("kv pool: one member keeps exactly what a cache of its own keeps") {
+  ReplayConfig own_cfg = lru_tiers({16, 64});
+  ReplaySession own(own_cfg, 500);
+  KvPool pool(lru_tiers({16, 64}), {member(0, {16, 64})}, 500);
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<uint32_t> pick(0, 499);
+  for (int i = 0; i < 20000; ++i) {
+    const uint32_t b = pick(rng) % (i % 3 == 0 ? 40 : 500);
+    REQUIRE(pool.index().reference(b) == own.reference(b));
+  }
+  for (uint32_t b = 0; b < 500; ++b) REQUIRE(pool.index().holder(b) == own.holder(b));
+  for (uint32_t u = 0; u < 2; ++u) {
+    CHECK(pool.used(0, u) == own.used(u));
+    CHECK(pool.index().inserted(u) == own.inserted(u));
+  }
+  // Its moves are its cache's inserts, tier by tier.
+  uint64_t moved[2] = {0, 0};
+  for (const auto& mv : pool.take_moves(0)) moved[mv.tier] += mv.blocks;
+  CHECK(moved[0] == own.inserted(0));
+  CHECK(moved[1] == own.inserted(1));
+}
