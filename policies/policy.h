@@ -65,6 +65,11 @@ class EvictionPolicy {
     (void)t;
     return 1.0;
   }
+  // True: the policy keeps nothing of a block once it has left every tier
+  // it was in (no ghost lists, no counts that outlive it), so the block's
+  // place in the table may be given to another block. A cache of a few
+  // blocks out of millions then needs state for what it holds only.
+  virtual bool forgets_departed() const { return false; }
 };
 KVTIER_REGISTRY_FAMILY(EvictionPolicy, "eviction policy")
 

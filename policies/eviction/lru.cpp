@@ -20,6 +20,7 @@ class LruEviction : public EvictionPolicy {
     lists_.push_front(b, t);
   }
   void on_remove(BlockId b, TierId t) override { lists_.unlink(b, t); }
+  bool forgets_departed() const override { return true; }
   BlockId victim(TierId t) override {
     // Accesses move blocks to the front, so if the tail is pinned (used by a
     // layer in progress) every block of the tier is.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <memory>
+#include <stdexcept>
 
 #include "policies/eviction/hints.h"
 #include "policies/policy.h"
@@ -270,16 +271,74 @@ ReplayResult replay(const BlockStream& s, ReplayConfig& c, const NextReferences*
   return res;
 }
 
-ReplaySession::ReplaySession(ReplayConfig& c, uint64_t blocks) : c_(c) {
+// Compact: the hierarchy speaks of slots; the session's observer hears of
+// blocks, and the slots that leave a tier are noted to be freed.
+class ReplaySession::SlotObserver : public ReplayObserver {
+ public:
+  explicit SlotObserver(ReplaySession& s) : s_(s) {}
+  void entered(uint32_t slot, uint32_t tier) override {
+    if (s_.observer_) s_.observer_->entered(s_.block_of_[slot], tier);
+  }
+  void left(uint32_t slot, uint32_t tier) override {
+    if (s_.observer_) s_.observer_->left(s_.block_of_[slot], tier);
+    s_.departed_.push_back(slot);
+  }
+
+ private:
+  ReplaySession& s_;
+};
+
+bool replay_forgets_departed(const ReplayConfig& c) {
+  for (const auto& t : c.tiers) {
+    json p = t.policy;
+    auto e = Registry<EvictionPolicy>::instance().create(p, t.where.empty() ? "replay policy" : t.where);
+    if (!e->forgets_departed()) return false;
+  }
+  return true;
+}
+
+ReplaySession::ReplaySession(ReplayConfig& c, uint64_t blocks, uint64_t slots) : c_(c) {
   check_config(c);
   tail_room_.assign(c.tiers.size(), 0);
   if (replay_needs_next(c))
     throw ConfigError("replay: a policy that needs the future (belady) needs the whole stream in memory, not --stream");
   if (blocks >= 0xFFFFFFFFull) throw ConfigError("replay: more than 2^32 - 2 distinct blocks");
-  h_ = std::make_unique<ReplayHierarchy>(c, uint32_t(blocks), false);
+  const bool compact =
+      slots > 0 && slots < blocks && c.admission == ReplayAdmission::Always && replay_forgets_departed(c);
+  h_ = std::make_unique<ReplayHierarchy>(c, uint32_t(compact ? slots : blocks), false);
+  if (compact) {
+    slot_of_.assign(blocks, kNoSlot);
+    block_of_.assign(slots, kNoSlot);
+    // Handed out lowest first.
+    for (uint64_t k = slots; k-- > 0;) free_slots_.push_back(static_cast<uint32_t>(k));
+    slot_observer_ = std::make_unique<SlotObserver>(*this);
+    h_->observer_ = slot_observer_.get();
+  }
 }
 
 ReplaySession::~ReplaySession() = default;
+
+uint32_t ReplaySession::ref(uint32_t b) {
+  if (slot_of_.empty()) return h_->reference(b, kNeverAgain);
+  uint32_t& slot = slot_of_[b];
+  if (slot == kNoSlot) {
+    if (free_slots_.empty()) throw std::logic_error("replay: more blocks in the tiers than their capacity");
+    slot = free_slots_.back();
+    free_slots_.pop_back();
+    block_of_[slot] = b;
+  }
+  departed_.push_back(slot);  // a block that found no room anywhere leaves at once
+  const uint32_t w = h_->reference(slot, kNeverAgain);
+  const uint32_t T = h_->tiers();
+  for (uint32_t s : departed_)
+    if (block_of_[s] != kNoSlot && h_->holder(s) == T) {
+      slot_of_[block_of_[s]] = kNoSlot;
+      block_of_[s] = kNoSlot;
+      free_slots_.push_back(s);
+    }
+  departed_.clear();
+  return w;
+}
 
 void ReplaySession::request(const uint32_t* refs, size_t n, uint32_t tail_tokens) {
   const uint32_t T = h_->tiers();
@@ -287,7 +346,7 @@ void ReplaySession::request(const uint32_t* refs, size_t n, uint32_t tail_tokens
   bool ok = true;
   uint32_t last = T;
   for (size_t i = 0; i < n; ++i) {
-    uint32_t w = h_->reference(refs[i], kNeverAgain);
+    uint32_t w = ref(refs[i]);
     if (w >= T) ok = false;
     last = prefix && !ok ? T : w;
     if (last < T) ++h_->hits_[w];
@@ -309,14 +368,20 @@ void ReplaySession::request(const uint32_t* refs, size_t n, uint32_t tail_tokens
 }
 
 uint32_t ReplaySession::tiers() const { return h_->tiers(); }
-uint32_t ReplaySession::holder(uint32_t b) const { return h_->holder(b); }
+uint32_t ReplaySession::holder(uint32_t b) const {
+  if (slot_of_.empty()) return h_->holder(b);
+  return slot_of_[b] == kNoSlot ? h_->tiers() : h_->holder(slot_of_[b]);
+}
 uint32_t ReplaySession::reference(uint32_t b) {
   ++refs_;
-  return h_->reference(b, kNeverAgain);
+  return ref(b);
 }
 uint64_t ReplaySession::inserted(uint32_t tier) const { return h_->inserted_[tier]; }
 uint64_t ReplaySession::used(uint32_t tier) const { return h_->used(tier); }
-void ReplaySession::observe(ReplayObserver* o) { h_->observer_ = o; }
+void ReplaySession::observe(ReplayObserver* o) {
+  if (slot_observer_) observer_ = o;
+  else h_->observer_ = o;
+}
 
 ReplayResult ReplaySession::result() const {
   ReplayResult res;

@@ -122,7 +122,14 @@ class ReplayObserver {
 
 class ReplaySession {
  public:
-  ReplaySession(ReplayConfig& c, uint64_t blocks);
+  // `slots` > 0: at most this many blocks are ever in the tiers at once
+  // (their capacities summed, plus one), and where that is fewer than
+  // `blocks` and every tier's policy forgets a block that leaves
+  // (EvictionPolicy::forgets_departed) with every block admitted, the
+  // hierarchy keeps state for `slots` blocks only, each block held in a
+  // slot while it is in some tier: the same results in memory for what the
+  // cache holds, not for every block the stream names.
+  ReplaySession(ReplayConfig& c, uint64_t blocks, uint64_t slots = 0);
   ~ReplaySession();
   ReplaySession(const ReplaySession&) = delete;
   ReplaySession& operator=(const ReplaySession&) = delete;
@@ -143,10 +150,23 @@ class ReplaySession {
   uint64_t used(uint32_t tier) const;
   // Every later insertion and removal is told to `o` (null: none).
   void observe(ReplayObserver* o);
+  // Whether the hierarchy keeps state for slots, not for every block.
+  bool compact() const { return !slot_of_.empty(); }
 
  private:
+  class SlotObserver;
+  // One reference to block b through its slot (compact) or directly.
+  uint32_t ref(uint32_t b);
+
   ReplayConfig& c_;
   std::unique_ptr<ReplayHierarchy> h_;
+  // Compact: each block's slot (kNoSlot: in no tier), each slot's block,
+  // the free slots, and the slots that left a tier during a reference
+  // (freed after it if the block is then in no tier).
+  static constexpr uint32_t kNoSlot = 0xFFFFFFFFu;
+  std::vector<uint32_t> slot_of_, block_of_, free_slots_, departed_;
+  std::unique_ptr<SlotObserver> slot_observer_;
+  ReplayObserver* observer_ = nullptr;
   uint64_t refs_ = 0, requests_ = 0, tail_room_total_ = 0;
   bool warm_ = false;  // the warm-up is over (counters were reset once)
   std::vector<uint64_t> tail_room_;  // per tier: room left in the last blocks it served
@@ -154,6 +174,8 @@ class ReplaySession {
 
 // Whether any tier's policy needs next-reference times.
 bool replay_needs_next(const ReplayConfig& c);
+// Whether every tier's policy forgets a block that has left it.
+bool replay_forgets_departed(const ReplayConfig& c);
 
 // LRU stack distances of every reference in one pass, for the hit counts of
 // LRU at every capacity at once (Mattson et al. 1970): with capacity C a

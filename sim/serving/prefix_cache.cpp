@@ -98,7 +98,12 @@ void PrefixCache::setup_tiers(json& pc, const EngineSetup& s, const Room& room) 
     cfg_->tiers.push_back(ts);
     dev_.push_back(s.tier_dev[t]);
   }
-  cache_ = std::make_unique<ReplaySession>(*cfg_, distinct_blocks_);
+  // What the tiers hold at once is bounded by their room: with a policy
+  // that forgets what leaves, the index is sized by that, not by every
+  // block of the stream (a cluster has an index per instance).
+  uint64_t room_blocks = 1;
+  for (const ReplayTierSpec& ts : cfg_->tiers) room_blocks += std::min<uint64_t>(ts.capacity_blocks, distinct_blocks_);
+  cache_ = std::make_unique<ReplaySession>(*cfg_, distinct_blocks_, room_blocks);
   json policy = cfg_->tiers[0].policy;
   pc["policy"] = policy;
 }

@@ -1,4 +1,5 @@
 #include <catch2/catch.hpp>
+#include <array>
 #include <map>
 #include <set>
 
@@ -294,4 +295,68 @@ TEST_CASE("replay: byte ratios count the tokens of partial last blocks") {
       CHECK(sd.hits_within(cap) * 512 - sd.short_within(cap) == rr.tiers[0].hit_tokens);
     }
   }
+}
+
+namespace {
+
+// Every insertion and removal, as the session tells them.
+struct Recorder : ReplayObserver {
+  std::vector<std::array<uint32_t, 3>> events;
+  void entered(uint32_t b, uint32_t t) override { events.push_back({1, b, t}); }
+  void left(uint32_t b, uint32_t t) override { events.push_back({0, b, t}); }
+};
+
+}  // namespace
+
+TEST_CASE("a session sized by what its tiers hold gives every block's answer the full session gives", "[replay]") {
+  for (const char* policy : {"lru", "fifo"})
+    for (bool inclusive : {false, true})
+      for (bool promote : {true, false}) {
+        CAPTURE(policy, inclusive, promote);
+        auto cfg = [&] {
+          ReplayConfig c;
+          for (uint64_t cap : {7, 23}) {
+            ReplayTierSpec t;
+            t.name = "t" + std::to_string(cap);
+            t.capacity_blocks = cap;
+            t.policy = json{{"name", policy}};
+            c.tiers.push_back(t);
+          }
+          c.inclusive = inclusive;
+          c.promote = promote;
+          c.block_tokens = 16;
+          return c;
+        };
+        ReplayConfig a = cfg(), b = cfg();
+        const uint64_t blocks = 5000;
+        ReplaySession full(a, blocks), compact(b, blocks, 7 + 23 + 1);
+        REQUIRE(!full.compact());
+        REQUIRE(compact.compact());
+        Recorder ra, rb;
+        full.observe(&ra);
+        compact.observe(&rb);
+        uint64_t x = 12345;
+        for (int i = 0; i < 20000; ++i) {
+          x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+          // Mostly a hot set, sometimes a block from the whole range.
+          const uint32_t blk = (x >> 60) < 12 ? uint32_t((x >> 33) % 60) : uint32_t((x >> 33) % blocks);
+          REQUIRE(full.holder(blk) == compact.holder(blk));
+          REQUIRE(full.reference(blk) == compact.reference(blk));
+        }
+        CHECK(ra.events == rb.events);
+        for (uint32_t u = 0; u < 2; ++u) {
+          CHECK(full.used(u) == compact.used(u));
+          CHECK(full.inserted(u) == compact.inserted(u));
+        }
+      }
+  // A policy that remembers blocks after they leave (ARC's ghosts) keeps the full table.
+  ReplayConfig c;
+  ReplayTierSpec t;
+  t.name = "arc";
+  t.capacity_blocks = 8;
+  t.policy = json{{"name", "arc"}};
+  c.tiers.push_back(t);
+  c.block_tokens = 16;
+  ReplaySession arc(c, 1000, 9);
+  CHECK(!arc.compact());
 }
