@@ -81,11 +81,11 @@ uint64_t KvStore::choose_layout(uint64_t capacity_blocks) {
     }
   }
   if (blocks > (uint64_t(1) << 26))
-    throw ConfigError("serving.kv: \"tiered\" can hold " + std::to_string(blocks) + " KV blocks at once (" +
-                      std::to_string(t_.batch) + " requests at once (serving.max_running, or the requests if fewer) x " +
-                      std::to_string(t_.layers) + " layers, the blocks of the longest requests or what the tiers hold), "
-                      "above 2^26 (67,108,864); lower serving.max_running or serving.limit, or use larger blocks "
-                      "(workload.block_tokens)");
+    throw ConfigError("serving.kv: \"tiered\" keeps state for " + std::to_string(blocks) +
+                      " KV blocks, what can be live at once: the blocks of the " + std::to_string(t_.batch) +
+                      " longest requests (serving.max_running, or the requests if fewer) x " + std::to_string(t_.layers) +
+                      " layers, or what hardware.tiers hold if less; above 2^26 (67,108,864): lower "
+                      "serving.max_running or serving.limit, or use larger blocks (workload.block_tokens)");
   return blocks;
 }
 
