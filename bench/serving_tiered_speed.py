@@ -6,8 +6,10 @@ preemption, LRU with promotion on access) served tiered at 15, 60 and 240
 requests (960 with --sizes), a slice of the Mooncake conversation trace with
 its KV in GPU, DRAM and SSD in 512-token blocks (--mooncake N requests), the
 same slice with the prefix cache on (--mooncake-cache N: half of DRAM and SSD
-keep prompt blocks), and the paged Mooncake hour (--paged-hour: the preset as
-shipped). Each run is a whole process, timed on one pinned core: user + system
+keep prompt blocks), slices in the preset's own 16-token blocks (--mooncake-own
+N1,N2,...: prompts up to 121K tokens, where a range of the longest request for
+each running request would be up to 121 M blocks), and the paged Mooncake hour
+(--paged-hour: the preset as shipped). Each run is a whole process, timed on one pinned core: user + system
 seconds and peak memory from the kernel's accounting of the finished child
 (os.wait4), the block accesses from the run's own result.json
 (kv.block_accesses), and the cost per access is their quotient. With
@@ -16,7 +18,7 @@ turn, the ratio is taken pair by pair, and the two results must agree (or the
 row says which differ); a point the baseline refuses says so.
 
   /usr/bin/python3 bench/serving_tiered_speed.py [--sizes 15,60,240] [--mooncake 200] [--mooncake-cache 200]
-      [--paged-hour] [--baseline OLD/kvtier] [-n 1]
+      [--mooncake-own 50,100,200] [--paged-hour] [--baseline OLD/kvtier] [-n 1]
 
 prints a Markdown table.
 """
@@ -55,6 +57,10 @@ def points(a):
     if a.mooncake_cache:
         yield ("Mooncake, first %d requests, GPU+DRAM+SSD, 512-token blocks, prefix cache on" % a.mooncake_cache,
                mooncake + ["--set", "serving.limit=%d" % a.mooncake_cache])
+    own = ["configs/serving/mooncake.json", "--set", "serving.kv=tiered", "--set", "serving.preemption=recompute",
+           "--set", "serving.prefix_cache.enabled=false"]
+    for n in [int(x) for x in a.mooncake_own.split(",") if x]:
+        yield "Mooncake, first %d requests, GPU+DRAM+SSD, 16-token blocks" % n, own + ["--set", "serving.limit=%d" % n]
     if a.paged_hour:
         yield "Mooncake hour, paged (configs/serving/mooncake.json)", ["configs/serving/mooncake.json"]
 
@@ -67,6 +73,8 @@ def main():
     ap.add_argument("--mooncake", type=int, default=0, help="also the first N requests of the Mooncake trace (0: not)")
     ap.add_argument("--mooncake-cache", type=int, default=0,
                     help="also the first N requests of the Mooncake trace with the prefix cache on (0: not)")
+    ap.add_argument("--mooncake-own", default="",
+                    help="also the first N requests of the Mooncake trace in the preset's 16-token blocks (comma-separated N)")
     ap.add_argument("--paged-hour", action="store_true", help="also the whole Mooncake hour, paged")
     ap.add_argument("-n", "--runs", type=int, default=1, help="timed runs of each command")
     ap.add_argument("--pin", default="0", help="the CPU the runs use (empty: no pinning)")
