@@ -324,11 +324,12 @@ double ServingSimulation::weight_bytes_in(size_t dev) const {
   return 0;
 }
 
-// serving.kv "tiered": the block table holds one block range per request
-// that holds KV (a slot: taken at its first iteration, given back when it
+// serving.kv "tiered": each request that holds KV is a sequence of the
+// block table (a slot: taken at its first iteration, given back when it
 // finishes or is recomputed), as many slots as requests can run at once; the
 // scheduler admits requests against what the tiers hold, the tiers' capacity
-// as its pool. Its size is checked before anything is allocated.
+// as its pool. The KV store sizes the table by what can be live and checks
+// it before anything is allocated.
 uint32_t ServingSimulation::kv_slots() const {
   return static_cast<uint32_t>(std::min<uint64_t>(reqs_.size(), limits_.max_running));
 }
