@@ -217,6 +217,16 @@ def test_tiered_kv_block_table_holds_what_can_be_live(kvtier, tmp_path):
     assert p.returncode == 0, p.stderr
 
 
+def test_tiered_kv_takes_the_mooncake_trace_in_its_own_blocks(kvtier, tmp_path):
+    """The first 200 requests of the Mooncake trace (up to 121K tokens each)
+    in the preset's 16-token blocks: a range of the longest request for each
+    of the 200 would be 121 M blocks, above 2^26; what they can hold together
+    is 14.5 M, which resolves."""
+    p = kvtier("config", ROOT / "configs" / "serving" / "mooncake.json", "--set", "serving.kv=tiered",
+               "--set", "serving.preemption=recompute", "--set", "serving.limit=200", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+
+
 def test_config_resolves_a_serving_config(kvtier, tmp_path):
     p = kvtier("config", ROOT / "configs" / "serving" / "mooncake.json", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
