@@ -138,7 +138,11 @@ struct BlockTable {
     if (chunk_shift == 0) return;
     const uint32_t none = uint32_t(chunk_group.size() - 1);
     uint32_t* map = chunk_of.data() + size_t(g) * group_chunks;
-    for (uint32_t p = 0; p < group_chunks && map[p] != none; ++p) {
+    uint32_t n = 0;  // chunks are taken in index order: the mapped ones are a prefix
+    while (n < group_chunks && map[n] != none) ++n;
+    // Last position first: the next group to grow takes them back in the
+    // order they had, so its blocks run forward through memory.
+    for (uint32_t p = n; p-- > 0;) {
       chunk_group[map[p]] = kFreeChunk;
       free_chunks.push_back(map[p]);
       map[p] = none;
