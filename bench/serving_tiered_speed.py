@@ -45,6 +45,14 @@ def timed(cmd, pin):
     return ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024.0, None
 
 
+def table_blocks(result):
+    """The KV block table's blocks, as the run committed its memory (result.json resources), or None."""
+    for part in result.get("resources", {}).get("parts", {}):
+        if part.startswith("the KV block table ("):
+            return int(part[len("the KV block table ("):].split()[0])
+    return None
+
+
 def points(a):
     vllm = ["configs/systems/vllm_swap.json", "--set", "serving.kv=tiered", "--set", "serving.preemption=recompute"]
     for n in [int(x) for x in a.sizes.split(",") if x]:
@@ -87,6 +95,7 @@ def main():
         peak = [[] for _ in binaries]
         results = [None for _ in binaries]
         errors = [None for _ in binaries]
+        tables = [None for _ in binaries]
         for _ in range(a.runs):
             for i, b in enumerate(binaries):
                 out = os.path.join(tmp, "b%d" % i)
@@ -98,29 +107,31 @@ def main():
                     continue
                 cpu[i].append(c)
                 peak[i].append(m)
-                results[i] = json.load(open(os.path.join(out, "result.json")))["metrics"]
+                r = json.load(open(os.path.join(out, "result.json")))
+                results[i] = r["metrics"]
+                tables[i] = table_blocks(r)
         accesses = results[0].get("kv", {}).get("block_accesses", 0)
         agree = ""
         if a.baseline and results[1] is not None:
             agree = "same results" if results[0] == results[1] else "results differ"
         ratio = med([x / y for x, y in zip(cpu[1], cpu[0])]) if a.baseline and cpu[1] else None
         rows.append((name, accesses, [med(c) if c else None for c in cpu], [med(m) if m else None for m in peak],
-                     ratio, errors[1] if a.baseline else None, agree))
-    head = "| run | block accesses | cpu s | ns per access | peak MiB |"
-    sep = "|---|---|---|---|---|"
+                     ratio, errors[1] if a.baseline else None, agree, tables))
+    head = "| run | block accesses | table blocks | cpu s | ns per access | peak MiB |"
+    sep = "|---|---|---|---|---|---|"
     if a.baseline:
-        head += " baseline cpu s | baseline ns per access | baseline peak MiB | baseline / this (cpu) | results |"
-        sep += "---|---|---|---|---|"
+        head += " baseline table blocks | baseline cpu s | baseline ns per access | baseline peak MiB | baseline / this (cpu) | results |"
+        sep += "---|---|---|---|---|---|"
     print(head)
     print(sep)
     per = lambda c, n: "%.0f" % (1e9 * c / n) if n else "-"
-    for name, acc, c, m, r, err, agree in rows:
-        line = "| %s | %d | %.2f | %s | %.0f |" % (name, acc, c[0], per(c[0], acc), m[0])
+    for name, acc, c, m, r, err, agree, tb in rows:
+        line = "| %s | %d | %s | %.2f | %s | %.0f |" % (name, acc, tb[0] or "-", c[0], per(c[0], acc), m[0])
         if a.baseline:
             if err:
-                line += " refused: %s | | | | |" % err.replace("|", "/")
+                line += " refused: %s | | | | | |" % err.replace("|", "/")
             else:
-                line += " %.2f | %s | %.0f | %.2f | %s |" % (c[1], per(c[1], acc), m[1], r, agree)
+                line += " %s | %.2f | %s | %.0f | %.2f | %s |" % (tb[1] or "-", c[1], per(c[1], acc), m[1], r, agree)
         print(line)
 
 
