@@ -6,8 +6,10 @@ preemption, LRU with promotion on access) served tiered at 15, 60 and 240
 requests (960 with --sizes), a slice of the Mooncake conversation trace with
 its KV in GPU, DRAM and SSD in 512-token blocks (--mooncake N requests), the
 same slice with the prefix cache on (--mooncake-cache N: half of DRAM and SSD
-keep prompt blocks), and the paged Mooncake hour (--paged-hour: the preset as
-shipped). Each run is a whole process, timed on one pinned core: user + system
+keep prompt blocks), slices in the preset's own 16-token blocks (--mooncake-own
+N1,N2,...: prompts up to 121K tokens, where a range of the longest request for
+each running request would be up to 121 M blocks), and the paged Mooncake hour
+(--paged-hour: the preset as shipped). Each run is a whole process, timed on one pinned core: user + system
 seconds and peak memory from the kernel's accounting of the finished child
 (os.wait4), the block accesses from the run's own result.json
 (kv.block_accesses), and the cost per access is their quotient. With
@@ -16,7 +18,7 @@ turn, the ratio is taken pair by pair, and the two results must agree (or the
 row says which differ); a point the baseline refuses says so.
 
   /usr/bin/python3 bench/serving_tiered_speed.py [--sizes 15,60,240] [--mooncake 200] [--mooncake-cache 200]
-      [--paged-hour] [--baseline OLD/kvtier] [-n 1]
+      [--mooncake-own 50,100,200] [--paged-hour] [--baseline OLD/kvtier] [-n 1]
 
 prints a Markdown table.
 """
@@ -43,6 +45,14 @@ def timed(cmd, pin):
     return ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024.0, None
 
 
+def table_blocks(result):
+    """The KV block table's blocks, as the run committed its memory (result.json resources), or None."""
+    for part in result.get("resources", {}).get("parts", {}):
+        if part.startswith("the KV block table ("):
+            return int(part[len("the KV block table ("):].split()[0])
+    return None
+
+
 def points(a):
     vllm = ["configs/systems/vllm_swap.json", "--set", "serving.kv=tiered", "--set", "serving.preemption=recompute"]
     for n in [int(x) for x in a.sizes.split(",") if x]:
@@ -55,6 +65,10 @@ def points(a):
     if a.mooncake_cache:
         yield ("Mooncake, first %d requests, GPU+DRAM+SSD, 512-token blocks, prefix cache on" % a.mooncake_cache,
                mooncake + ["--set", "serving.limit=%d" % a.mooncake_cache])
+    own = ["configs/serving/mooncake.json", "--set", "serving.kv=tiered", "--set", "serving.preemption=recompute",
+           "--set", "serving.prefix_cache.enabled=false"]
+    for n in [int(x) for x in a.mooncake_own.split(",") if x]:
+        yield "Mooncake, first %d requests, GPU+DRAM+SSD, 16-token blocks" % n, own + ["--set", "serving.limit=%d" % n]
     if a.paged_hour:
         yield "Mooncake hour, paged (configs/serving/mooncake.json)", ["configs/serving/mooncake.json"]
 
@@ -67,6 +81,8 @@ def main():
     ap.add_argument("--mooncake", type=int, default=0, help="also the first N requests of the Mooncake trace (0: not)")
     ap.add_argument("--mooncake-cache", type=int, default=0,
                     help="also the first N requests of the Mooncake trace with the prefix cache on (0: not)")
+    ap.add_argument("--mooncake-own", default="",
+                    help="also the first N requests of the Mooncake trace in the preset's 16-token blocks (comma-separated N)")
     ap.add_argument("--paged-hour", action="store_true", help="also the whole Mooncake hour, paged")
     ap.add_argument("-n", "--runs", type=int, default=1, help="timed runs of each command")
     ap.add_argument("--pin", default="0", help="the CPU the runs use (empty: no pinning)")
@@ -79,6 +95,7 @@ def main():
         peak = [[] for _ in binaries]
         results = [None for _ in binaries]
         errors = [None for _ in binaries]
+        tables = [None for _ in binaries]
         for _ in range(a.runs):
             for i, b in enumerate(binaries):
                 out = os.path.join(tmp, "b%d" % i)
@@ -90,29 +107,31 @@ def main():
                     continue
                 cpu[i].append(c)
                 peak[i].append(m)
-                results[i] = json.load(open(os.path.join(out, "result.json")))["metrics"]
+                r = json.load(open(os.path.join(out, "result.json")))
+                results[i] = r["metrics"]
+                tables[i] = table_blocks(r)
         accesses = results[0].get("kv", {}).get("block_accesses", 0)
         agree = ""
         if a.baseline and results[1] is not None:
             agree = "same results" if results[0] == results[1] else "results differ"
         ratio = med([x / y for x, y in zip(cpu[1], cpu[0])]) if a.baseline and cpu[1] else None
         rows.append((name, accesses, [med(c) if c else None for c in cpu], [med(m) if m else None for m in peak],
-                     ratio, errors[1] if a.baseline else None, agree))
-    head = "| run | block accesses | cpu s | ns per access | peak MiB |"
-    sep = "|---|---|---|---|---|"
+                     ratio, errors[1] if a.baseline else None, agree, tables))
+    head = "| run | block accesses | table blocks | cpu s | ns per access | peak MiB |"
+    sep = "|---|---|---|---|---|---|"
     if a.baseline:
-        head += " baseline cpu s | baseline ns per access | baseline peak MiB | baseline / this (cpu) | results |"
-        sep += "---|---|---|---|---|"
+        head += " baseline table blocks | baseline cpu s | baseline ns per access | baseline peak MiB | baseline / this (cpu) | results |"
+        sep += "---|---|---|---|---|---|"
     print(head)
     print(sep)
     per = lambda c, n: "%.0f" % (1e9 * c / n) if n else "-"
-    for name, acc, c, m, r, err, agree in rows:
-        line = "| %s | %d | %.2f | %s | %.0f |" % (name, acc, c[0], per(c[0], acc), m[0])
+    for name, acc, c, m, r, err, agree, tb in rows:
+        line = "| %s | %d | %s | %.2f | %s | %.0f |" % (name, acc, tb[0] or "-", c[0], per(c[0], acc), m[0])
         if a.baseline:
             if err:
-                line += " refused: %s | | | | |" % err.replace("|", "/")
+                line += " refused: %s | | | | | |" % err.replace("|", "/")
             else:
-                line += " %.2f | %s | %.0f | %.2f | %s |" % (c[1], per(c[1], acc), m[1], r, agree)
+                line += " %s | %.2f | %s | %.0f | %.2f | %s |" % (tb[1] or "-", c[1], per(c[1], acc), m[1], r, agree)
         print(line)
 
 

@@ -30,12 +30,33 @@ struct TierInfo {
 
 struct BlockTable {
   // Shape. A block is (sequence, layer, index): index counts block_tokens-token
-  // blocks from the start of the sequence.
+  // blocks from the start of the sequence. A group is one (sequence, layer).
   uint32_t batch = 0;
   uint32_t layers = 0;
-  uint32_t blocks_per_seq_layer = 0;  // enough for context + all decode steps
+  uint32_t blocks_per_seq_layer = 0;  // enough for context + all decode steps (the longest sequence)
   uint32_t block_tokens = 0;
   uint64_t block_bytes = 0;
+
+  // Where a block's state lives. Unchunked (chunk_shift 0): group g owns
+  // blocks g * blocks_per_seq_layer + index, one range per group sized for
+  // the longest sequence. Chunked (serving, where that range times the
+  // sequences that can run at once is far more than can be live): a group's
+  // indices are cut into chunks of 2^chunk_shift blocks, each chunk taken
+  // from a pool when the group's KV reaches it and given back when the
+  // sequence is released, so the per-block arrays are sized by what can be
+  // live, not by the longest sequence. Index i of group g is block
+  // chunk_of[g * group_chunks + (i >> chunk_shift)] * 2^chunk_shift + the
+  // rest of i; a chunk knows its group and position, so the way back is a
+  // lookup too. The pool's last chunk is never handed out: every index not
+  // yet reached maps to it, and its blocks stay kNotCreated, so reading an
+  // index that does not exist yet reads "not created", as unchunked.
+  static constexpr uint32_t kFreeChunk = std::numeric_limits<uint32_t>::max();
+  uint32_t chunk_shift = 0;
+  uint32_t group_chunks = 0;
+  std::vector<uint32_t> chunk_of;     // per (group, chunk position): the chunk
+  std::vector<uint32_t> chunk_group;  // per chunk: the group that holds it, kFreeChunk if none
+  std::vector<uint32_t> chunk_pos;    // per chunk: its position in that group
+  std::vector<uint32_t> free_chunks;  // chunks no group holds, taken from the back
 
   // Per block.
   std::vector<TierId> tier;
@@ -61,13 +82,73 @@ struct BlockTable {
 
   std::vector<TierInfo> tiers;  // top (fastest) first
 
-  BlockId id(uint32_t seq, uint32_t layer_, uint32_t index) const {
-    return (seq * layers + layer_) * blocks_per_seq_layer + index;
+  // Block `index` of group g (kNotCreated in `tier` where the group's KV
+  // has not reached it).
+  BlockId block_at(uint32_t g, uint32_t index) const {
+    if (chunk_shift == 0) return g * blocks_per_seq_layer + index;
+    return (chunk_of[size_t(g) * group_chunks + (index >> chunk_shift)] << chunk_shift) | (index & chunk_mask());
   }
-  uint32_t seq_of(BlockId b) const { return b / (layers * blocks_per_seq_layer); }
-  uint32_t layer_of(BlockId b) const { return (b / blocks_per_seq_layer) % layers; }
-  uint32_t index_of(BlockId b) const { return b % blocks_per_seq_layer; }
+  BlockId id(uint32_t seq, uint32_t layer_, uint32_t index) const { return block_at(seq * layers + layer_, index); }
+  uint32_t group_of(BlockId b) const { return chunk_shift ? chunk_group[b >> chunk_shift] : b / blocks_per_seq_layer; }
+  uint32_t seq_of(BlockId b) const { return group_of(b) / layers; }
+  uint32_t layer_of(BlockId b) const { return group_of(b) % layers; }
+  uint32_t index_of(BlockId b) const {
+    return chunk_shift ? (chunk_pos[b >> chunk_shift] << chunk_shift) | (b & chunk_mask()) : b % blocks_per_seq_layer;
+  }
+  // Whether b belongs to a group (a chunk in the pool's free list, or the
+  // never-created chunk, does not).
+  bool held(BlockId b) const { return chunk_shift == 0 || chunk_group[b >> chunk_shift] != kFreeChunk; }
+  // A seed of (group, index) that does not depend on where the block's state
+  // is kept: what seeded noise about a block is keyed by, chunked or not.
+  uint64_t key_of(BlockId b) const { return uint64_t(group_of(b)) * blocks_per_seq_layer + index_of(b); }
+  uint32_t chunk_mask() const { return (1u << chunk_shift) - 1u; }
   size_t size() const { return tier.size(); }
+
+  // The chunked layout: `pool` chunks of 2^shift blocks (the last one never
+  // handed out), every group's indices mapped to that last one. Call before
+  // allocate(pool << shift, absent).
+  void chunk(uint32_t shift, uint32_t pool) {
+    chunk_shift = shift;
+    group_chunks = (blocks_per_seq_layer + (1u << shift) - 1) >> shift;
+    const uint32_t none = pool - 1;
+    chunk_of.assign(size_t(batch) * layers * group_chunks, none);
+    chunk_group.assign(pool, kFreeChunk);
+    chunk_pos.assign(pool, 0);
+    // Handed out lowest first: a run's blocks stay in the low part of the arrays.
+    free_chunks.clear();
+    for (uint32_t c = none; c-- > 0;) free_chunks.push_back(c);
+  }
+  // Block `index` of group g, its chunk taken from the pool if the group has
+  // none there yet; kNoBlock if the pool is empty.
+  BlockId take(uint32_t g, uint32_t index) {
+    if (chunk_shift == 0) return block_at(g, index);
+    uint32_t& c = chunk_of[size_t(g) * group_chunks + (index >> chunk_shift)];
+    if (c == chunk_group.size() - 1) {
+      if (free_chunks.empty()) return kNoBlock;
+      c = free_chunks.back();
+      free_chunks.pop_back();
+      chunk_group[c] = g;
+      chunk_pos[c] = index >> chunk_shift;
+    }
+    return (c << chunk_shift) | (index & chunk_mask());
+  }
+  // Group g's chunks go back to the pool (its blocks are released: every one
+  // is kNotCreated again).
+  void give_back(uint32_t g) {
+    if (chunk_shift == 0) return;
+    const uint32_t none = uint32_t(chunk_group.size() - 1);
+    uint32_t* map = chunk_of.data() + size_t(g) * group_chunks;
+    uint32_t n = 0;  // chunks are taken in index order: the mapped ones are a prefix
+    while (n < group_chunks && map[n] != none) ++n;
+    // Last position first: the next group to grow takes them back in the
+    // order they had, so its blocks run forward through memory.
+    for (uint32_t p = n; p-- > 0;) {
+      chunk_group[map[p]] = kFreeChunk;
+      free_chunks.push_back(map[p]);
+      map[p] = none;
+    }
+  }
+
   // Every per-block array sized for n blocks: each in tier `absent` (not yet
   // created), with no history and no copies.
   void allocate(size_t n, TierId absent) {

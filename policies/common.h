@@ -14,21 +14,20 @@
 
 namespace kvtier {
 
-// A group is one (seq, layer): its blocks are contiguous in the table,
-// index 0 .. blocks_per_seq_layer-1.
-inline uint32_t group_of(const BlockTable& t, BlockId b) { return b / t.blocks_per_seq_layer; }
+// A group is one (seq, layer): its blocks are index 0 .. blocks_per_seq_layer-1,
+// block i being t.block_at(g, i) (not contiguous in the table where it is chunked).
+inline uint32_t group_of(const BlockTable& t, BlockId b) { return t.group_of(b); }
 inline uint32_t n_groups(const BlockTable& t) { return t.batch * t.layers; }
-inline BlockId group_first(const BlockTable& t, uint32_t g) { return BlockId(g) * t.blocks_per_seq_layer; }
 
 // Blocks of (seq, layer) created so far. Blocks are created in index order
 // and a created block never goes back to kNotCreated (dropped ones are
 // kDropped), so "created" is a prefix: binary search, O(log blocks).
 inline uint32_t created_blocks(const BlockTable& t, uint32_t seq, uint32_t layer) {
-  BlockId first = t.id(seq, layer, 0);
+  const uint32_t g = seq * t.layers + layer;
   uint32_t lo = 0, hi = t.blocks_per_seq_layer;
   while (lo < hi) {
     uint32_t mid = lo + (hi - lo) / 2;
-    if (t.tier[first + mid] != kNotCreated) lo = mid + 1;
+    if (t.tier[t.block_at(g, mid)] != kNotCreated) lo = mid + 1;
     else hi = mid;
   }
   return lo;

@@ -146,12 +146,12 @@ class AppEvaluation : public EvaluationPolicy {
                                               : std::min(1.0, budget_.value / std::max(1u, table.blocks_per_seq_layer)));
   }
   void select(const SelectInput& in, const BlockTable& table, std::vector<uint32_t>& out) override {
-    const BlockId first = table.id(in.seq, in.layer, 0);
+    const uint32_t g = in.seq * table.layers + in.layer;
     const uint32_t k = budget_.blocks(in.n_blocks);
     if (!split_.scores_at(in.step)) {
       // Reuse the last scoring's choice, plus the sinks, the window and the
       // blocks that did not exist then (they are the newest: in the window).
-      for (uint32_t i = 0; i < in.n_blocks; ++i) score_[i] = chosen_[first + i] ? 1.f : 0.f;
+      for (uint32_t i = 0; i < in.n_blocks; ++i) score_[i] = chosen_[table.block_at(g, i)] ? 1.f : 0.f;
       select_top_k(score_.data(), in.n_blocks, k, sinks_, recent_, scratch_, out);
       return;
     }
@@ -161,7 +161,7 @@ class AppEvaluation : public EvaluationPolicy {
       float s = mass_[i];
       if (s > 0 && sigma_ > 0) {
         // Box-Muller from two seeded uniforms of (block, step).
-        const uint64_t key = (uint64_t(first + i) << 24) ^ in.step;
+        const uint64_t key = (table.key_of(table.block_at(g, i)) << 24) ^ in.step;
         const double u1 = hash_unit(key * 2 + 1), u2 = hash_unit(key * 2 + 2);
         const double z = std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
         s = float(s * std::exp(sigma_ * z));
@@ -172,8 +172,8 @@ class AppEvaluation : public EvaluationPolicy {
       for (uint32_t b : *in.trace_blocks) mass_[b] = 0.f;
     const size_t before = out.size();
     select_top_k(score_.data(), in.n_blocks, k, sinks_, recent_, scratch_, out);
-    for (uint32_t i = 0; i < in.n_blocks; ++i) chosen_[first + i] = 0;
-    for (size_t j = before; j < out.size(); ++j) chosen_[first + out[j]] = 1;
+    for (uint32_t i = 0; i < in.n_blocks; ++i) chosen_[table.block_at(g, i)] = 0;
+    for (size_t j = before; j < out.size(); ++j) chosen_[table.block_at(g, out[j])] = 1;
   }
   ScoringSplit* scoring() override { return &split_; }
 

@@ -49,8 +49,8 @@ class QuestEvaluation : public EvaluationPolicy {
       for (size_t j = 0; j < tb.size() && j < tm.size(); ++j)
         if (tb[j] < n) score_[tb[j]] += tm[j];
     } else {
-      BlockId first = table.id(in.seq, in.layer, 0);
-      for (uint32_t i = 0; i < n; ++i) score_[i] = table.last_mass[first + i];
+      const uint32_t g = in.seq * table.layers + in.layer;
+      for (uint32_t i = 0; i < n; ++i) score_[i] = table.last_mass[table.block_at(g, i)];
     }
     if (noise_ > 0 && n > 0) {
       uint64_t key = seed_ * 0x100000001b3ULL ^ (uint64_t(in.step) << 40) ^ (uint64_t(in.layer) << 24) ^ (uint64_t(in.seq) << 12);

@@ -37,8 +37,8 @@ class TopkEvaluation : public EvaluationPolicy {
     scratch_.assign(table.blocks_per_seq_layer, 0);
   }
   void select(const SelectInput& in, const BlockTable& table, std::vector<uint32_t>& out) override {
-    BlockId first = table.id(in.seq, in.layer, 0);
-    for (uint32_t i = 0; i < in.n_blocks; ++i) score_[i] = history_score(table, first + i, w_);
+    const uint32_t g = in.seq * table.layers + in.layer;
+    for (uint32_t i = 0; i < in.n_blocks; ++i) score_[i] = history_score(table, table.block_at(g, i), w_);
     select_top_k(score_.data(), in.n_blocks, budget_.blocks(in.n_blocks), sinks_, recent_, scratch_, out);
   }
 

@@ -63,12 +63,11 @@ class H2oEviction : public EvictionPolicy {
     const BlockTable& tb = *table_;
     uint32_t n = counts_.created[g];
     uint32_t r_begin = recent_ >= n ? 0 : n - recent_;
-    BlockId first = group_first(tb, g);
     BlockId best = kNoBlock;
     bool best_recent = true;
     float best_mass = 0;
     for (uint32_t i = 0; i < n; ++i) {
-      BlockId b = first + i;
+      BlockId b = tb.block_at(g, i);
       TierId bt = tb.tier[b];
       if (bt >= kDropped || (t != kAnyTier && bt != t) || tb.pinned(b)) continue;
       bool rec = i >= r_begin;

@@ -39,11 +39,10 @@ class StreamingLlmEviction : public EvictionPolicy {
     uint32_t n = counts_.created[g];
     if (counts_.live[g] <= sinks_ + recent_ || n <= sinks_ + recent_) return kNoBlock;
     uint32_t r_begin = n - recent_;
-    BlockId first = group_first(tb, g);
     uint32_t& c = cursor_[g];
-    while (c < r_begin && tb.tier[first + c] >= kDropped) ++c;  // skip what is gone
+    while (c < r_begin && tb.tier[tb.block_at(g, c)] >= kDropped) ++c;  // skip what is gone
     for (uint32_t i = c; i < r_begin; ++i) {
-      BlockId b = first + i;
+      BlockId b = tb.block_at(g, i);
       if (tb.tier[b] < kDropped && !tb.pinned(b)) return b;
     }
     return kNoBlock;
@@ -69,11 +68,10 @@ class StreamingLlmEviction : public EvictionPolicy {
   BlockId oldest(uint32_t g, TierId t) const {
     const BlockTable& tb = *table_;
     uint32_t n = counts_.created[g];
-    BlockId first = group_first(tb, g);
     BlockId best = kNoBlock;
     int best_cls = 3;
     for (uint32_t i = 0; i < n; ++i) {
-      BlockId b = first + i;
+      BlockId b = tb.block_at(g, i);
       if (tb.tier[b] != t || tb.pinned(b)) continue;
       int c = cls(i, n);
       if (c < best_cls) {

@@ -39,7 +39,7 @@ class FractionsPlacement : public PlacementPolicy {
     // A share that does not fit its tier is a configuration error, not an
     // overflow for eviction to sort out: FlexGen sizes its tensors up front.
     std::vector<uint64_t> seqs(percent_.size(), 0);
-    for (uint32_t s = 0; s < table.batch; ++s) ++seqs[place(table.id(s, 0, 0), table)];
+    for (uint32_t s = 0; s < table.batch; ++s) ++seqs[tier_of_seq(s)];
     for (size_t t = 0; t < percent_.size(); ++t) {
       const uint64_t need = seqs[t] * table.layers * uint64_t(table.blocks_per_seq_layer);
       if (need > table.tiers[t].capacity_blocks)
@@ -48,9 +48,12 @@ class FractionsPlacement : public PlacementPolicy {
                           "' (" + std::to_string(table.tiers[t].capacity_blocks) + " blocks after any weights)");
     }
   }
-  TierId place(BlockId b, const BlockTable& table) override {
-    // The middle of sequence s on [0, 100): the tier whose share covers it.
-    const double x = (double(table.seq_of(b)) + 0.5) / double(batch_ ? batch_ : 1) * 100.0;
+  TierId place(BlockId b, const BlockTable& table) override { return tier_of_seq(table.seq_of(b)); }
+
+ private:
+  TierId tier_of_seq(uint32_t seq) const {
+    // The middle of sequence seq on [0, 100): the tier whose share covers it.
+    const double x = (double(seq) + 0.5) / double(batch_ ? batch_ : 1) * 100.0;
     double acc = 0;
     for (size_t t = 0; t < percent_.size(); ++t) {
       acc += percent_[t];
@@ -59,7 +62,6 @@ class FractionsPlacement : public PlacementPolicy {
     return TierId(percent_.size() - 1);
   }
 
- private:
   std::vector<double> percent_;
   uint32_t batch_ = 1;
 };

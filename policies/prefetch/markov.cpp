@@ -35,8 +35,10 @@ class MarkovPrefetch : public PrefetchPolicy {
   void setup(const BlockTable& table) override {
     bpsl_ = table.blocks_per_seq_layer;
     uint32_t g = n_groups(table);
-    succ_.assign(size_t(table.size()) * ways_, kNoBlock);
-    cnt_.assign(size_t(table.size()) * ways_, 0);
+    // Transitions are learnt per (group, index), the trace's own coordinates,
+    // whatever the table's layout.
+    succ_.assign(size_t(g) * bpsl_ * ways_, kNoBlock);
+    cnt_.assign(size_t(g) * bpsl_ * ways_, 0);
     ring_src_.assign(size_t(g) * window_, 0);
     ring_dst_.assign(size_t(g) * window_, 0);
     ring_pos_.assign(g, 0);

@@ -72,6 +72,13 @@ struct EngineSetup {
   // can run at once, which need not all fit together; the scheduler admits
   // them against the tiers' capacity, so the KV store does not require room for all.
   bool admitted_by_scheduler = false;
+  // Where that is so, what can be live at once bounds the block table: the
+  // KV store may cut each sequence's range into chunks of 2^kv_chunk_shift
+  // blocks (0: one range per sequence and layer, sized for the longest),
+  // of which at most kv_trace_chunks are ever held together (each sequence
+  // that can run at once holding the longest requests' chunks).
+  uint32_t kv_chunk_shift = 0;
+  uint64_t kv_trace_chunks = 0;
 
   EnginePolicies pol;
   std::vector<CompressionSpec> codec;  // per (tier, layer)

@@ -47,9 +47,15 @@ void InvariantChecker::after_step(uint32_t step, const std::vector<uint32_t>* cr
   const size_t nt = t.tiers.size();
   count_.assign(nt, 0);
   for (BlockId b = 0; b < t.size(); ++b) {
-    const uint32_t created = created_per_seq ? (*created_per_seq)[t.seq_of(b)] : s_.blocks_at(step);
     const TierId own = t.tier[b];
     const uint8_t copies = t.copies[b];
+    if (!t.held(b)) {  // a chunk of the block table no sequence holds
+      if (own != kNotCreated || copies)
+        fail("after step " + std::to_string(step) + ": block " + std::to_string(b) +
+             " belongs to no sequence (its chunk of the block table is free) but lives in a tier or has copies");
+      continue;
+    }
+    const uint32_t created = created_per_seq ? (*created_per_seq)[t.seq_of(b)] : s_.blocks_at(step);
     auto where = [&] {
       return "after step " + std::to_string(step) + ": block " + std::to_string(b) + " (sequence " +
              std::to_string(t.seq_of(b)) + ", layer " + std::to_string(t.layer_of(b)) + ", index " +

@@ -63,7 +63,7 @@ void LayerPipeline::seed_prompt_attention(uint32_t l, uint32_t ctx_blocks) {
   if (!s_.trace) return;
   for (uint32_t s = 0; s < s_.batch; ++s)
     if (const std::vector<float>* pm = s_.trace->prompt(s % s_.trace->header().sequences, l))
-      for (uint32_t i = 0; i < ctx_blocks && i < pm->size(); ++i) kv_.seed_prompt(t_.id(s, l, i), (*pm)[i]);
+      for (uint32_t i = 0; i < ctx_blocks && i < pm->size(); ++i) kv_.seed_prompt(kv_.block(s, l, i), (*pm)[i]);
 }
 
 // The prompt blocks of layer l of sequences [s0, s0 + k) placed where
@@ -80,7 +80,7 @@ double LayerPipeline::place_prompt(uint32_t l, uint32_t s0, uint32_t k, uint32_t
   for (uint32_t s = s0; s < s0 + k; ++s) {
     const double before = out.bytes;
     for (uint32_t i = 0; i < ctx_blocks; ++i) {
-      BlockId b = t_.id(s, l, i);
+      BlockId b = kv_.block(s, l, i);
       const TierId t = kv_.allocate(b, ctx_blocks);
       if (s_.weights && s_.gpu_tier && t == 0) gpu_kept_tokens += double(kv_.held_tokens(b));
       if (t == kDropped || (!s_.prefill_compute && !s_.prefill_load)) continue;
@@ -199,7 +199,7 @@ void LayerPipeline::select(uint64_t k) {
   // The block that receives this step's token exists from the moment the
   // step is selected: attention reads the new token too.
   for (uint32_t s = 0; s < s_.batch; ++s) {
-    BlockId nb = t_.id(s, layer, n - 1);
+    BlockId nb = kv_.block(s, layer, n - 1);
     if (t_.tier[nb] == kNotCreated) {
       kv_.allocate(nb, n);
     }
@@ -549,7 +549,7 @@ void LayerPipeline::select_iteration(uint64_t index, uint32_t layer, const std::
     uint32_t n = (q.past + s_.bt - 1) / s_.bt;
     if (!q.prefill) {
       n = q.past / s_.bt + 1;
-      const BlockId nb = t_.id(q.seq, layer, n - 1);
+      const BlockId nb = kv_.block(q.seq, layer, n - 1);
       if (t_.tier[nb] == kNotCreated) kv_.allocate(nb, n);
     }
     if (q.cached_tokens) load_cached(q, layer);
@@ -591,7 +591,7 @@ void LayerPipeline::load_cached(const IterationSeq& q, uint32_t layer) {
   uint32_t left = from.empty() ? 0 : from[0];  // tokens still to come from tier u
   kv_.defer_budget(true);
   for (uint32_t i = 0; i < n; ++i) {
-    const BlockId b = t_.id(q.seq, layer, i);
+    const BlockId b = kv_.block(q.seq, layer, i);
     if (t_.tier[b] == kNotCreated) kv_.allocate(b, end);
     uint32_t tokens = std::min(q.past, (i + 1) * s_.bt) - i * s_.bt;
     JobId after = q.cached_after;
@@ -628,7 +628,7 @@ void LayerPipeline::append_iteration(uint32_t layer, const std::vector<Iteration
     PrefillOutput::StagedWrites out;  // the chunk's new blocks written below, from GPU memory
     kv_.defer_budget(true);
     for (uint32_t i = first; i < end; ++i) {
-      const BlockId b = t_.id(q.seq, layer, i);
+      const BlockId b = kv_.block(q.seq, layer, i);
       if (t_.tier[b] != kNotCreated) {  // the block the previous chunk left part-filled
         const uint32_t lo = std::max(q.past, i * s_.bt), hi = std::min(q.past + q.tokens, (i + 1) * s_.bt);
         write_into(b, double(hi - lo) * tok_bytes);
@@ -697,13 +697,6 @@ void LayerPipeline::run_iteration(uint64_t index, const std::vector<IterationSeq
   }
 }
 
-// A sequence's blocks are created in index order (dropped ones stay
-// created), so those past its first never-created block have nothing to
-// release: the cost is the request's own blocks, not the longest request's.
-void LayerPipeline::release(uint32_t seq) {
-  for (uint32_t l = 0; l < s_.model.layers; ++l)
-    for (uint32_t i = 0; i < t_.blocks_per_seq_layer && t_.tier[t_.id(seq, l, i)] != kNotCreated; ++i)
-      kv_.release(t_.id(seq, l, i));
-}
+void LayerPipeline::release(uint32_t seq) { kv_.release_sequence(seq); }
 
 }  // namespace kvtier

@@ -14,13 +14,15 @@ KvStore::KvStore(EngineSetup& s, EngineCounters& c, ValidationCache* validating)
   t_.block_tokens = s_.bt;
   t_.blocks_per_seq_layer = s_.blocks_at(s_.steps - 1);
   t_.block_bytes = uint64_t(s_.bt) * model.kv_bytes_per_token_layer();
-  const uint64_t total_blocks = uint64_t(s_.batch) * model.layers * t_.blocks_per_seq_layer;
-  if (total_blocks >= kNoBlock) throw ConfigError("workload: too many KV blocks (" + std::to_string(total_blocks) + ")");
+  const uint64_t whole_blocks = uint64_t(s_.batch) * model.layers * t_.blocks_per_seq_layer;
+  if (!s_.admitted_by_scheduler && whole_blocks >= kNoBlock)
+    throw ConfigError("workload: too many KV blocks (" + std::to_string(whole_blocks) + ")");
   const Hardware& hw = s_.hw;
   for (size_t i = 0; i < hw.tiers.size(); ++i) add_tier(i);
   uint64_t capacity_blocks = 0;
   for (const TierInfo& ti : t_.tiers) capacity_blocks += ti.capacity_blocks;
   if (t_.tiers.size() > 8) throw ConfigError("hardware.tiers: at most 8 tiers");
+  const uint64_t total_blocks = s_.admitted_by_scheduler ? choose_layout(capacity_blocks) : whole_blocks;
   // What the GPU has for KV: its tier (if it is one) and the staging buffers
   // KV streamed through it lands in.
   s_.gpu_free_bytes = s_.gpu_model->capacity_bytes() - s_.gpu_weight_bytes();
@@ -39,7 +41,10 @@ KvStore::KvStore(EngineSetup& s, EngineCounters& c, ValidationCache* validating)
     if (!c.on_gpu && c.compress_Bps + c.decompress_Bps > 0 && s_.cpu_dev < 0)
       throw ConfigError("policies.compression: the codec runs on the CPU; hardware.devices needs a device of kind cpu");
   commit_block_table(total_blocks, validating);
-  if (!validating) t_.allocate(total_blocks, kNotCreated);
+  if (!validating) {
+    if (t_.chunk_shift) t_.chunk(t_.chunk_shift, static_cast<uint32_t>(total_blocks >> t_.chunk_shift));
+    t_.allocate(total_blocks, kNotCreated);
+  }
   for (const TierInfo& ti : t_.tiers) capacity_.push_back(ti.capacity_blocks);
   // Every route a block may take must exist; this also reports unreachable devices now.
   for (size_t d : s_.tier_dev)
@@ -50,9 +55,44 @@ KvStore::KvStore(EngineSetup& s, EngineCounters& c, ValidationCache* validating)
   for (size_t i = 0; i + 1 < s_.tier_dev.size(); ++i) s_.topo->route(s_.tier_dev[i], s_.tier_dev[i + 1]);
 }
 
+// Serving (sequences admitted by the scheduler): a block range per sequence
+// that can run at once, sized for the longest request, is mostly never
+// used where requests differ in length: with chunks, the table holds only
+// what can be live at once, which is bounded twice. The sequences that run
+// together hold at most the longest requests' chunks (kv_trace_chunks, from
+// the request stream); and where eviction never drops, every created block
+// lives in a tier, so they hold at most what the tiers hold, plus each
+// (sequence, layer)'s last chunk part-filled. The table is chunked only
+// where that is smaller than a range per sequence, so a run whose ranges
+// are all used keeps the layout, and the results, it always had.
+uint64_t KvStore::choose_layout(uint64_t capacity_blocks) {
+  const uint64_t groups = uint64_t(t_.batch) * t_.layers;
+  uint64_t blocks = groups * t_.blocks_per_seq_layer;
+  const uint32_t shift = s_.kv_chunk_shift;
+  if (shift > 0) {
+    const uint64_t k = uint64_t(1) << shift;
+    uint64_t live_chunks = s_.kv_trace_chunks;
+    if (!s_.pol.evict->drops()) live_chunks = std::min(live_chunks, (capacity_blocks + groups * (k - 1)) / k);
+    const uint64_t pool = live_chunks + 1;  // and the chunk that is never handed out
+    if (pool * k < blocks) {
+      blocks = pool * k;
+      t_.chunk_shift = shift;
+      t_.group_chunks = static_cast<uint32_t>((t_.blocks_per_seq_layer + k - 1) >> shift);
+    }
+  }
+  if (blocks > (uint64_t(1) << 26))
+    throw ConfigError("serving.kv: \"tiered\" keeps state for " + std::to_string(blocks) +
+                      " KV blocks, what can be live at once: the blocks of the " + std::to_string(t_.batch) +
+                      " longest requests (serving.max_running, or the requests if fewer) x " + std::to_string(t_.layers) +
+                      " layers, or what hardware.tiers hold if less; above 2^26 (67,108,864): lower "
+                      "serving.max_running or serving.limit, or use larger blocks (workload.block_tokens)");
+  return blocks;
+}
+
 // The block table's memory, committed before it is allocated: the table's
 // per-block arrays, the store's (a block's move state, a copy-list node per
-// tier) and what the policies keep per block, measured on copies of them.
+// tier) and what the policies keep per block, measured on copies of them;
+// chunked, the map of every (sequence, layer)'s chunks.
 void KvStore::commit_block_table(uint64_t blocks, ValidationCache* validating) const {
   const double table = sizeof(TierId) + sizeof(uint64_t) + sizeof(uint32_t) + 2 * sizeof(float) + sizeof(uint64_t) +
                        2 * sizeof(uint8_t);
@@ -62,9 +102,13 @@ void KvStore::commit_block_table(uint64_t blocks, ValidationCache* validating) c
   const std::string knob = s_.admitted_by_scheduler
                                ? "serving.max_running, workload.block_tokens"
                                : "workload.batch, workload.context_tokens, workload.decode_steps, workload.block_tokens";
+  double map = 0;
+  if (t_.chunk_shift)
+    map = double(t_.batch) * t_.layers * t_.group_chunks * sizeof(uint32_t) +
+          double(blocks >> t_.chunk_shift) * 3 * sizeof(uint32_t);
   commit_footprint({"the KV block table (" + std::to_string(blocks) + " blocks x " +
                         std::to_string(static_cast<uint64_t>(per_block)) + " bytes)",
-                    knob, double(blocks) * per_block});
+                    knob, double(blocks) * per_block + map});
 }
 
 // Tier i of hardware.tiers: its device, codecs, wear model and the blocks
@@ -184,6 +228,30 @@ void KvStore::drop(BlockId b) {
   leave_tier(b);
   t_.tier[b] = kDropped;
   ++c_.dropped_blocks;
+}
+
+BlockId KvStore::block(uint32_t seq, uint32_t layer, uint32_t index) {
+  const BlockId b = t_.take(seq * t_.layers + layer, index);
+  // The pool is sized by what can be live (choose_layout): running out of it is a bug.
+  if (b == kNoBlock)
+    throw std::logic_error("KV block table: no chunk left for sequence " + std::to_string(seq) + ", layer " +
+                           std::to_string(layer) + ", block " + std::to_string(index));
+  return b;
+}
+
+// A sequence's blocks are created in index order (dropped ones stay
+// created), so those past its first never-created block have nothing to
+// release: the cost is the request's own blocks, not the longest request's.
+void KvStore::release_sequence(uint32_t seq) {
+  for (uint32_t l = 0; l < t_.layers; ++l) {
+    const uint32_t g = seq * t_.layers + l;
+    for (uint32_t i = 0; i < t_.blocks_per_seq_layer; ++i) {
+      const BlockId b = t_.block_at(g, i);
+      if (t_.tier[b] == kNotCreated) break;
+      release(b);
+    }
+    t_.give_back(g);
+  }
 }
 
 void KvStore::release(BlockId b) {

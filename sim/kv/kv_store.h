@@ -141,8 +141,15 @@ class KvStore {
   // Drains of every tier whose writes have landed give their room back.
   void reclaim_drains();
   void drop(BlockId b);
-  // b's sequence is gone (serving: its request finished or is recomputed):
-  // b leaves its tier and its copies, and could be created again.
+  // Block `index` of (seq, layer), its room in the block table taken now if
+  // the table is chunked and the sequence's KV has not reached it yet; what
+  // is created there goes through allocate() as always.
+  BlockId block(uint32_t seq, uint32_t layer, uint32_t index);
+  // seq is gone (serving: its request finished or is recomputed): each of
+  // its blocks leaves its tier and its copies, and its room in the block
+  // table is given back.
+  void release_sequence(uint32_t seq);
+  // b's sequence is gone: b leaves its tier and its copies, and could be created again.
   void release(BlockId b);
   // Every copy of b below its tier is stale (b was written).
   void invalidate_copies(BlockId b);
@@ -157,6 +164,8 @@ class KvStore {
 
  private:
   void add_tier(size_t i);
+  // The block table's layout for the run (BlockTable, chunked): its blocks.
+  uint64_t choose_layout(uint64_t capacity_blocks);
   void commit_block_table(uint64_t blocks, ValidationCache* validating) const;
   // Moves b's own tier. A read up (to < from) leaves the copy it was read
   // from in place; a move down finds the room already made by the caller.

@@ -5,6 +5,7 @@
 #include "sim/serving/serving.h"
 
 #include <algorithm>
+#include <functional>
 
 #include "policies/weights.h"
 #include "sim/core/config.h"
@@ -325,11 +326,12 @@ double ServingSimulation::weight_bytes_in(size_t dev) const {
   return 0;
 }
 
-// serving.kv "tiered": the block table holds one block range per request
-// that holds KV (a slot: taken at its first iteration, given back when it
+// serving.kv "tiered": each request that holds KV is a sequence of the
+// block table (a slot: taken at its first iteration, given back when it
 // finishes or is recomputed), as many slots as requests can run at once; the
 // scheduler admits requests against what the tiers hold, the tiers' capacity
-// as its pool. Its size is checked before anything is allocated.
+// as its pool. The KV store sizes the table by what can be live and checks
+// it before anything is allocated.
 uint32_t ServingSimulation::kv_slots() const {
   return static_cast<uint32_t>(std::min<uint64_t>(reqs_.size(), limits_.max_running));
 }
@@ -339,14 +341,24 @@ void ServingSimulation::build_kv_store(ValidationCache* validating) {
   for (const ServingRequest& q : reqs_) longest = std::max<uint64_t>(longest, uint64_t(q.input_tokens) + q.output_tokens);
   const uint64_t bt = limits_.block_tokens;
   const uint64_t slots = kv_slots();
-  const uint64_t blocks = slots * s_.model.layers * ((longest + bt - 1) / bt);
-  if (blocks > (uint64_t(1) << 26))
-    throw ConfigError("serving.kv: \"tiered\" keeps a block range for each request that can run at once: " +
-                      std::to_string(slots) + " (serving.max_running, or the requests if fewer) x " +
-                      std::to_string(s_.model.layers) + " layers x " + std::to_string((longest + bt - 1) / bt) +
-                      " blocks of the longest request is " + std::to_string(blocks) +
-                      " blocks, above 2^26 (67,108,864); lower serving.max_running or use larger blocks "
-                      "(workload.block_tokens)");
+  // What the requests that run at once can hold in the block table (the KV
+  // store chunks the table where this is less than a range per request
+  // sized for the longest): the chunks of the `slots` largest requests. 32
+  // blocks a chunk: a sequence's last chunk wastes at most 31 blocks per
+  // layer, and the map of chunks is a 32nd of the longest range per layer.
+  constexpr uint32_t kChunkShift = 5;
+  std::vector<uint64_t> chunks;
+  chunks.reserve(reqs_.size());
+  for (const ServingRequest& q : reqs_) {
+    const uint64_t blocks = (uint64_t(q.input_tokens) + q.output_tokens + bt - 1) / bt;
+    chunks.push_back((blocks + (uint64_t(1) << kChunkShift) - 1) >> kChunkShift);
+  }
+  if (slots < chunks.size())
+    std::nth_element(chunks.begin(), chunks.begin() + static_cast<std::ptrdiff_t>(slots), chunks.end(), std::greater<uint64_t>());
+  uint64_t held = 0;
+  for (size_t i = 0; i < slots && i < chunks.size(); ++i) held += chunks[i];
+  s_.kv_chunk_shift = kChunkShift;
+  s_.kv_trace_chunks = held * s_.model.layers;
   s_.batch = static_cast<uint32_t>(slots);
   s_.ctx = 0;
   s_.steps = static_cast<uint32_t>(longest);

@@ -110,8 +110,8 @@ def test_mooncake_head_runs_and_is_deterministic(kvtier, tmp_path):
     (["serving.kv=tiered", "serving.preemption=recompute", 'serving.attention={"kind": "synthetic", "heavy": 1}'],
      "serving.attention.heavy"),
     (["serving.kv=tiered", "serving.preemption=recompute", "serving.requests.count=1000",
-      "serving.requests.input_tokens=100000", "workload.block_tokens=8"],
-     "serving.kv: \"tiered\" keeps a block range for each request that can run at once"),
+      "serving.requests.input_tokens=100000", "workload.block_tokens=1", 'hardware.tiers=["gpu", "dram", "ssd"]'],
+     "serving.kv: \"tiered\" keeps state for"),
     (["workload.batch=4"], "workload.batch: not read in a serving config"),
     (['policies.weights={"name": "offload", "gpu_percent": 50, "cpu_percent": 50, "gpu_batches": 2}'],
      "policies.weights.gpu_batches"),
@@ -194,21 +194,37 @@ def test_bad_tiered_prefix_cache_input(kvtier, tmp_path, sets, fragment):
     assert not (tmp_path / "out").exists()
 
 
-def test_tiered_kv_block_table_holds_the_requests_that_run_at_once(kvtier, tmp_path):
-    """The block table keeps a range for each request that can run at once
-    (serving.max_running), not for every request of the stream: a thousand
-    100K-token requests in 8-token blocks are refused at 256 running (above
-    2^26 blocks) and resolve at 4, whatever the stream's length."""
+def test_tiered_kv_block_table_holds_what_can_be_live(kvtier, tmp_path):
+    """The block table keeps state for what can be live at once: the blocks
+    of the requests that can run at once (serving.max_running), or what the
+    tiers hold if less, not a range of the longest request for each running
+    request, nor anything for the rest of the stream. A thousand 100K-token
+    requests in 1-token blocks at 256 running are refused where the tiers
+    include the 3.84 TB SSD (above 2^26 blocks either way) and resolve at 16;
+    in GPU and DRAM only they resolve at 256: the tiers bound the table."""
     sets = ["serving.kv=tiered", "serving.preemption=recompute", "serving.requests.count=1000",
-            "serving.requests.input_tokens=100000", "workload.block_tokens=8"]
+            "serving.requests.input_tokens=100000", "workload.block_tokens=1"]
     args = ["config", ROOT / "configs" / "systems" / "vllm_swap.json"]
     for s in sets:
         args += ["--set", s]
-    p = kvtier(*args, cwd=tmp_path)
-    assert p.returncode == 2 and "256 (serving.max_running" in p.stderr, p.stderr
-    p = kvtier(*args, "--set", "serving.max_running=4", cwd=tmp_path)
+    ssd = ["--set", 'hardware.tiers=["gpu", "dram", "ssd"]']
+    p = kvtier(*args, *ssd, cwd=tmp_path)
+    assert p.returncode == 2 and "256 longest requests (serving.max_running" in p.stderr, p.stderr
+    p = kvtier(*args, *ssd, "--set", "serving.max_running=16", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
-    assert json.loads(p.stdout)["serving"]["max_running"] == 4
+    assert json.loads(p.stdout)["serving"]["max_running"] == 16
+    p = kvtier(*args, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+
+
+def test_tiered_kv_takes_the_mooncake_trace_in_its_own_blocks(kvtier, tmp_path):
+    """The first 200 requests of the Mooncake trace (up to 121K tokens each)
+    in the preset's 16-token blocks: a range of the longest request for each
+    of the 200 would be 121 M blocks, above 2^26; what they can hold together
+    is 14.5 M, which resolves."""
+    p = kvtier("config", ROOT / "configs" / "serving" / "mooncake.json", "--set", "serving.kv=tiered",
+               "--set", "serving.preemption=recompute", "--set", "serving.limit=200", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
 
 
 def test_config_resolves_a_serving_config(kvtier, tmp_path):

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "sim/core/footprint.h"
 #include "sim/serving/scheduler.h"
 #include "sim/serving/serving.h"
 #include "sim_fixture.h"
@@ -267,6 +268,46 @@ TEST_CASE("serving, KV in tiers: requests take a block range while they hold KV 
   CHECK(rel(tiered["ttft_s"]["p99"].get<double>(), paged["ttft_s"]["p99"].get<double>()) < 1e-12);
   CHECK(rel(tiered["tpot_s"]["mean"].get<double>(), paged["tpot_s"]["mean"].get<double>()) < 1e-12);
   CHECK(tiered["tiers"]["gpu"]["hit_rate"].get<double>() == 1.0);
+}
+
+TEST_CASE("serving, KV in tiers: requests of different lengths take chunks of the block table, the paged pool's times") {
+  // 60 requests from 100 to 3,000 tokens, four running at a time: four
+  // ranges of the longest request would be mostly unused, so the table is
+  // chunked and holds the four longest requests' chunks. With all KV on the
+  // GPU nothing moves, and the times are the paged pool's.
+  json req{{"kind", "synthetic"}, {"requests", 60}, {"seed", 7}, {"block_tokens", 16},
+           {"arrival", {{"kind", "poisson"}, {"rate_per_s", 20}}},
+           {"input", {{"kind", "uniform"}, {"min", 100}, {"max", 3000}}},
+           {"output", {{"kind", "uniform"}, {"min", 2}, {"max", 40}}}};
+  json opts{{"preemption", "recompute"}, {"max_running", 4}};
+  json p = opts;
+  p["coarsen"] = false;
+  json paged = serve(expanded(serving_config(req, p)));
+  json t = opts;
+  t["kv"] = "tiered";
+  json cfg = expanded(serving_config(req, t));
+  const json tiered = in_child([cfg]() mutable {
+    resolve_params(cfg["workload"], workload_params(), "workload");
+    if (!cfg.contains("sim")) cfg["sim"] = json::object();
+    resolve_params(cfg["sim"], sim_params(), "sim");
+    reset_footprint();
+    ServingSimulation sim(cfg);
+    json m = sim.run("");
+    m["footprint"] = footprint_json();
+    return m;
+  });
+  REQUIRE(tiered.contains("kv"));
+  CHECK(tiered["requests"].get<uint64_t>() == 60);
+  CHECK(rel(tiered["simulated_time_s"].get<double>(), paged["simulated_time_s"].get<double>()) < 1e-12);
+  CHECK(rel(tiered["ttft_s"]["p99"].get<double>(), paged["ttft_s"]["p99"].get<double>()) < 1e-12);
+  CHECK(rel(tiered["tpot_s"]["mean"].get<double>(), paged["tpot_s"]["mean"].get<double>()) < 1e-12);
+  CHECK(tiered["tiers"]["gpu"]["hit_rate"].get<double>() == 1.0);
+  // The table: fewer blocks than four ranges of the longest request (32 layers).
+  uint64_t table_blocks = 0;
+  for (auto it = tiered["footprint"]["parts"].begin(); it != tiered["footprint"]["parts"].end(); ++it)
+    if (it.key().rfind("the KV block table (", 0) == 0) table_blocks = std::stoull(it.key().substr(20));
+  CHECK(table_blocks > 0);
+  CHECK(table_blocks < 4ull * 32 * ((3000 + 40 + 15) / 16));
 }
 
 TEST_CASE("serving, KV in tiers: N identical requests at time 0 give the single-batch engine's result, KV spilling to DRAM") {
