@@ -22,6 +22,13 @@ json hgx_nvlink(double nvlink_GBps = 450) {
   return hw;
 }
 
+// gpu0..gpu<ranks-1>'s device indices.
+std::vector<size_t> first_gpus(const Hardware& h, int ranks) {
+  std::vector<size_t> gpus;
+  for (int k = 0; k < ranks; ++k) gpus.push_back(static_cast<size_t>(h.device_index("gpu" + std::to_string(k))));
+  return gpus;
+}
+
 // An all-reduce of `bytes` over gpu0..gpu<ranks-1>, and optionally a copy of
 // `copy_bytes` from gpu0 to gpu1 started with it: the all-reduce's time, the
 // closed form's inputs (the ring hop's bottleneck and the largest latency)
@@ -33,8 +40,7 @@ json run_allreduce(const json& hw, int ranks, double bytes, CollectiveAlgorithm 
     Topology topo(h);
     start_simgrid();
     Platform p(h, topo);
-    std::vector<size_t> gpus;
-    for (int k = 0; k < ranks; ++k) gpus.push_back(static_cast<size_t>(h.device_index("gpu" + std::to_string(k))));
+    const std::vector<size_t> gpus = first_gpus(h, ranks);
     double t = 0;
     sg4::Actor::create("allreduce", p.controller(), [&] { t = allreduce(p, gpus, bytes, algo); });
     if (copy_bytes > 0)
@@ -128,8 +134,7 @@ json run_repeated(int ranks, double bytes, CollectiveAlgorithm algo, size_t coun
     Topology topo(h);
     start_simgrid();
     Platform p(h, topo);
-    std::vector<size_t> gpus;
-    for (int k = 0; k < ranks; ++k) gpus.push_back(static_cast<size_t>(h.device_index("gpu" + std::to_string(k))));
+    const std::vector<size_t> gpus = first_gpus(h, ranks);
     double t = 0, t2 = 0;
     sg4::Actor::create("allreduce", p.controller(), [&] {
       sg4::this_actor::sleep_for(0.25);  // not at time 0: busy times start where the clock is
