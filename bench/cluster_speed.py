@@ -43,6 +43,11 @@ POINTS = {
     "disaggregated_16": (DISAGG, ["hardware.cluster.nodes=16", 'cluster={"tp": 8, "replicas": 16, "prefill_replicas": 8}',
                                   "serving.time_scale=1"],
                          "16 HGX nodes (128 GPUs): 8 prefill + 8 decode TP=8 instances, the trace's own rate"),
+    "pooled_16": (ROOT / "configs" / "cluster" / "mooncake_pool.json",
+                  ["hardware.cluster.nodes=16",
+                   'cluster={"tp": 8, "replicas": 16, "prefill_replicas": 8, "kv_pool": "pooled"}',
+                   "serving.time_scale=1"],
+                  "the same 16 nodes with one KV pool of every node's DRAM (Mooncake Store)"),
     "dense_1024": (DISAGG, ["hardware.cluster.nodes=128", 'cluster={"tp": 8, "replicas": 128, "prefill_replicas": 64}',
                             "serving.time_scale=0.125"],
                    "128 HGX nodes (1,024 GPUs): 64 prefill + 64 decode TP=8 instances, arrivals 8x denser"),
@@ -78,7 +83,7 @@ def dense_hour_sets(folder):
 POINTS["dense_hour_1024"] = (DISAGG, dense_hour_sets,
                              "128 HGX nodes (1,024 GPUs): 64 prefill + 64 decode TP=8 instances, a whole hour 8x denser")
 
-DEFAULT = ["serving", "replica_farm", "hgx_node", "disaggregated_2", "pooled_2", "disaggregated_16"]
+DEFAULT = ["serving", "replica_farm", "hgx_node", "disaggregated_2", "pooled_2", "disaggregated_16", "pooled_16"]
 
 
 def run_point(binary, name, out_root):
