@@ -17,7 +17,9 @@ namespace kvtier {
 struct InstanceLoad {
   uint64_t outstanding_tokens = 0;  // prompt and output tokens of its unfinished requests
   uint64_t requests = 0;            // its unfinished requests
-  uint32_t cached_tokens = 0;       // the arriving prompt's tokens its prefix cache holds (reads_prefix() only)
+  // The arriving prompt's tokens its prefix cache holds; with a KV pool,
+  // those held on its own node (reads_prefix() only).
+  uint32_t cached_tokens = 0;
 };
 
 struct RoutedRequest {

@@ -139,6 +139,30 @@ uint32_t PrefixCache::lookup(ServingRequest& r) const {
   return static_cast<uint32_t>(tokens);
 }
 
+uint32_t PrefixCache::routing_tokens(const ServingRequest& r) const {
+  ServingRequest probe;  // the lookup records hits per tier on the request: a copy takes them
+  probe.input_tokens = r.input_tokens;
+  probe.prefix_blocks = r.prefix_blocks;
+  const uint32_t all = lookup(probe);
+  if (!pool_ || all == 0) return all;
+  // The same walk, counting the blocks whose share is on this node.
+  const uint32_t T = index_->tiers(), node = pool_->member(member_).gpu_node;
+  uint64_t tokens = 0, pos = 0;
+  for (uint32_t b : r.prefix_blocks) {
+    if (pos >= r.input_tokens) break;
+    const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(block_tokens_, r.input_tokens - pos));
+    pos += n;
+    const uint32_t h = index_->holder(b);
+    if (h >= T) {
+      if (match_any_) continue;
+      break;
+    }
+    const uint32_t m = pool_->home(b, h);
+    if (m != KvPool::kNoMember && pool_->member(m).nodes[h] == node) tokens += n;
+  }
+  return static_cast<uint32_t>(tokens);
+}
+
 // Used now: recency and promotion in the tiers; the GPU's blocks are this request's.
 void PrefixCache::mark_used(const ServingRequest& r) {
   const size_t T = index_ ? index_->tiers() : 0;

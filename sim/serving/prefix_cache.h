@@ -54,6 +54,10 @@ class PrefixCache {
 
   // The prompt tokens the cache holds (the scheduler's lookup).
   uint32_t lookup(ServingRequest& r) const;
+  // What a router weighs: the prompt tokens the cache holds, and with a KV
+  // pool only those held on this instance's own node (read without
+  // crossing the fabric).
+  uint32_t routing_tokens(const ServingRequest& r) const;
   // The prefix hits of the iteration's newly admitted prompts: marked used,
   // and their loads planned into `it` (what the GPU's pool holds loads nothing).
   void plan_loads(const IterationPlan& p, std::vector<ServingRequest>& reqs, PagedIteration& it);

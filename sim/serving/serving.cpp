@@ -389,12 +389,7 @@ void ServingSimulation::close() {
 
 size_t ServingSimulation::queued() const { return sched_ ? sched_->waiting() + sched_->swapped() : 0; }
 
-uint32_t ServingSimulation::cached_prefix_tokens(const ServingRequest& r) const {
-  ServingRequest probe;  // the lookup records hits per tier on the request: a copy takes them
-  probe.input_tokens = r.input_tokens;
-  probe.prefix_blocks = r.prefix_blocks;
-  return cache_->lookup(probe);
-}
+uint32_t ServingSimulation::cached_prefix_tokens(const ServingRequest& r) const { return cache_->routing_tokens(r); }
 
 bool ServingSimulation::gpu_prefix_cache() const { return cache_->has_gpu(); }
 

@@ -106,6 +106,7 @@ class ServingSimulation {
   // holds now.
   uint64_t outstanding_tokens() const { return outstanding_tokens_; }
   uint64_t unfinished() const { return unfinished_; }
+  // The arriving prompt's tokens a router weighs (PrefixCache::routing_tokens).
   uint32_t cached_prefix_tokens(const ServingRequest& r) const;
   size_t queued() const;
   // After the run: this instance's metrics, without the platform's links and

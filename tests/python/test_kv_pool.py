@@ -202,3 +202,16 @@ def test_a_block_another_instance_is_still_writing_is_read_once_it_has_landed(kv
     assert writes and len(loads) == 80
     assert writes[-1][1] > b_at * 1e-3  # the write was still on its way when B arrived
     assert loads[0][0] >= writes[-1][1] - 1e-9
+
+
+def test_kv_aware_routing_with_a_pool_prefers_the_node_that_holds_the_prefix(kvtier, tmp_path):
+    # Four co-located TP=4 instances, two on each node, one pool: every
+    # instance finds the same hits, so a KV-aware router weighs the prompt's
+    # tokens held on each instance's own node, and more hits are read locally.
+    pool = ROOT / "configs" / "cluster" / "mooncake_pool.json"
+    frac = {}
+    for router in ("round_robin", "kv_aware"):
+        m, _ = run(kvtier, tmp_path, router, pool, "serving.limit=600",
+                   'cluster={"tp": 4, "replicas": 4, "kv_pool": "pooled", "router": "%s"}' % router)
+        frac[router] = m["pooled_cache"]["remote_hit_fraction"]
+    assert frac["kv_aware"] < 0.75 * frac["round_robin"], frac
