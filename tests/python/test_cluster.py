@@ -273,9 +273,6 @@ def test_a_prompts_kv_pulled_across_nodes_takes_the_routes_latency_plus_bytes_ov
     # every layer runs on its own.
     (ROOT / "configs" / "cluster" / "hgx_node.json",
      ["serving.limit=15", 'cluster={"tp": 4, "prefill_replicas": 1, "allreduce": "ring"}'], False),
-    # One KV pool of both nodes' shares: ranks read other instances' shares
-    # (whether over a GPU's NVLink decides if its all-reduces stay flows).
-    (ROOT / "configs" / "cluster" / "mooncake_pool.json", ["serving.limit=15"], None),
     # Each TP=2 instance spans both nodes: its all-reduces cross the fabric the
     # KV pulls cross (no NVLink is shared: each rank's pull goes to the other node).
     (ROOT / "configs" / "cluster" / "mooncake_disaggregated.json",
