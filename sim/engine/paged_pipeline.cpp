@@ -82,17 +82,20 @@ bool PagedPipeline::merges_layers() const {
 // any more: they run as one kernel, their all-reduces after it, as an
 // iteration with no loads does (the same times; many fewer SimGrid
 // activities, since long prompts' loads finish within the first layers).
-bool PagedPipeline::loads_in_from(const std::vector<std::vector<JobId>>& loads, size_t l) const {
-  for (size_t k = l; k < loads.size(); ++k)
-    for (JobId j : loads[k])
-      if (!board_.done(j)) return false;
+bool PagedPipeline::loads_in_from(const std::vector<std::vector<JobId>>& loads, size_t l, LoadCursor& c) const {
+  // A load found done stays done: each check resumes where the last stopped.
+  if (c.layer < l) c = LoadCursor{l, 0};
+  for (; c.layer < loads.size(); ++c.layer, c.job = 0)
+    for (; c.job < loads[c.layer].size(); ++c.job)
+      if (!board_.done(loads[c.layer][c.job])) return false;
   return true;
 }
 
 void PagedPipeline::run_layers(const PagedIteration& it, double layer_s, const std::vector<std::vector<JobId>>& loads) {
   const size_t L = s_.model.layers;
+  LoadCursor in;
   for (size_t l = 0; l < L; ++l) {
-    if (merges_layers() && l > 0 && loads_in_from(loads, l)) {
+    if (merges_layers() && l > 0 && loads_in_from(loads, l, in)) {
       double rest = 0;
       for (size_t k = l; k < L; ++k) rest += layer_s;
       kernel(it, rest, static_cast<int64_t>(l), L - 1);

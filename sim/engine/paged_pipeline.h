@@ -61,7 +61,11 @@ class PagedPipeline {
   // Layers `layer` .. `last` in one kernel (layer -1: all of them).
   void kernel(const PagedIteration& it, double seconds, int64_t layer, size_t last);
   bool merges_layers() const;
-  bool loads_in_from(const std::vector<std::vector<JobId>>& loads, size_t l) const;
+  // The first load of layers l.. not known to be done.
+  struct LoadCursor {
+    size_t layer = 0, job = 0;
+  };
+  bool loads_in_from(const std::vector<std::vector<JobId>>& loads, size_t l, LoadCursor& c) const;
   // A tensor-parallel instance's all-reduces after `layers` layers' kernels.
   void all_reduce(const PagedIteration& it, size_t layers);
 
