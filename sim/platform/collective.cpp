@@ -161,10 +161,12 @@ double CollectiveRun::wait() {
   if (!platform_) return 0.0;
   auto& stats = platform_->stats();
   // Each flow waited for in turn (wait_any over K flows costs O(K) a call:
-  // an 8-rank switch all-reduce's 56 flows made it most of a run), its links
-  // released at its own finish time. A link's busy time is exact unless
-  // another transfer starts and ends on it between an earlier-listed flow's
-  // end and a later-listed one's, which only shifts when it is counted busy.
+  // an 8-rank switch all-reduce's 56 flows made it most of a run). Its links
+  // stay busy until the collective ends, latency steps included: those steps
+  // are the algorithm's later exchanges on the same links (a ring's 2(n-1)
+  // steps, or the all-reduces of a repeated plan after the first, whose
+  // bytes ride on the first's flows), so a link is as busy whether a layer's
+  // all-reduces run one by one or as one repeated plan.
   std::vector<std::pair<double, size_t>> ends;
   ends.reserve(plan_.flows.size());
   for (size_t i = 0; i < comms_.size(); ++i) {
@@ -180,15 +182,16 @@ double CollectiveRun::wait() {
   std::sort(ends.begin(), ends.end());
   for (const auto& [t1, i] : ends) {
     const CollectiveFlow& f = plan_.flows[i];
-    const PlatformRoute& route = platform_->route(f.from, f.to);
-    for (uint32_t s : route.stats) {
-      LinkStat& st = stats[s];
-      if (--st.active == 0) st.busy_s += t1 - st.busy_since;
-    }
-    platform_->transferred(route, f.bytes, t0_, t1);
+    platform_->transferred(platform_->route(f.from, f.to), f.bytes, t0_, t1);
   }
   comms_.clear();
   if (plan_.extra_latency_s > 0) sg4::this_actor::sleep_for(plan_.extra_latency_s);
+  const double end = sg4::Engine::get_clock();
+  for (const CollectiveFlow& f : plan_.flows)
+    for (uint32_t s : platform_->route(f.from, f.to).stats) {
+      LinkStat& st = stats[s];
+      if (--st.active == 0) st.busy_s += end - st.busy_since;
+    }
   platform_ = nullptr;
   return sg4::Engine::get_clock() - t0_;
 }

@@ -278,6 +278,9 @@ def test_a_prompts_kv_pulled_across_nodes_takes_the_routes_latency_plus_bytes_ov
     (ROOT / "configs" / "cluster" / "mooncake_disaggregated.json",
      ["serving.limit=10", 'cluster={"tp": 2, "replicas": 2, "prefill_replicas": 1, '
                           '"gpus": ["n0.gpu0", "n1.gpu0", "n1.gpu4", "n0.gpu4"]}'], False),
+    # A KV pool over both nodes: its reads, writes and demotions between the
+    # shares are routes the all-reduces must not share.
+    (ROOT / "configs" / "cluster" / "mooncake_pool.json", ["serving.limit=15"], True),
 ])
 def test_fewer_simgrid_activities_give_the_times_of_every_layer_and_flow(kvtier, tmp_path, config, sets, merged):
     # serving.coarsen false runs every layer's kernel and every all-reduce's
@@ -287,15 +290,21 @@ def test_fewer_simgrid_activities_give_the_times_of_every_layer_and_flow(kvtier,
     assert ref["layered_iterations"] == ref["iterations"]
     if merged is not None:
         assert (fast["layered_iterations"] < ref["layered_iterations"]) == merged
+    # SimGrid updates times to 1e-9 s (surf/precision), so the reference's
+    # all-reduce time, a sum of thousands of flows of about 10 us each, agrees
+    # with the closed forms to about 1e-8 (1.3e-8 seen on one instance of the
+    # pooled case at 8 requests), and every other time to about 1e-9.
     assert fast["simulated_time_s"] == pytest.approx(ref["simulated_time_s"], rel=1e-8)
     for k in ("ttft_s", "tpot_s", "e2e_s"):
         for q in ("mean", "p50", "p99"):
             assert fast[k][q] == pytest.approx(ref[k][q], rel=1e-8), (k, q)
     for f, r in zip(fast["instances"], ref["instances"]):
-        assert f["allreduce_s"] == pytest.approx(r["allreduce_s"], rel=1e-8)
+        assert f["allreduce_s"] == pytest.approx(r["allreduce_s"], rel=3e-8)
         assert f["allreduce_bytes"] == pytest.approx(r["allreduce_bytes"], rel=1e-12)
     for name, link in ref["links"].items():
         assert fast["links"][name]["bytes"] == pytest.approx(link["bytes"], rel=1e-12, abs=1e-3), name
+        # Busy while a transfer or an all-reduce's latency steps hold it, merged or not.
+        assert fast["links"][name]["busy_fraction"] == pytest.approx(link["busy_fraction"], rel=1e-6, abs=1e-12), name
 
 
 def test_the_timeline_has_a_compute_track_per_gpu_with_every_kernel(kvtier, tmp_path):

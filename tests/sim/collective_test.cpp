@@ -187,3 +187,48 @@ TEST_CASE("an all-reduce whose links nothing else crosses, run as a closed form,
         }
       }
 }
+
+TEST_CASE("a link is as busy under all-reduces run one by one as under one repeated plan of them", "[collective]") {
+  // A layer's all-reduces run one by one (serving.coarsen false) or as one
+  // plan carrying all their bytes and latency steps: the same time, bytes
+  // and busy time on every link, latency steps counted busy in both.
+  const double S = 1.5 * (1 << 20);
+  const size_t count = 12;
+  for (auto algo : {CollectiveAlgorithm::Ring, CollectiveAlgorithm::Switch})
+    for (int n : {2, 4, 8})
+      for (bool alone : {false, true}) {
+        CAPTURE(int(algo), n, alone);
+        json r = in_child([&] {
+          json hwc = hgx_nvlink();
+          Hardware h = parse_hardware(hwc, "hardware");
+          Topology topo(h);
+          start_simgrid();
+          Platform p(h, topo);
+          const std::vector<size_t> gpus = first_gpus(h, n);
+          double one_by_one = 0, repeated = 0;
+          std::vector<double> busy_after_singles;
+          sg4::Actor::create("allreduce", p.controller(), [&] {
+            sg4::this_actor::sleep_for(0.25);
+            const double t0 = sg4::Engine::get_clock();
+            for (size_t i = 0; i < count; ++i) allreduce_repeated(p, gpus, S, algo, 1, alone);
+            one_by_one = sg4::Engine::get_clock() - t0;
+            for (const LinkStat& s : p.stats()) busy_after_singles.push_back(s.busy_s);
+            sg4::this_actor::sleep_for(0.25);
+            repeated = allreduce_repeated(p, gpus, S, algo, count, alone);
+          });
+          sg4::Engine::get_instance()->run();
+          json links = json::array();
+          for (size_t i = 0; i < p.stats().size(); ++i)
+            links.push_back({busy_after_singles[i], p.stats()[i].busy_s - busy_after_singles[i]});
+          return json{{"one_by_one", one_by_one}, {"repeated", repeated}, {"links", links}};
+        });
+        REQUIRE(r.contains("links"));
+        CHECK(std::abs(r["one_by_one"].get<double>() - r["repeated"].get<double>()) < 1e-12);
+        size_t busy_links = 0;
+        for (const json& l : r["links"]) {
+          CHECK(std::abs(l[0].get<double>() - l[1].get<double>()) < 1e-12);
+          if (l[0].get<double>() > 0) ++busy_links;
+        }
+        CHECK(busy_links > 0);
+      }
+}
