@@ -56,6 +56,11 @@ ParamList cluster_run_params() {
           "memory and drives) or pooled (Mooncake Store: every instance's share is part of one cache with one index, "
           "which any instance reads from the node holding a block, over the fabric between nodes)",
           {"local", "pooled"}),
+      str("kv_pool_placement", "local_first",
+          "with kv_pool pooled, which share a block goes to: local_first (the writing instance's own share while it "
+          "has room) or hashed (the share its block hash names, as a store spreading keys over its nodes), each "
+          "else the slot the tier's last victim freed, else the share with the most room",
+          {"local_first", "hashed"}),
   };
 }
 
@@ -95,6 +100,9 @@ ClusterSimulation::ClusterSimulation(json& cfg) : cfg_(cfg) {
   for (const ServingRequest& q : stream_.reqs)
     if (prefill_ > 0 && q.output_tokens > 1) ++to_hand_over_;
   if (cfg_["cluster"]["kv_pool"] == "pooled") build_pool();
+  else if (cfg_["cluster"]["kv_pool_placement"] != "local_first")
+    throw ConfigError("cluster.kv_pool_placement: places blocks in a pool's shares; expected cluster.kv_pool "
+                      "\"pooled\" with it (local caches keep their blocks on their own node)");
 }
 
 // One cache of every instance's share: the same tiers, policy and block
@@ -118,8 +126,10 @@ void ClusterSimulation::build_pool() {
     }
     members.push_back(std::move(m));
   }
+  const KvPool::Placement placement = cfg_["cluster"]["kv_pool_placement"] == "hashed" ? KvPool::Placement::Hashed
+                                                                                     : KvPool::Placement::LocalFirst;
   pool_ = std::make_unique<KvPool>(*inst_[0]->sim->prefix_cache().replay_config(), std::move(members),
-                                   stream_.distinct_blocks);
+                                   stream_.distinct_blocks, placement);
   const uint32_t ranks = cfg_["cluster"]["tp"].get<uint32_t>();
   for (size_t i = 0; i < inst_.size(); ++i) inst_[i]->sim->prefix_cache().join(*pool_, static_cast<uint32_t>(i), ranks);
 }

@@ -6,8 +6,12 @@
 
 namespace kvtier {
 
-KvPool::KvPool(const ReplayConfig& like, std::vector<Member> members, uint64_t distinct_blocks)
-    : cfg_(like), members_(std::move(members)), tiers_(uint32_t(like.tiers.size())), blocks_(distinct_blocks) {
+KvPool::KvPool(const ReplayConfig& like, std::vector<Member> members, uint64_t distinct_blocks, Placement placement)
+    : cfg_(like),
+      members_(std::move(members)),
+      tiers_(uint32_t(like.tiers.size())),
+      blocks_(distinct_blocks),
+      placement_(placement) {
   for (uint32_t u = 0; u < tiers_; ++u) {
     uint64_t cap = 0;
     for (const Member& m : members_) cap += m.capacity[u];
@@ -42,12 +46,24 @@ uint32_t KvPool::place(uint32_t tier, uint32_t preferred) const {
   return best;
 }
 
+// Block ids are numbered in the order the stream first names them, so
+// neighbours in a prompt have neighbouring ids: they are mixed (splitmix64's
+// finaliser) before taking the remainder, as a store hashes a block's key.
+uint32_t KvPool::hashed_member(uint32_t b) const {
+  uint64_t z = uint64_t(b) + 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  z ^= z >> 31;
+  return static_cast<uint32_t>(z % members_.size());
+}
+
 // A block enters a tier: written from the acting member's GPU into the top
 // tier (or every tier, inclusive), or demoted from the share above.
 void KvPool::entered(uint32_t b, uint32_t tier) {
   const bool from_gpu = tier == 0 || cfg_.inclusive;
   const uint32_t above = from_gpu ? kNoMember : home(b, tier - 1);
-  const uint32_t m = place(tier, from_gpu ? actor_ : (above == kNoMember ? actor_ : above));
+  const uint32_t local = from_gpu ? actor_ : (above == kNoMember ? actor_ : above);
+  const uint32_t m = place(tier, placement_ == Placement::Hashed ? hashed_member(b) : local);
   home_[size_t(tier) * blocks_ + b] = m;
   ++used_[size_t(m) * tiers_ + tier];
   const Member& src = members_[above == kNoMember ? actor_ : above];

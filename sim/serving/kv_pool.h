@@ -6,10 +6,11 @@
 // cache would have held); a pool tier's capacity is the sum of the shares,
 // and the tier evicts in one order over all of them (the eviction policy the
 // local caches use, over the whole tier). Where a block lies is the pool's
-// placement, local first: a block an instance writes (or promotes) goes to
-// its own share; a victim demoted to the tier below stays with the share it
-// was in. Where that share is full the block takes the slot the tier's last
-// victim freed, or else the share with the most room. A block is read from
+// placement: local first, a block an instance writes (or promotes) goes to
+// its own share and a victim demoted to the tier below stays with the share
+// it was in; or hashed, every block goes to the share its hash names, in
+// every tier. Where that share is full the block takes the slot the tier's
+// last victim freed, or else the share with the most room. A block is read from
 // the device of the share that holds it, over the route from there to the
 // reading GPU: the fabric when the share is on another node.
 //
@@ -48,10 +49,12 @@ class KvPool final : public ReplayObserver {
     bool across_nodes = false;
   };
   static constexpr uint32_t kNoMember = UINT32_MAX;
+  enum class Placement { LocalFirst, Hashed };
 
   // `like`: one member's tiers (their policy, inclusion, block size); the
   // pool's capacities are the members' shares summed.
-  KvPool(const ReplayConfig& like, std::vector<Member> members, uint64_t distinct_blocks);
+  KvPool(const ReplayConfig& like, std::vector<Member> members, uint64_t distinct_blocks,
+         Placement placement = Placement::LocalFirst);
   ~KvPool() override;
   KvPool(const KvPool&) = delete;
   KvPool& operator=(const KvPool&) = delete;
@@ -88,12 +91,15 @@ class KvPool final : public ReplayObserver {
 
  private:
   uint32_t place(uint32_t tier, uint32_t preferred) const;
+  // Placement::Hashed: the member block b belongs to.
+  uint32_t hashed_member(uint32_t b) const;
 
   ReplayConfig cfg_;
   std::unique_ptr<ReplaySession> index_;
   std::vector<Member> members_;
   uint32_t tiers_ = 0;
   uint64_t blocks_ = 0;
+  Placement placement_ = Placement::LocalFirst;
   std::vector<uint32_t> home_;     // tier x block: the member whose share holds it (the last one, once it left)
   std::vector<uint64_t> used_;     // member x tier
   std::vector<uint32_t> freed_;    // per tier: the member whose share the tier's last victim left

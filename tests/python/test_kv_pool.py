@@ -49,10 +49,12 @@ def two_nodes(GBps=50, latency_us=1.0):
 TIGHT = "hardware.devices.dram0.capacity_GB=20"
 
 
-def test_pooled_on_one_instance_is_its_local_cache_exactly(kvtier, tmp_path):
+@pytest.mark.parametrize("placement", ["local_first", "hashed"])
+def test_pooled_on_one_instance_is_its_local_cache_exactly(kvtier, tmp_path, placement):
     sets = ["serving.limit=400"]
     local, ldir = run(kvtier, tmp_path, "local", MOONCAKE, *sets, 'cluster={"replicas": 1}')
-    pooled, pdir = run(kvtier, tmp_path, "pooled", MOONCAKE, *sets, 'cluster={"replicas": 1, "kv_pool": "pooled"}')
+    pooled, pdir = run(kvtier, tmp_path, "pooled", MOONCAKE, *sets,
+                       'cluster={"replicas": 1, "kv_pool": "pooled", "kv_pool_placement": "%s"}' % placement)
     fl, fp = flat(local), flat(pooled)
     differ = [k for k in fl if fp.get(k) != fl[k]]
     assert not differ, [(k, fl[k], fp.get(k)) for k in differ[:5]]
@@ -215,3 +217,20 @@ def test_kv_aware_routing_with_a_pool_prefers_the_node_that_holds_the_prefix(kvt
                    'cluster={"tp": 4, "replicas": 4, "kv_pool": "pooled", "router": "%s"}' % router)
         frac[router] = m["pooled_cache"]["remote_hit_fraction"]
     assert frac["kv_aware"] < 0.75 * frac["round_robin"], frac
+
+
+def test_hashed_placement_spreads_blocks_over_the_nodes_and_the_fabric_carries_it(kvtier, tmp_path):
+    # Local first keeps what an instance writes on its own node while its
+    # share has room; hashed sends each block to the share its hash names,
+    # so about half the writes and half the hits of two nodes cross the
+    # fabric whoever reads them, and every fabric byte is still the pool's.
+    first, _ = run(kvtier, tmp_path, "first", MOONCAKE, two_nodes(), *pooled(TWO))
+    hashed, _ = run(kvtier, tmp_path, "hashed", MOONCAKE, two_nodes(), *pooled(TWO),
+                    "cluster.kv_pool_placement=hashed")
+    kf, kh = first["pooled_cache"], hashed["pooled_cache"]
+    assert 0.3 < kh["remote_hit_fraction"] < 0.7, kh["remote_hit_fraction"]
+    assert kh["fabric_write_bytes"] > kf["fabric_write_bytes"]
+    up = hashed["links"]["n0.fabric:up"]["bytes"] + hashed["links"]["n1.fabric:up"]["bytes"]
+    assert up == pytest.approx(kh["fabric_read_bytes"] + kh["fabric_write_bytes"], rel=1e-9)
+    # Where a block lies is placement's; whether it is cached, the one index's.
+    assert kh["tiers"][0]["capacity_blocks"] == kf["tiers"][0]["capacity_blocks"]
