@@ -56,6 +56,12 @@ ParamList cluster_run_params() {
           "memory and drives) or pooled (Mooncake Store: every instance's share is part of one cache with one index, "
           "which any instance reads from the node holding a block, over the fabric between nodes)",
           {"local", "pooled"}),
+      integer("kv_pool_replicate_after", 0,
+              "with kv_pool pooled, replication of hot blocks: a block of the pool's top tier read from another node "
+              "this many times gets a copy in the share of the instance whose read made it hot, which reads it "
+              "locally from then on (copies hold slots the index does not count and yield them to cached blocks; "
+              "0: one copy of every block)",
+              0, 1 << 30),
       str("kv_pool_placement", "local_first",
           "with kv_pool pooled, which share a block goes to: local_first (the writing instance's own share while it "
           "has room) or hashed (the share its block hash names, as a store spreading keys over its nodes), each "
@@ -103,6 +109,9 @@ ClusterSimulation::ClusterSimulation(json& cfg) : cfg_(cfg) {
   else if (cfg_["cluster"]["kv_pool_placement"] != "local_first")
     throw ConfigError("cluster.kv_pool_placement: places blocks in a pool's shares; expected cluster.kv_pool "
                       "\"pooled\" with it (local caches keep their blocks on their own node)");
+  else if (cfg_["cluster"]["kv_pool_replicate_after"].get<uint64_t>() > 0)
+    throw ConfigError("cluster.kv_pool_replicate_after: copies hot blocks between a pool's shares; expected "
+                      "cluster.kv_pool \"pooled\" with it");
 }
 
 // One cache of every instance's share: the same tiers, policy and block
@@ -129,7 +138,8 @@ void ClusterSimulation::build_pool() {
   const KvPool::Placement placement = cfg_["cluster"]["kv_pool_placement"] == "hashed" ? KvPool::Placement::Hashed
                                                                                      : KvPool::Placement::LocalFirst;
   pool_ = std::make_unique<KvPool>(*inst_[0]->sim->prefix_cache().replay_config(), std::move(members),
-                                   stream_.distinct_blocks, placement);
+                                   stream_.distinct_blocks, placement,
+                                   cfg_["cluster"]["kv_pool_replicate_after"].get<uint32_t>());
   const uint32_t ranks = cfg_["cluster"]["tp"].get<uint32_t>();
   for (size_t i = 0; i < inst_.size(); ++i) inst_[i]->sim->prefix_cache().join(*pool_, static_cast<uint32_t>(i), ranks);
 }
@@ -642,7 +652,7 @@ json ClusterSimulation::pool_metrics(const json& m) const {
     tiers.push_back({{"tier", names[u + 1]}, {"capacity_blocks", cap}, {"used_blocks", used}});
   }
   const double local = p["local_hit_tokens"].get<double>(), remote = p["remote_hit_tokens"].get<double>();
-  return {{"mode", "pooled"},
+  json out = {{"mode", "pooled"},
           {"members", pool_->members()},
           {"tiers", tiers},
           {"local_hit_tokens", p["local_hit_tokens"]},
@@ -651,6 +661,12 @@ json ClusterSimulation::pool_metrics(const json& m) const {
           {"prefill_tokens_saved", m["prefix_hit_tokens"]},
           {"fabric_read_bytes", p["remote_load_bytes"]},
           {"fabric_write_bytes", p["remote_write_bytes"]}};
+  if (pool_->replicate_after() > 0)
+    out["replicas"] = {{"after_reads", pool_->replicate_after()},
+                       {"made", pool_->replicas_made()},
+                       {"held", pool_->replicas_held()},
+                       {"hit_tokens", p["replica_hit_tokens"]}};
+  return out;
 }
 
 json ClusterSimulation::metrics(double end) {

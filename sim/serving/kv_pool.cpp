@@ -6,12 +6,14 @@
 
 namespace kvtier {
 
-KvPool::KvPool(const ReplayConfig& like, std::vector<Member> members, uint64_t distinct_blocks, Placement placement)
+KvPool::KvPool(const ReplayConfig& like, std::vector<Member> members, uint64_t distinct_blocks, Placement placement,
+               uint32_t replicate_after)
     : cfg_(like),
       members_(std::move(members)),
       tiers_(uint32_t(like.tiers.size())),
       blocks_(distinct_blocks),
-      placement_(placement) {
+      placement_(placement),
+      replicate_after_(replicate_after) {
   for (uint32_t u = 0; u < tiers_; ++u) {
     uint64_t cap = 0;
     for (const Member& m : members_) cap += m.capacity[u];
@@ -28,22 +30,82 @@ KvPool::KvPool(const ReplayConfig& like, std::vector<Member> members, uint64_t d
   writer_.assign(blocks_, kNoMember);
   write_job_.assign(blocks_, kNoJob);
   unsent_.assign(blocks_, 0);
+  replica_.assign(replicate_after_ > 0 ? blocks_ : 0, kNoMember);
+  remote_reads_.assign(replicate_after_ > 0 ? blocks_ : 0, 0);
+  replica_order_.resize(members_.size());
+  replica_head_.assign(members_.size(), 0);
 }
 
 KvPool::~KvPool() = default;
 
-// Local first: the preferred share if it has room, else the slot the tier's
-// last victim freed, else the share with the most room (the first of them).
-uint32_t KvPool::place(uint32_t tier, uint32_t preferred) const {
+// The preferred share if it has room, else the slot the tier's last victim
+// freed, else the share with the most room (the first of them). Copies
+// yield: a share full with some of them gives the oldest one's slot.
+uint32_t KvPool::place(uint32_t tier, uint32_t preferred) {
   auto room = [&](uint32_t m) { return members_[m].capacity[tier] - used(m, tier); };
   if (preferred != kNoMember && room(preferred) > 0) return preferred;
+  if (tier == 0 && preferred != kNoMember && yield_replica(preferred)) return preferred;
   if (freed_[tier] != kNoMember && room(freed_[tier]) > 0) return freed_[tier];
   uint32_t best = kNoMember;
   for (uint32_t m = 0; m < members_.size(); ++m)
     if (room(m) > 0 && (best == kNoMember || room(m) > room(best))) best = m;
+  if (best == kNoMember && tier == 0) {
+    if (freed_[tier] != kNoMember && yield_replica(freed_[tier])) return freed_[tier];
+    for (uint32_t m = 0; m < members_.size(); ++m)
+      if (yield_replica(m)) return m;
+  }
   // The index never holds more blocks than the shares add up to.
   if (best == kNoMember) throw std::logic_error("kv pool: tier " + std::to_string(tier) + " is full in every share");
   return best;
+}
+
+void KvPool::drop_replica(uint32_t b) {
+  const uint32_t m = replica_[b];
+  replica_[b] = kNoMember;
+  --used_[size_t(m) * tiers_];
+  --replicas_held_;
+}
+
+bool KvPool::yield_replica(uint32_t m) {
+  if (replica_.empty()) return false;
+  std::vector<uint32_t>& order = replica_order_[m];
+  size_t& head = replica_head_[m];
+  while (head < order.size()) {
+    const uint32_t b = order[head++];
+    if (replica_[b] != m) continue;  // dropped since, or copied again elsewhere
+    drop_replica(b);
+    if (head > 1024 && head * 2 > order.size()) {
+      order.erase(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(head));
+      head = 0;
+    }
+    return true;
+  }
+  order.clear();
+  head = 0;
+  return false;
+}
+
+void KvPool::read_remotely(uint32_t b, uint32_t reader) {
+  if (replicate_after_ == 0 || replica_[b] != kNoMember) return;
+  if (++remote_reads_[b] < replicate_after_) return;
+  const Member& r = members_[reader];
+  if (r.capacity[0] <= used(reader, 0)) return;  // a copy never evicts
+  replica_[b] = reader;
+  ++used_[size_t(reader) * tiers_];
+  ++replicas_made_;
+  ++replicas_held_;
+  replica_order_[reader].push_back(b);
+  // From the reader's GPU, where the read brought it, into its own share.
+  add_move(reader, 0, r.gpu, r.devs[0], r.gpu_node != r.nodes[0]);
+}
+
+void KvPool::add_move(uint32_t m, uint32_t tier, size_t from, size_t to, bool across_nodes) {
+  for (Move& mv : pending_[m])
+    if (mv.tier == tier && mv.from == from && mv.to == to) {
+      ++mv.blocks;
+      return;
+    }
+  pending_[m].push_back(Move{tier, from, to, 1, across_nodes});
 }
 
 // Block ids are numbered in the order the stream first names them, so
@@ -73,18 +135,17 @@ void KvPool::entered(uint32_t b, uint32_t tier) {
   brought_[actor_].push_back(b);
   writer_[b] = actor_;
   unsent_[b] = 1;
-  for (Move& mv : pending_[actor_])
-    if (mv.tier == tier && mv.from == from && mv.to == to) {
-      ++mv.blocks;
-      return;
-    }
-  pending_[actor_].push_back(Move{tier, from, to, 1, from_node != members_[m].nodes[tier]});
+  add_move(actor_, tier, from, to, from_node != members_[m].nodes[tier]);
 }
 
 void KvPool::left(uint32_t b, uint32_t tier) {
   const uint32_t m = home(b, tier);
   --used_[size_t(m) * tiers_ + tier];
   freed_[tier] = m;
+  if (tier == 0 && !replica_.empty()) {
+    if (replica_[b] != kNoMember) drop_replica(b);
+    remote_reads_[b] = 0;
+  }
 }
 
 void KvPool::written(uint32_t m, JobId j) {

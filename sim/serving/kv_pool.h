@@ -14,6 +14,15 @@
 // the device of the share that holds it, over the route from there to the
 // reading GPU: the fabric when the share is on another node.
 //
+// Hot blocks may be replicated (replicate_after > 0): a block of the top
+// tier read from another node that many times gets a copy in the share of
+// the member whose read made it hot, written from that member's GPU once the
+// read brought it there; that member reads it locally from then on. A copy
+// is extra: it holds a slot of its share that the index does not count, and
+// gives it back to a block the index places there when the share is
+// otherwise full (copies yield, oldest first), or when its block leaves the
+// top tier. Where a block is cached stays the index's alone.
+//
 // The pool is one index; the instances are its members, numbered as the
 // cluster numbers its instances. Member m acts (act_as) before it references
 // blocks, so that the moves the pool makes on its behalf (writes into a
@@ -54,7 +63,7 @@ class KvPool final : public ReplayObserver {
   // `like`: one member's tiers (their policy, inclusion, block size); the
   // pool's capacities are the members' shares summed.
   KvPool(const ReplayConfig& like, std::vector<Member> members, uint64_t distinct_blocks,
-         Placement placement = Placement::LocalFirst);
+         Placement placement = Placement::LocalFirst, uint32_t replicate_after = 0);
   ~KvPool() override;
   KvPool(const KvPool&) = delete;
   KvPool& operator=(const KvPool&) = delete;
@@ -66,6 +75,19 @@ class KvPool final : public ReplayObserver {
   const Member& member(size_t m) const { return members_[m]; }
   // The member whose share of tier `tier` holds block b (kNoMember: not there).
   uint32_t home(uint32_t b, uint32_t tier) const { return home_[size_t(tier) * blocks_ + b]; }
+  // Where member `reader` reads block b of tier `tier` from: its own copy if
+  // it holds one, else the block's home.
+  uint32_t source(uint32_t b, uint32_t tier, uint32_t reader) const {
+    return tier == 0 && !replica_.empty() && replica_[b] == reader ? reader : home(b, tier);
+  }
+  // Member `reader` read block b of the top tier from another node: one more
+  // read towards replicate_after, and a copy made for it when it gets there
+  // (a move from its GPU into its own share) if its share has room.
+  void read_remotely(uint32_t b, uint32_t reader);
+  uint32_t replicate_after() const { return replicate_after_; }
+  // Copies made so far, and held now.
+  uint64_t replicas_made() const { return replicas_made_; }
+  uint64_t replicas_held() const { return replicas_held_; }
   // Member m references blocks next.
   void act_as(uint32_t m) { actor_ = m; }
   // Blocks of member m's share of tier `tier` in use.
@@ -90,9 +112,14 @@ class KvPool final : public ReplayObserver {
   void left(uint32_t block, uint32_t tier) override;
 
  private:
-  uint32_t place(uint32_t tier, uint32_t preferred) const;
+  uint32_t place(uint32_t tier, uint32_t preferred);
   // Placement::Hashed: the member block b belongs to.
   uint32_t hashed_member(uint32_t b) const;
+  void drop_replica(uint32_t b);
+  // Member m's oldest copy gives its slot back (false: it holds none).
+  bool yield_replica(uint32_t m);
+  // A move of one block for member m (merged into one of the same route).
+  void add_move(uint32_t m, uint32_t tier, size_t from, size_t to, bool across_nodes);
 
   ReplayConfig cfg_;
   std::unique_ptr<ReplaySession> index_;
@@ -100,6 +127,12 @@ class KvPool final : public ReplayObserver {
   uint32_t tiers_ = 0;
   uint64_t blocks_ = 0;
   Placement placement_ = Placement::LocalFirst;
+  uint32_t replicate_after_ = 0;
+  std::vector<uint32_t> replica_;       // per block: the member holding a copy in the top tier
+  std::vector<uint32_t> remote_reads_;  // per block: reads from other nodes since it entered the top tier
+  std::vector<std::vector<uint32_t>> replica_order_;  // per member: its copies, oldest first (some dropped since)
+  std::vector<size_t> replica_head_;    // per member: where its oldest live copy may be in replica_order_
+  uint64_t replicas_made_ = 0, replicas_held_ = 0;
   std::vector<uint32_t> home_;     // tier x block: the member whose share holds it (the last one, once it left)
   std::vector<uint64_t> used_;     // member x tier
   std::vector<uint32_t> freed_;    // per tier: the member whose share the tier's last victim left

@@ -157,7 +157,7 @@ uint32_t PrefixCache::routing_tokens(const ServingRequest& r) const {
       if (match_any_) continue;
       break;
     }
-    const uint32_t m = pool_->home(b, h);
+    const uint32_t m = pool_->source(b, h, member_);
     if (m != KvPool::kNoMember && pool_->member(m).nodes[h] == node) tokens += n;
   }
   return static_cast<uint32_t>(tokens);
@@ -309,6 +309,7 @@ json PrefixCache::metrics(const std::vector<ServingRequest>& reqs) const {
                  {"remote_hit_tokens", remote_hit_tokens_},
                  {"remote_load_bytes", remote_load_bytes_},
                  {"remote_write_bytes", remote_write_bytes_}};
+  if (pool_ && pool_->replicate_after() > 0) m["pool"]["replica_hit_tokens"] = replica_hit_tokens_;
   return m;
 }
 
@@ -348,8 +349,9 @@ void PrefixCache::split_by_member(ServingRequest& r, const std::vector<uint32_t>
     const uint32_t take = std::min(n, left[h]);
     if (take == 0) continue;
     left[h] -= take;
-    const uint32_t m = pool_->home(b, h);
+    const uint32_t m = pool_->source(b, h, member_);
     member_tokens_[size_t(h) * M + m] += take;
+    if (m != pool_->home(b, h)) replica_hit_tokens_ += take;
     // Written by another instance and still on its way: the load waits for it.
     const uint32_t w = pool_->writer(b);
     const JobId j = pool_->write_job(b);
@@ -363,6 +365,7 @@ void PrefixCache::split_by_member(ServingRequest& r, const std::vector<uint32_t>
       continue;
     }
     remote += take;
+    if (h == 0) pool_->read_remotely(b, member_);
     if (std::find(nodes_seen_.begin(), nodes_seen_.end(), node) == nodes_seen_.end()) nodes_seen_.push_back(node);
   }
   r.remote_hit_tokens = remote;

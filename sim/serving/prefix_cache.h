@@ -114,6 +114,7 @@ class PrefixCache {
   std::vector<uint32_t> unsent_;  // pooled, per iteration: blocks another member has yet to move
   double remote_load_bytes_ = 0, remote_write_bytes_ = 0;  // pooled: across nodes, every rank's
   uint64_t local_hit_tokens_ = 0, remote_hit_tokens_ = 0;
+  uint64_t replica_hit_tokens_ = 0;  // pooled: of the local ones, read from this instance's copies of hot blocks
   std::unique_ptr<GpuPrefixCache> gpu_;  // prefix_cache.gpu: freed prompt blocks kept in the pool
   std::vector<size_t> dev_;              // per cache tier: its device
   std::vector<uint64_t> inserted_seen_;  // per cache tier: inserts already turned into transfers

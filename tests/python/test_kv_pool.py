@@ -234,3 +234,27 @@ def test_hashed_placement_spreads_blocks_over_the_nodes_and_the_fabric_carries_i
     assert up == pytest.approx(kh["fabric_read_bytes"] + kh["fabric_write_bytes"], rel=1e-9)
     # Where a block lies is placement's; whether it is cached, the one index's.
     assert kh["tiers"][0]["capacity_blocks"] == kf["tiers"][0]["capacity_blocks"]
+
+
+@pytest.mark.parametrize("room", [None, TIGHT])
+def test_hot_blocks_replicated_to_their_readers_are_read_locally(kvtier, tmp_path, room):
+    sets = pooled(TWO) + ([room] if room else [])
+    one, _ = run(kvtier, tmp_path, "one", MOONCAKE, two_nodes(), *sets)
+    rep, out = run(kvtier, tmp_path, "rep", MOONCAKE, two_nodes(), *sets, "cluster.kv_pool_replicate_after=2")
+    k1, kr = one["pooled_cache"], rep["pooled_cache"]
+    assert "replicas" not in k1
+    r = kr["replicas"]
+    assert r["after_reads"] == 2 and r["made"] >= r["held"] and r["made"] > 0 and r["hit_tokens"] > 0
+    # Reads of hot blocks stay on the reader's node: fewer cross the fabric.
+    assert kr["remote_hit_fraction"] < k1["remote_hit_fraction"]
+    assert kr["fabric_read_bytes"] < k1["fabric_read_bytes"]
+    assert sum(i["prefix_cache"]["pool"]["replica_hit_tokens"] for i in rep["instances"]) == r["hit_tokens"]
+    assert r["hit_tokens"] <= kr["local_hit_tokens"]
+    # A copy is written from the reader's GPU into its own node: every fabric
+    # byte is still a pool read or write, and the shares never overflow.
+    up = rep["links"]["n0.fabric:up"]["bytes"] + rep["links"]["n1.fabric:up"]["bytes"]
+    assert up == pytest.approx(kr["fabric_read_bytes"] + kr["fabric_write_bytes"], rel=1e-9)
+    for t in kr["tiers"]:
+        assert 0 <= t["used_blocks"] <= t["capacity_blocks"]
+    rows = list(csv.DictReader(open(out / "requests.csv")))
+    assert sum(int(x["remote_hit_tokens"]) for x in rows) == kr["remote_hit_tokens"]

@@ -118,3 +118,64 @@ TEST_CASE("kv pool: one member keeps exactly what a cache of its own keeps") {
   CHECK(moved[0] == own.inserted(0));
   CHECK(moved[1] == own.inserted(1));
 }
+
+TEST_CASE("kv pool: placement by hash sends a block to the same share whoever writes it") {
+  KvPool a(lru_tiers({64}), {member(0, {64}), member(1, {64}), member(2, {64})}, 64, KvPool::Placement::Hashed);
+  KvPool b(lru_tiers({64}), {member(0, {64}), member(1, {64}), member(2, {64})}, 64, KvPool::Placement::Hashed);
+  a.act_as(0);
+  b.act_as(2);
+  uint64_t per[3] = {0, 0, 0};
+  for (uint32_t blk = 0; blk < 48; ++blk) {
+    a.index().reference(blk);
+    b.index().reference(blk);
+    CHECK(a.home(blk, 0) == b.home(blk, 0));
+    ++per[a.home(blk, 0)];
+  }
+  // Neighbouring ids are mixed: every share gets some of 48 blocks.
+  for (uint64_t n : per) CHECK(n > 4);
+}
+
+TEST_CASE("kv pool: a hot block gets a copy in its reader's share, which yields its slot to cached blocks") {
+  // Two members of two blocks each; copies after two reads from another node.
+  KvPool pool(lru_tiers({4}), {member(0, {2}), member(1, {2})}, 8, KvPool::Placement::LocalFirst, 2);
+  ReplaySession& ix = pool.index();
+  pool.act_as(0);
+  ix.reference(0);
+  ix.reference(1);
+  pool.take_moves(0);
+  CHECK(pool.source(0, 0, 1) == 0);
+  pool.read_remotely(0, 1);
+  CHECK(pool.replicas_made() == 0);
+  pool.read_remotely(0, 1);  // hot: member 1 gets a copy, written from its GPU into its share
+  CHECK((pool.replicas_made() == 1 && pool.replicas_held() == 1));
+  CHECK(pool.source(0, 0, 1) == 1);
+  CHECK(pool.source(0, 0, 0) == 0);  // the home's own reads are unchanged
+  CHECK(pool.home(0, 0) == 0);
+  CHECK(pool.used(1, 0) == 1);
+  auto moves = pool.take_moves(1);
+  REQUIRE(moves.size() == 1);
+  CHECK((moves[0].from == 101 && moves[0].to == 1 && moves[0].blocks == 1 && !moves[0].across_nodes));
+  // One copy per block.
+  pool.read_remotely(0, 1);
+  CHECK(pool.replicas_made() == 1);
+  pool.act_as(1);
+  ix.reference(2);  // member 1's share: the copy and block 2
+  CHECK((pool.home(2, 0) == 1 && pool.used(1, 0) == 2));
+  ix.reference(3);  // its share is full, the index has room: the copy yields its slot
+  CHECK(pool.home(3, 0) == 1);
+  CHECK((pool.replicas_held() == 0 && pool.used(1, 0) == 2));
+  CHECK(pool.source(0, 0, 1) == 0);
+  pool.read_remotely(1, 1);
+  pool.read_remotely(1, 1);
+  CHECK(pool.replicas_held() == 0);  // no room in member 1's share: a copy never evicts
+  // Every share full, one with a copy: a block placed where the writer's share
+  // has none takes the copy's slot in another.
+  KvPool full(lru_tiers({2}), {member(0, {1}), member(1, {1})}, 8, KvPool::Placement::LocalFirst, 1);
+  full.act_as(0);
+  full.index().reference(5);
+  full.read_remotely(5, 1);
+  CHECK((full.replicas_held() == 1 && full.used(1, 0) == 1 && full.source(5, 0, 1) == 1));
+  full.index().reference(6);
+  CHECK((full.home(6, 0) == 1 && full.replicas_held() == 0 && full.used(1, 0) == 1));
+  CHECK(full.source(5, 0, 1) == 0);
+}
