@@ -108,58 +108,60 @@ void PrefixCache::setup_tiers(json& pc, const EngineSetup& s, const Room& room) 
   pc["policy"] = policy;
 }
 
-// The prompt tokens the cache holds: its longest run of leading blocks in
-// any tier (as vLLM and LMCache serve prefixes), split by the tier each
-// block is in. A peek: recency changes only once the request is admitted.
-uint32_t PrefixCache::lookup(ServingRequest& r) const {
-  if ((!index_ && !gpu_) || r.generated > 0) return 0;  // after a recompute the prompt grew beyond what is hashed
-  const size_t T = index_ ? index_->tiers() : 0;
-  r.hit_tokens.assign(T, 0);
-  r.gpu_hit_tokens = 0;
-  r.remote_hit_tokens = r.remote_nodes = 0;
-  uint64_t tokens = 0;
+// The prompt's blocks the cache holds, in order, each with its tier (kOnGpu:
+// still in the GPU's pool) and its tokens: its longest run of leading blocks
+// (as vLLM and LMCache serve prefixes), or every block held with match_any.
+// The one walk lookup, routing and the split over a pool's members share.
+template <class F>
+void PrefixCache::for_each_hit(const ServingRequest& r, F&& f) const {
+  const uint32_t T = index_ ? index_->tiers() : 0;
   uint64_t pos = 0;
   for (uint32_t b : r.prefix_blocks) {
     if (pos >= r.input_tokens) break;
     const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(block_tokens_, r.input_tokens - pos));
     pos += n;
-    if (gpu_ && gpu_->holds(b)) {  // still in the GPU's pool: nothing to load
-      r.gpu_hit_tokens += n;
-      tokens += n;
+    if (gpu_ && gpu_->holds(b)) {
+      f(b, kOnGpu, n);
       continue;
     }
-    const uint32_t h = index_ ? index_->holder(b) : static_cast<uint32_t>(T);
+    const uint32_t h = index_ ? index_->holder(b) : T;
     if (h >= T) {
       if (match_any_) continue;
       break;
     }
-    r.hit_tokens[h] += n;
-    tokens += n;
+    f(b, h, n);
   }
+}
+
+// The prompt tokens the cache holds, split by the tier each block is in. A
+// peek: recency changes only once the request is admitted.
+uint32_t PrefixCache::lookup(ServingRequest& r) const {
+  if ((!index_ && !gpu_) || r.generated > 0) return 0;  // after a recompute the prompt grew beyond what is hashed
+  r.hit_tokens.assign(index_ ? index_->tiers() : 0, 0);
+  r.gpu_hit_tokens = 0;
+  r.remote_hit_tokens = r.remote_nodes = 0;
+  uint64_t tokens = 0;
+  for_each_hit(r, [&](uint32_t, uint32_t h, uint32_t n) {
+    if (h == kOnGpu) r.gpu_hit_tokens += n;  // nothing to load
+    else r.hit_tokens[h] += n;
+    tokens += n;
+  });
   return static_cast<uint32_t>(tokens);
 }
 
 uint32_t PrefixCache::routing_tokens(const ServingRequest& r) const {
-  ServingRequest probe;  // the lookup records hits per tier on the request: a copy takes them
-  probe.input_tokens = r.input_tokens;
-  probe.prefix_blocks = r.prefix_blocks;
-  const uint32_t all = lookup(probe);
-  if (!pool_ || all == 0) return all;
-  // The same walk, counting the blocks whose share is on this node.
-  const uint32_t T = index_->tiers(), node = pool_->member(member_).gpu_node;
-  uint64_t tokens = 0, pos = 0;
-  for (uint32_t b : r.prefix_blocks) {
-    if (pos >= r.input_tokens) break;
-    const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(block_tokens_, r.input_tokens - pos));
-    pos += n;
-    const uint32_t h = index_->holder(b);
-    if (h >= T) {
-      if (match_any_) continue;
-      break;
+  if ((!index_ && !gpu_) || r.generated > 0) return 0;
+  // With a pool: only the blocks this instance reads without crossing the
+  // fabric (its GPU's, and those whose share or copy is on its node).
+  const uint32_t node = pool_ ? pool_->member(member_).gpu_node : 0;
+  uint64_t tokens = 0;
+  for_each_hit(r, [&](uint32_t b, uint32_t h, uint32_t n) {
+    if (pool_ && h != kOnGpu) {
+      const uint32_t m = pool_->source(b, h, member_);
+      if (m == KvPool::kNoMember || pool_->member(m).nodes[h] != node) return;
     }
-    const uint32_t m = pool_->source(b, h, member_);
-    if (m != KvPool::kNoMember && pool_->member(m).nodes[h] == node) tokens += n;
-  }
+    tokens += n;
+  });
   return static_cast<uint32_t>(tokens);
 }
 
@@ -335,19 +337,10 @@ void PrefixCache::split_by_member(ServingRequest& r, const std::vector<uint32_t>
   for (uint32_t u = 0; u < T; ++u) left[u] = tier_tokens[u];
   uint32_t remote = 0, local = 0;
   nodes_seen_.clear();
-  uint64_t pos = 0;
-  for (uint32_t b : r.prefix_blocks) {
-    if (pos >= r.input_tokens) break;
-    const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(block_tokens_, r.input_tokens - pos));
-    pos += n;
-    if (gpu_ && gpu_->holds(b)) continue;
-    const uint32_t h = index_->holder(b);
-    if (h >= T) {
-      if (match_any_) continue;
-      break;
-    }
+  for_each_hit(r, [&](uint32_t b, uint32_t h, uint32_t n) {
+    if (h == kOnGpu) return;
     const uint32_t take = std::min(n, left[h]);
-    if (take == 0) continue;
+    if (take == 0) return;
     left[h] -= take;
     const uint32_t m = pool_->source(b, h, member_);
     member_tokens_[size_t(h) * M + m] += take;
@@ -362,12 +355,12 @@ void PrefixCache::split_by_member(ServingRequest& r, const std::vector<uint32_t>
     const uint32_t node = pool_->member(m).nodes[h];
     if (node == my_node) {
       local += take;
-      continue;
+      return;
     }
     remote += take;
     if (h == 0) pool_->read_remotely(b, member_);
     if (std::find(nodes_seen_.begin(), nodes_seen_.end(), node) == nodes_seen_.end()) nodes_seen_.push_back(node);
-  }
+  });
   r.remote_hit_tokens = remote;
   r.remote_nodes = static_cast<uint32_t>(nodes_seen_.size());
   local_hit_tokens_ += local;

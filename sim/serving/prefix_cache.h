@@ -93,6 +93,9 @@ class PrefixCache {
   json metrics(const std::vector<ServingRequest>& reqs) const;
 
  private:
+  static constexpr uint32_t kOnGpu = UINT32_MAX;  // for_each_hit's tier of a block in the GPU's pool
+  template <class F>
+  void for_each_hit(const ServingRequest& r, F&& f) const;
   void setup_tiers(json& pc, const EngineSetup& s, const Room& room);
   void mark_used(const ServingRequest& r);
   // The item's loaded tokens split over the tiers that hold them, less what the GPU's pool holds.
