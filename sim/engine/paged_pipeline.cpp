@@ -61,8 +61,7 @@ bool PagedPipeline::run(const PagedIteration& it) {
   if (merges_layers() && it.loads.empty()) {
     double total = 0;
     for (size_t l = 0; l < L; ++l) total += layer_s;
-    kernel(it, total, -1, 0);
-    all_reduce(it, L);
+    merged_layers(it, total, -1, L);
     return false;
   }
   run_layers(it, layer_s, loads);
@@ -98,8 +97,7 @@ void PagedPipeline::run_layers(const PagedIteration& it, double layer_s, const s
     if (merges_layers() && l > 0 && loads_in_from(loads, l, in)) {
       double rest = 0;
       for (size_t k = l; k < L; ++k) rest += layer_s;
-      kernel(it, rest, static_cast<int64_t>(l), L - 1);
-      all_reduce(it, L - l);
+      merged_layers(it, rest, static_cast<int64_t>(l), L - l);
       return;
     }
     if (stream_weights_) {
@@ -115,16 +113,29 @@ void PagedPipeline::run_layers(const PagedIteration& it, double layer_s, const s
   }
 }
 
+// The layers' kernels ran one by one would alternate with their
+// all-reduces, so their work is spread over the kernel and the all-reduces
+// after it: the GPU's power over a window is what the layer-by-layer run
+// gives (it would otherwise peak in the merged kernel and drop after it).
+void PagedPipeline::merged_layers(const PagedIteration& it, double seconds, int64_t layer, size_t layers) {
+  const size_t L = s_.model.layers;
+  const GpuStream::Span k = kernel(it, seconds, layer, layer < 0 ? 0 : L - 1, false);
+  all_reduce(it, layers);
+  gpu_.place_work(seconds, k.t0, sg4::Engine::get_clock());
+}
+
 // On the timeline: "iter <i>" (all layers), "iter <i> L<l>" or "iter <i> L<l>-<last>".
-void PagedPipeline::kernel(const PagedIteration& it, double seconds, int64_t layer, size_t last) {
-  const GpuStream::Span span = gpu_.run(seconds);
-  if (!gpu_.traced()) return;
+GpuStream::Span PagedPipeline::kernel(const PagedIteration& it, double seconds, int64_t layer, size_t last,
+                                      bool place_work) {
+  const GpuStream::Span span = gpu_.run(seconds, place_work);
+  if (!gpu_.traced()) return span;
   std::string name = "iter " + std::to_string(it.index);
   if (layer >= 0) name += " L" + std::to_string(layer);
   if (layer >= 0 && last > static_cast<size_t>(layer)) name += "-" + std::to_string(last);
   json args{{"iteration", it.index}, {"layer", layer}, {"sequences", it.seqs.size()}, {"computed_tokens", it.computed_tokens}};
   if (layer >= 0 && last > static_cast<size_t>(layer)) args["last_layer"] = last;
   gpu_.slice(name, span, args);
+  return span;
 }
 
 // Megatron-style tensor parallelism: the attention block's and the MLP's

@@ -59,7 +59,9 @@ class PagedPipeline {
   std::vector<JobId> submit_swaps(const PagedIteration& it);
   void run_layers(const PagedIteration& it, double layer_s, const std::vector<std::vector<JobId>>& loads);
   // Layers `layer` .. `last` in one kernel (layer -1: all of them).
-  void kernel(const PagedIteration& it, double seconds, int64_t layer, size_t last);
+  GpuStream::Span kernel(const PagedIteration& it, double seconds, int64_t layer, size_t last, bool place_work = true);
+  // Layers `layer`..L-1 as one kernel, then their all-reduces.
+  void merged_layers(const PagedIteration& it, double seconds, int64_t layer, size_t layers);
   bool merges_layers() const;
   // The first load of layers l.. not known to be done.
   struct LoadCursor {

@@ -8,7 +8,7 @@ namespace kvtier {
 GpuStream::GpuStream(Platform& platform, size_t gpu_dev, EngineCounters& c, Timeline& timeline, uint32_t track)
     : host_(platform.host(gpu_dev)), platform_(platform), gpu_dev_(gpu_dev), c_(c), timeline_(timeline), track_(track) {}
 
-GpuStream::Span GpuStream::run(double seconds) {
+GpuStream::Span GpuStream::run(double seconds, bool place) {
   count_event();  // the run's work, held to --max-events
   Span k;
   k.t0 = sg4::Engine::get_clock();
@@ -18,9 +18,13 @@ GpuStream::Span GpuStream::run(double seconds) {
   e->wait();
   k.t1 = sg4::Engine::get_clock();
   c_.gpu_busy_s += k.t1 - k.t0;
-  platform_.add_work(gpu_dev_, seconds, k.t0, k.t1);
-  for (size_t g : mirrors_) platform_.add_work(g, seconds, k.t0, k.t1);
+  if (place) place_work(seconds, k.t0, k.t1);
   return k;
+}
+
+void GpuStream::place_work(double seconds, double t0, double t1) {
+  platform_.add_work(gpu_dev_, seconds, t0, t1);
+  for (size_t g : mirrors_) platform_.add_work(g, seconds, t0, t1);
 }
 
 void GpuStream::mirror_to(std::vector<size_t> gpus, const std::vector<std::string>& names) {

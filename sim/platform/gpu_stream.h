@@ -28,8 +28,12 @@ class GpuStream {
     double t0 = 0, t1 = 0;
   };
   GpuStream(Platform& platform, size_t gpu_dev, EngineCounters& c, Timeline& timeline, uint32_t track);
-  // A kernel of `seconds` on the GPU; returns once it is done.
-  Span run(double seconds);
+  // A kernel of `seconds` on the GPU; returns once it is done. Its work is
+  // placed in the platform's activity windows over the kernel's span, or,
+  // with place_work false, by the caller (place_work) over a longer one.
+  Span run(double seconds, bool place_work = true);
+  // `seconds` of this GPU's (and its ranks') work spread over t0..t1.
+  void place_work(double seconds, double t0, double t1);
   // A tensor-parallel instance's other ranks: each runs its shard of every
   // kernel in the same time (their work is counted on their GPUs, and with
   // a timeline each has its own track, `names` its GPUs' names).
