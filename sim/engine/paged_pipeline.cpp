@@ -3,6 +3,7 @@
 #include <string>
 
 #include "sim/platform/collective.h"
+#include "sim/platform/pipeline_stages.h"
 #include "sim/platform/platform.h"
 #include "sim/platform/transfer_planner.h"
 #include "sim/platform/weight_stream.h"
@@ -58,15 +59,44 @@ bool PagedPipeline::run(const PagedIteration& it) {
   for (JobId j : before) board_.wait(j);
   moved_in_s_ = sg4::Engine::get_clock();
   const double layer_s = iteration_kernel_s(s_, block_tokens_, it.seqs) + weight_restore_s(s_);
+  if (stages_) return run_stages(it, layer_s, loads);
+  return compute(it, layer_s, loads, gpu_, s_.tp_gpus, L);
+}
+
+bool PagedPipeline::compute(const PagedIteration& it, double layer_s, const std::vector<std::vector<JobId>>& loads,
+                            GpuStream& gpu, const std::vector<size_t>& group, size_t layers) {
   if (merges_layers() && it.loads.empty()) {
     double total = 0;
-    for (size_t l = 0; l < L; ++l) total += layer_s;
-    kernel(it, total, -1, 0);
-    all_reduce(it, L);
+    for (size_t l = 0; l < layers; ++l) total += layer_s;
+    kernel(it, gpu, total, -1, 0);
+    all_reduce(it, group, layers);
     return false;
   }
-  run_layers(it, layer_s, loads);
+  run_layers(it, layer_s, loads, gpu, group, layers);
   return true;
+}
+
+// Stage by stage: each waits its turn on its GPUs (another micro-batch may
+// hold them), gathers the activations it received (tensor parallelism),
+// computes its layers as a whole instance would (the loads into its layers
+// are its own GPUs' share of the instance's, made by the transfer planner on
+// every rank), frees its GPUs and sends the activations on. The loads of
+// layer l are the same jobs for every stage: local layer l of each stage.
+bool PagedPipeline::run_stages(const PagedIteration& it, double layer_s, const std::vector<std::vector<JobId>>& loads) {
+  PipelineStages& ps = *stages_;
+  double tokens = 0;
+  for (const KernelSeq& q : it.seqs) tokens += q.tokens;
+  bool layered = false;
+  ps.begin_batch();
+  for (size_t st = 0; st < ps.size(); ++st) {
+    ps.enter(st);
+    if (st > 0) ps.receive(st, tokens);
+    layered = compute(it, layer_s, loads, ps.gpu(st), ps.stage(st).gpus, ps.stage(st).layers) || layered;
+    ps.leave(st);
+    if (st + 1 < ps.size()) ps.send(st, tokens);
+  }
+  ps.end_batch();
+  return layered;
 }
 
 // Layers can run as one kernel, their all-reduces after it, in the same
@@ -91,15 +121,15 @@ bool PagedPipeline::loads_in_from(const std::vector<std::vector<JobId>>& loads, 
   return true;
 }
 
-void PagedPipeline::run_layers(const PagedIteration& it, double layer_s, const std::vector<std::vector<JobId>>& loads) {
-  const size_t L = s_.model.layers;
+void PagedPipeline::run_layers(const PagedIteration& it, double layer_s, const std::vector<std::vector<JobId>>& loads,
+                               GpuStream& gpu, const std::vector<size_t>& group, size_t L) {
   LoadCursor in;
   for (size_t l = 0; l < L; ++l) {
     if (merges_layers() && l > 0 && loads_in_from(loads, l, in)) {
       double rest = 0;
       for (size_t k = l; k < L; ++k) rest += layer_s;
-      kernel(it, rest, static_cast<int64_t>(l), L - 1);
-      all_reduce(it, L - l);
+      kernel(it, gpu, rest, static_cast<int64_t>(l), L - 1);
+      all_reduce(it, group, L - l);
       return;
     }
     if (stream_weights_) {
@@ -110,21 +140,21 @@ void PagedPipeline::run_layers(const PagedIteration& it, double layer_s, const s
       s_.weights->await(w, board_);
     }
     for (JobId j : loads[l]) board_.wait(j);
-    kernel(it, layer_s, static_cast<int64_t>(l), l);
-    all_reduce(it, 1);
+    kernel(it, gpu, layer_s, static_cast<int64_t>(l), l);
+    all_reduce(it, group, 1);
   }
 }
 
 // On the timeline: "iter <i>" (all layers), "iter <i> L<l>" or "iter <i> L<l>-<last>".
-void PagedPipeline::kernel(const PagedIteration& it, double seconds, int64_t layer, size_t last) {
-  const GpuStream::Span span = gpu_.run(seconds);
-  if (!gpu_.traced()) return;
+void PagedPipeline::kernel(const PagedIteration& it, GpuStream& gpu, double seconds, int64_t layer, size_t last) {
+  const GpuStream::Span span = gpu.run(seconds);
+  if (!gpu.traced()) return;
   std::string name = "iter " + std::to_string(it.index);
   if (layer >= 0) name += " L" + std::to_string(layer);
   if (layer >= 0 && last > static_cast<size_t>(layer)) name += "-" + std::to_string(last);
   json args{{"iteration", it.index}, {"layer", layer}, {"sequences", it.seqs.size()}, {"computed_tokens", it.computed_tokens}};
   if (layer >= 0 && last > static_cast<size_t>(layer)) args["last_layer"] = last;
-  gpu_.slice(name, span, args);
+  gpu.slice(name, span, args);
 }
 
 // Megatron-style tensor parallelism: the attention block's and the MLP's
@@ -135,13 +165,13 @@ void PagedPipeline::kernel(const PagedIteration& it, double seconds, int64_t lay
 // while nothing else moves; a flow per all-reduce made an 80-layer model's
 // serving hour minutes of SimGrid work). An iteration run as one kernel for
 // all layers pays its layers' all-reduces after it.
-void PagedPipeline::all_reduce(const PagedIteration& it, size_t layers) {
-  if (s_.tp_gpus.size() < 2) return;
+void PagedPipeline::all_reduce(const PagedIteration& it, const std::vector<size_t>& group, size_t layers) {
+  if (group.size() < 2) return;
   double tokens = 0;
   for (const KernelSeq& q : it.seqs) tokens += q.tokens;
   const double bytes = tokens * s_.tp_allreduce_bytes_per_token;
   const CollectiveAlgorithm algo = s_.tp_switch ? CollectiveAlgorithm::Switch : CollectiveAlgorithm::Ring;
-  c_.allreduce_s += allreduce_repeated(platform_, s_.tp_gpus, bytes, algo, 2 * layers, s_.tp_alone);
+  c_.allreduce_s += allreduce_repeated(platform_, group, bytes, algo, 2 * layers, s_.tp_alone);
   c_.allreduce_bytes += bytes * static_cast<double>(2 * layers);
 }
 
