@@ -256,13 +256,15 @@ void ClusterSimulation::place_instances() {
   const size_t per = tp * pp;  // GPUs per instance: its stages one after the other, each of tp ranks
   const size_t want = cl["replicas"].get<size_t>();
   const size_t n = want == 0 ? gpus.size() / per : want;
-  if (n == 0 || n * per > gpus.size())
-    throw ConfigError(std::string(pp > 1 && want <= 1 ? "cluster.pp" : "cluster.replicas") + ": " +
-                      std::to_string(std::max<size_t>(n, 1)) + " instances of " +
-                      (per > 1 ? std::to_string(per) + " GPUs (cluster.tp " + std::to_string(tp) + " x cluster.pp " +
-                                     std::to_string(pp) + ")"
-                               : std::string("one GPU")) +
+  if (n == 0 || n * per > gpus.size()) {
+    if (pp > 1 && want <= 1)
+      throw ConfigError("cluster.pp: an instance of " + std::to_string(pp) + " stages of " + std::to_string(tp) +
+                        " GPUs (cluster.tp) takes " + std::to_string(per) + " GPUs, but the hardware (or cluster.gpus) has " +
+                        std::to_string(gpus.size()));
+    throw ConfigError("cluster.replicas: " + std::to_string(std::max<size_t>(n, 1)) + " instances of " +
+                      (per > 1 ? std::to_string(per) + " GPUs (cluster.tp x cluster.pp)" : std::string("one GPU")) +
                       " each, but the hardware (or cluster.gpus) has " + std::to_string(gpus.size()) + " GPUs");
+  }
   if (pp > 1) {
     json m = cfg_["model"];
     const LlmSpec whole = parse_llm(m, "model");
