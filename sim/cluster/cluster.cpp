@@ -327,7 +327,10 @@ void ClusterSimulation::place_instances() {
       }
     } catch (const ConfigError& e) {
       if (n == 1 && per == 1) throw;
-      throw ConfigError(std::string(e.what()) + " (the instance on " + in->gpu + ")");
+      throw ConfigError(std::string(e.what()) + " (the instance on " + in->gpu +
+                        (pp > 1 ? ": each of its " + std::to_string(pp) + " virtual engines has 1/" + std::to_string(pp) +
+                                      " of a stage GPU's KV pool)"
+                                : std::string(")")));
     }
   }
   // The run's configuration as resolved: the first instance's, with the
