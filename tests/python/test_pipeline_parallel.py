@@ -171,3 +171,21 @@ def test_the_same_config_gives_the_same_result(kvtier, tmp_path):
     a, _ = run(kvtier, tmp_path, "a", VLLM, *sets)
     b, _ = run(kvtier, tmp_path, "b", VLLM, *sets)
     assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+
+
+def test_disaggregated_stages_pull_each_gpu_its_share_of_the_prompt(kvtier, tmp_path):
+    # A prefill and a decode instance of PP=2 x TP=4, one per HGX node: each
+    # decode GPU pulls its stage's layers of its rank's KV heads, an eighth
+    # of every prompt block, from the prefill GPU of the same stage and rank;
+    # the fabric carries the whole model's KV of every prompt once.
+    two = ('hardware={"preset": "%s", "tiers": ["gpu0", "dram0"], "kv_capacity": {"gpu0": "8GB"}, '
+           '"cluster": {"nodes": 2, "fabric": {"nic": "port", "nic_GBps": 50}}}' % HGX)
+    m, _ = run(kvtier, tmp_path, "dz", VLLM, two, "serving.requests.count=6",
+               'cluster={"tp": 4, "pp": 2, "prefill_replicas": 1}')
+    assert [(i["role"], i["pp"]) for i in m["instances"]] == [("prefill", 2), ("decode", 2)]
+    prompt = 6 * (8192 // 16) * 16 * OPT_LAYERS * 2 * OPT_HIDDEN * 2  # six prompts' blocks, every layer, FP16
+    assert m["links"]["n0.fabric:up"]["bytes"] == prompt
+    for g in range(8):
+        into = m["links"]["n1.pcie_gpu%d:n1.pcie_sw%d->n1.gpu%d" % (g, g // 2, g)]["bytes"]
+        assert into == prompt / 8
+    assert m["output_tokens"] == 6 * 129
