@@ -626,41 +626,50 @@ std::vector<bool> ClusterSimulation::allreduce_alone(bool through_switch) const 
           mark(gateway(b), b);
         }
       }
-  // Pipeline parallelism: each stage's ranks send activations to the next
-  // stage's ranks of the same index, while other micro-batches all-reduce
-  // on both stages. (A stage's all-gather of what it received runs while it
-  // holds its GPUs, never beside its own all-reduces.)
-  for (const auto& in : inst_)
-    for (size_t st = 0; st + 1 < in->stage_plan.size(); ++st)
-      for (size_t r = 0; r < in->stage_plan[st].gpus.size(); ++r) {
-        const size_t a = in->stage_plan[st].gpus[r], b = in->stage_plan[st + 1].gpus[r];
-        if (hw.node_of(a) == hw.node_of(b)) {
-          mark(a, b);
-        } else {
-          mark(a, gateway(a));
-          mark(gateway(b), b);
-        }
-      }
   const CollectiveAlgorithm algo = through_switch ? CollectiveAlgorithm::Switch : CollectiveAlgorithm::Ring;
-  std::vector<std::vector<uint32_t>> links(inst_.size());
-  std::vector<uint8_t> collectives(used.size(), 0);  // instances whose all-reduces cross each link
+  // Each stage of each instance all-reduces among its own ranks (and
+  // all-gathers what it received over the same links), its micro-batch
+  // beside the other stages': a link two groups cross is shared.
+  struct Group {
+    size_t instance, stage;
+    std::vector<uint32_t> links;
+  };
+  std::vector<Group> groups;
+  std::vector<uint8_t> collectives(used.size(), 0);  // groups whose all-reduces cross each link
   for (size_t i = 0; i < inst_.size(); ++i) {
-    // Each stage all-reduces among its own ranks.
     const size_t per_stage = inst_[i]->stage_plan.empty() ? inst_[i]->gpus.size() : inst_[i]->stage_plan[0].gpus.size();
-    for (size_t first = 0; first < inst_[i]->gpus.size(); first += per_stage) {
-      const std::vector<size_t> group(inst_[i]->gpus.begin() + static_cast<std::ptrdiff_t>(first),
-                                      inst_[i]->gpus.begin() + static_cast<std::ptrdiff_t>(first + per_stage));
-      const std::vector<uint32_t> mine = collective_links(p, allreduce_plan(p, group, 1.0, algo));
-      links[i].insert(links[i].end(), mine.begin(), mine.end());
+    for (size_t first = 0, st = 0; first < inst_[i]->gpus.size(); first += per_stage, ++st) {
+      const std::vector<size_t> g(inst_[i]->gpus.begin() + static_cast<std::ptrdiff_t>(first),
+                                  inst_[i]->gpus.begin() + static_cast<std::ptrdiff_t>(first + per_stage));
+      groups.push_back(Group{i, st, collective_links(p, allreduce_plan(p, g, 1.0, algo))});
+      for (uint32_t s : groups.back().links) collectives[s] = static_cast<uint8_t>(std::min(collectives[s] + 1, 2));
     }
-    std::sort(links[i].begin(), links[i].end());
-    links[i].erase(std::unique(links[i].begin(), links[i].end()), links[i].end());
-    for (uint32_t s : links[i]) collectives[s] = static_cast<uint8_t>(std::min(collectives[s] + 1, 2));
   }
   std::vector<bool> alone(inst_.size(), true);
+  for (const Group& g : groups)
+    for (uint32_t s : g.links)
+      if (used[s] || collectives[s] > 1) alone[g.instance] = false;
+  // Pipeline parallelism: stage s's ranks send activations to stage s+1's
+  // ranks of the same index while both stages wait for them (a rendezvous:
+  // sim/platform/pipeline_stages.h), so the sends never meet those two
+  // stages' all-reduces, but may meet any other group's.
+  std::vector<uint8_t> sends;
   for (size_t i = 0; i < inst_.size(); ++i)
-    for (uint32_t s : links[i])
-      if (used[s] || collectives[s] > 1) alone[i] = false;
+    for (size_t st = 0; st + 1 < inst_[i]->stage_plan.size(); ++st) {
+      sends.assign(used.size(), 0);
+      auto on = [&](size_t a, size_t b) {
+        for (uint32_t s : p.route(a, b).stats) sends[s] = 1;
+      };
+      for (size_t r = 0; r < inst_[i]->stage_plan[st].gpus.size(); ++r) {
+        const size_t a = inst_[i]->stage_plan[st].gpus[r], b = inst_[i]->stage_plan[st + 1].gpus[r];
+        on(a, b);
+      }
+      for (const Group& g : groups) {
+        if (g.instance == i && (g.stage == st || g.stage == st + 1)) continue;
+        for (uint32_t s : g.links)
+          if (sends[s]) alone[g.instance] = false;
+      }
+    }
   return alone;
 }
 

@@ -80,20 +80,24 @@ bool PagedPipeline::compute(const PagedIteration& it, double layer_s, const std:
 // hold them), gathers the activations it received (tensor parallelism),
 // computes its layers as a whole instance would (the loads into its layers
 // are its own GPUs' share of the instance's, made by the transfer planner on
-// every rank), frees its GPUs and sends the activations on. The loads of
-// layer l are the same jobs for every stage: local layer l of each stage.
+// every rank), then hands the activations on: it takes the next stage's
+// GPUs, sends, and only then frees its own (PipelineStages::send). The loads
+// of layer l are the same jobs for every stage: local layer l of each stage.
 bool PagedPipeline::run_stages(const PagedIteration& it, double layer_s, const std::vector<std::vector<JobId>>& loads) {
   PipelineStages& ps = *stages_;
   double tokens = 0;
   for (const KernelSeq& q : it.seqs) tokens += q.tokens;
   bool layered = false;
   ps.begin_batch();
+  ps.enter(0);
   for (size_t st = 0; st < ps.size(); ++st) {
-    ps.enter(st);
     if (st > 0) ps.receive(st, tokens);
     layered = compute(it, layer_s, loads, ps.gpu(st), ps.stage(st).gpus, ps.stage(st).layers) || layered;
+    if (st + 1 < ps.size()) {
+      ps.enter(st + 1);
+      ps.send(st, tokens);
+    }
     ps.leave(st);
-    if (st + 1 < ps.size()) ps.send(st, tokens);
   }
   ps.end_batch();
   return layered;

@@ -12,10 +12,13 @@
 // for throughput; what it costs is the activation transfers and the time a
 // stage waits with nothing to do (the bubble).
 //
-// A send is buffered: stage s is free again as soon as its kernels are done
-// and the activations start moving. NCCL's send/recv pair would hold stage
-// s's stream until stage s+1 posts its receive (after its previous batch),
-// which changes nothing while stages are balanced.
+// A hand-over is a rendezvous, as NCCL's send and receive on each stage's
+// stream are: stage s sends once it has finished its kernels and stage s+1
+// has finished its previous micro-batch; both stages' streams are busy with
+// the transfer until it is in, so it never runs beside either stage's
+// kernels or all-reduces. A micro-batch takes stage s+1 before it frees
+// stage s (stages are always taken in increasing order, so no two
+// micro-batches wait on each other).
 #pragma once
 
 #include <simgrid/s4u.hpp>
@@ -64,8 +67,8 @@ class PipelineStages {
   // the order they ask), then holds it until leave(s).
   void enter(size_t s);
   void leave(size_t s);
-  // From an actor: the activations of `tokens` tokens from stage s to stage
-  // s+1. With tensor parallelism each rank sends its 1/tp slice to the next
+  // From an actor holding stages s and s+1: the activations of `tokens`
+  // tokens from stage s to stage s+1. With tensor parallelism each rank sends its 1/tp slice to the next
   // stage's rank of the same index (vLLM's send_tensor_dict with its
   // all-gather group); receive() then all-gathers the slices. The flows run
   // on the routes between the GPUs (NVLink in a node, the fabric between

@@ -189,3 +189,19 @@ def test_disaggregated_stages_pull_each_gpu_its_share_of_the_prompt(kvtier, tmp_
         into = m["links"]["n1.pcie_gpu%d:n1.pcie_sw%d->n1.gpu%d" % (g, g // 2, g)]["bytes"]
         assert into == prompt / 8
     assert m["output_tokens"] == 6 * 129
+
+
+@pytest.mark.parametrize("algo", ["switch", "ring"])
+def test_stages_all_reduce_in_closed_form_as_their_flows_would(kvtier, tmp_path, algo):
+    # A hand-over holds both stages, so on an NVSwitch no send meets an
+    # all-reduce: each stage's all-reduces run as closed forms after one
+    # kernel, and agree with every layer and flow on its own (serving.coarsen false).
+    sets = [HGX_HW, "serving.requests.count=8", 'cluster={"tp": 4, "pp": 2, "allreduce": "%s"}' % algo]
+    fast, _ = run(kvtier, tmp_path, "closed", VLLM, *sets)
+    ref, _ = run(kvtier, tmp_path, "flows", VLLM, *sets, "serving.coarsen=false")
+    assert fast["layered_iterations"] == 0 and ref["layered_iterations"] == ref["iterations"]
+    assert fast["simulated_time_s"] == pytest.approx(ref["simulated_time_s"], rel=1e-9)
+    a, b = fast["instances"][0], ref["instances"][0]
+    for k in ["allreduce_s", "activation_s", "pipeline_bubble_fraction"]:
+        assert a[k] == pytest.approx(b[k], rel=1e-9)
+    assert all(fast["links"][k]["bytes"] == pytest.approx(v["bytes"], rel=1e-12) for k, v in ref["links"].items())
