@@ -8,7 +8,6 @@ load on the machine does not inflate them. docs/cluster.md quotes the output.
 
     python3 bench/cluster_speed.py                 # 1 GPU, the three cluster presets, 16 HGX nodes of TP=8
     python3 bench/cluster_speed.py --points serving hgx_node
-    python3 bench/cluster_speed.py --points hgx_pipeline   # pipeline parallelism (the first 3,000 requests)
     python3 bench/cluster_speed.py --points dense_1024   # 128 nodes, 1,024 GPUs, arrivals 8x denser (long)
     python3 bench/cluster_speed.py --points dense_hour_1024   # the same GPUs, a whole hour 8x denser (longer)
 
@@ -39,7 +38,7 @@ POINTS = {
     "hgx_node": (ROOT / "configs" / "cluster" / "hgx_node.json", [],
                  "one HGX node: 2 x TP=4 LLaMA-3.1-70B"),
     "hgx_pipeline": (ROOT / "configs" / "cluster" / "hgx_pipeline.json", [],
-                     "one HGX node: 1 x PP=2 x TP=4 LLaMA-3.1-70B, the hour's first 3,000 requests"),
+                     "one HGX node: 1 x PP=2 x TP=4 LLaMA-3.1-70B"),
     "disaggregated_2": (DISAGG, [], "2 HGX nodes: 2 prefill + 2 decode TP=4 instances"),
     "pooled_2": (ROOT / "configs" / "cluster" / "mooncake_pool.json", [],
                  "2 HGX nodes: 2 prefill + 2 decode TP=4 instances, one KV pool of both nodes' DRAM (Mooncake Store)"),
@@ -86,7 +85,7 @@ def dense_hour_sets(folder):
 POINTS["dense_hour_1024"] = (DISAGG, dense_hour_sets,
                              "128 HGX nodes (1,024 GPUs): 64 prefill + 64 decode TP=8 instances, a whole hour 8x denser")
 
-DEFAULT = ["serving", "replica_farm", "hgx_node", "disaggregated_2", "pooled_2", "disaggregated_16", "pooled_16"]
+DEFAULT = ["serving", "replica_farm", "hgx_node", "hgx_pipeline", "disaggregated_2", "pooled_2", "disaggregated_16", "pooled_16"]
 
 
 def run_point(binary, name, out_root):
