@@ -37,6 +37,8 @@ POINTS = {
                      "8 x LLaMA-3.1-8B replicas on one HGX node"),
     "hgx_node": (ROOT / "configs" / "cluster" / "hgx_node.json", [],
                  "one HGX node: 2 x TP=4 LLaMA-3.1-70B"),
+    "hgx_pipeline": (ROOT / "configs" / "cluster" / "hgx_pipeline.json", [],
+                     "one HGX node: 1 x PP=2 x TP=4 LLaMA-3.1-70B"),
     "disaggregated_2": (DISAGG, [], "2 HGX nodes: 2 prefill + 2 decode TP=4 instances"),
     "pooled_2": (ROOT / "configs" / "cluster" / "mooncake_pool.json", [],
                  "2 HGX nodes: 2 prefill + 2 decode TP=4 instances, one KV pool of both nodes' DRAM (Mooncake Store)"),
@@ -83,7 +85,7 @@ def dense_hour_sets(folder):
 POINTS["dense_hour_1024"] = (DISAGG, dense_hour_sets,
                              "128 HGX nodes (1,024 GPUs): 64 prefill + 64 decode TP=8 instances, a whole hour 8x denser")
 
-DEFAULT = ["serving", "replica_farm", "hgx_node", "disaggregated_2", "pooled_2", "disaggregated_16", "pooled_16"]
+DEFAULT = ["serving", "replica_farm", "hgx_node", "hgx_pipeline", "disaggregated_2", "pooled_2", "disaggregated_16", "pooled_16"]
 
 
 def run_point(binary, name, out_root):

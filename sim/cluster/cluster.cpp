@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "models/hardware.h"
+#include "models/kv_capacity.h"
 #include "models/llm.h"
 #include "models/topology.h"
 #include "policies/router.h"
@@ -14,6 +15,7 @@
 #include "sim/engine/energy_metrics.h"
 #include "sim/engine/engine_metrics.h"
 #include "sim/platform/collective.h"
+#include "sim/platform/pipeline_stages.h"
 #include "sim/platform/platform.h"
 #include "sim/serving/kv_pool.h"
 #include "sim/serving/prefix_cache.h"
@@ -47,6 +49,18 @@ ParamList cluster_run_params() {
               "query heads and KV heads (KV heads replicated where tp exceeds them) and every layer ends in two "
               "all-reduces of the iteration's hidden states",
               1, 1024),
+      integer("pp", 1,
+              "pipeline parallelism: stages per instance, each on cluster.tp consecutive GPUs after the stage "
+              "before, holding a consecutive share of the layers (an uneven remainder one extra layer each on the "
+              "stages before the last, as vLLM splits them) with their weights and KV only; an iteration runs stage "
+              "by stage, handing every token's activations on over the route between the stages' GPUs, and pp "
+              "micro-batches (vLLM's virtual engines, each its own scheduler over 1/pp of the KV blocks) keep the "
+              "stages busy at once",
+              1, 1024),
+      integer("pp_tensors", 2,
+              "with cluster.pp: the tensors of hidden size a stage hands the next per token (2: the hidden states "
+              "and the residual, as vLLM's Llama-family models send them; 1: the hidden states alone)",
+              1, 16),
       str("allreduce", "ring",
           "how a tensor-parallel instance's GPUs all-reduce: ring (NCCL's ring over the routes between consecutive "
           "ranks) or switch (NVSwitch: every rank to every other through the switch)",
@@ -74,11 +88,42 @@ struct ClusterSimulation::Instance {
   json cfg;  // this instance's configuration: its GPU and tiers in hardware
   std::string gpu;
   size_t gpu_dev = 0;
-  std::vector<size_t> gpus;  // its ranks' GPUs (tensor parallelism), the first gpu_dev
+  // Its ranks' GPUs, stage after stage (pipeline parallelism), each stage's
+  // tensor-parallel ranks in order; the first is gpu_dev.
+  std::vector<size_t> gpus;
   std::vector<std::vector<size_t>> rank_tiers;  // per rank: its tier devices
   std::string role = "both";  // or "prefill", "decode"
+  // Its engines: one, or with pipeline parallelism one per micro-batch
+  // (vLLM's virtual engines: each its own scheduler, share of the KV pool
+  // and prefix cache), all running on `stages`.
   std::unique_ptr<ServingSimulation> sim;
-  std::vector<uint32_t> global;  // per request it was handed: its index in the stream
+  std::vector<std::unique_ptr<ServingSimulation>> more;  // virtual engines 1..pp-1
+  std::vector<std::unique_ptr<json>> more_cfg;           // and their configurations (each engine resolves its own)
+  std::vector<PipelineStages::Stage> stage_plan;          // pipeline parallelism: each stage's GPUs and layers
+  std::unique_ptr<PipelineStages> stages;
+  std::vector<std::vector<uint32_t>> global;  // per engine, per request it was handed: its index in the stream
+  size_t engines() const { return 1 + more.size(); }
+  ServingSimulation& engine(size_t v) { return v == 0 ? *sim : *more[v - 1]; }
+  const ServingSimulation& engine(size_t v) const { return v == 0 ? *sim : *more[v - 1]; }
+  uint64_t outstanding_tokens() const {
+    uint64_t t = 0;
+    for (size_t v = 0; v < engines(); ++v) t += engine(v).outstanding_tokens();
+    return t;
+  }
+  uint64_t unfinished() const {
+    uint64_t u = 0;
+    for (size_t v = 0; v < engines(); ++v) u += engine(v).unfinished();
+    return u;
+  }
+  // The engine a new request goes to: the one with the fewest unfinished
+  // requests, the first among equals (vLLM's add_request over its virtual
+  // engines' schedulers).
+  size_t least_busy_engine() const {
+    size_t best = 0;
+    for (size_t v = 1; v < engines(); ++v)
+      if (engine(v).unfinished() < engine(best).unfinished()) best = v;
+    return best;
+  }
 };
 
 ClusterSimulation::ClusterSimulation(json& cfg) : cfg_(cfg) {
@@ -97,10 +142,13 @@ ClusterSimulation::ClusterSimulation(json& cfg) : cfg_(cfg) {
                       std::to_string(inst_.size()) + " to decode");
   for (size_t i = 0; i < inst_.size() && prefill_ > 0; ++i) {
     inst_[i]->role = i < prefill_ ? "prefill" : "decode";
-    if (i < prefill_) inst_[i]->sim->on_finish([this, i](uint32_t local) { hand_over(i, local); });
+    for (size_t v = 0; i < prefill_ && v < inst_[i]->engines(); ++v)
+      inst_[i]->engine(v).on_finish([this, i, v](uint32_t local) { hand_over(i, v, local); });
   }
   instance_of_.assign(stream_.reqs.size(), 0);
   local_id_.assign(stream_.reqs.size(), 0);
+  engine_of_.assign(stream_.reqs.size(), 0);
+  decode_engine_.assign(prefill_ > 0 ? stream_.reqs.size() : 0, 0);
   decode_of_.assign(prefill_ > 0 ? stream_.reqs.size() : 0, UINT32_MAX);
   decode_local_.assign(decode_of_.size(), 0);
   for (const ServingRequest& q : stream_.reqs)
@@ -224,13 +272,29 @@ void ClusterSimulation::place_instances() {
       if (is_gpu(d) && d != gpus[0]) gpus.push_back(d);
   }
   const size_t tp = cl["tp"].get<size_t>();
+  const size_t pp = cl["pp"].get<size_t>();
+  const size_t per = tp * pp;  // GPUs per instance: its stages one after the other, each of tp ranks
   const size_t want = cl["replicas"].get<size_t>();
-  const size_t n = want == 0 ? gpus.size() / tp : want;
-  if (n == 0 || n * tp > gpus.size())
+  const size_t n = want == 0 ? gpus.size() / per : want;
+  if (n == 0 || n * per > gpus.size()) {
+    if (pp > 1 && want <= 1)
+      throw ConfigError("cluster.pp: an instance of " + std::to_string(pp) + " stages of " + std::to_string(tp) +
+                        " GPUs (cluster.tp) takes " + std::to_string(per) + " GPUs, but the hardware (or cluster.gpus) has " +
+                        std::to_string(gpus.size()));
     throw ConfigError("cluster.replicas: " + std::to_string(std::max<size_t>(n, 1)) + " instances of " +
-                      (tp > 1 ? std::to_string(tp) + " GPUs (cluster.tp)" : std::string("one GPU")) +
-                      " each, but the hardware (or "
-                      "cluster.gpus) has " + std::to_string(gpus.size()) + " GPUs");
+                      (per > 1 ? std::to_string(per) + " GPUs (cluster.tp x cluster.pp)" : std::string("one GPU")) +
+                      " each, but the hardware (or cluster.gpus) has " + std::to_string(gpus.size()) + " GPUs");
+  }
+  if (pp > 1) {
+    json m = cfg_["model"];
+    const LlmSpec whole = parse_llm(m, "model");
+    if (pp > whole.layers)
+      throw ConfigError("cluster.pp: " + std::to_string(pp) + " stages for the model's " + std::to_string(whole.layers) +
+                        " layers (a stage holds at least one)");
+    if (cl["kv_pool"] == "pooled")
+      throw ConfigError("cluster.pp: a pipeline-parallel instance with cluster.kv_pool \"pooled\" is not modelled; set "
+                        "cluster.pp 1 or kv_pool \"local\"");
+  }
   if (hw.tiers.empty() || hw.tiers[0] != hw.gpu)
     throw ConfigError("hardware.tiers: a cluster's instances keep running KV on their GPU: the first tier must be the GPU (" +
                       hw.gpu + ")");
@@ -240,8 +304,8 @@ void ClusterSimulation::place_instances() {
   std::vector<uint32_t> sharers(hw.devices.size(), 0);
   for (size_t i = 0; i < n; ++i) {
     auto in = std::make_unique<Instance>();
-    for (size_t r = 0; r < tp; ++r) {
-      const size_t g = gpus[i * tp + r];
+    for (size_t r = 0; r < per; ++r) {
+      const size_t g = gpus[i * per + r];
       in->gpus.push_back(g);
       std::vector<size_t> tiers{g};
       for (size_t t = 1; t < hw.tiers.size(); ++t) {
@@ -253,15 +317,40 @@ void ClusterSimulation::place_instances() {
     }
     in->gpu_dev = in->gpus[0];
     in->gpu = hw.devices[in->gpu_dev].name;
+    if (pp > 1) {
+      json m = cfg_["model"];
+      const std::vector<uint32_t> layers = stage_layers(parse_llm(m, "model").layers, static_cast<uint32_t>(pp));
+      for (size_t st = 0; st < pp; ++st) {
+        PipelineStages::Stage stage;
+        for (size_t r = 0; r < tp; ++r) {
+          stage.gpus.push_back(in->gpus[st * tp + r]);
+          stage.names.push_back(hw.devices[stage.gpus.back()].name);
+        }
+        stage.layers = layers[st];
+        in->stage_plan.push_back(std::move(stage));
+      }
+    }
     inst_.push_back(std::move(in));
   }
+  // Each virtual engine of a pipeline-parallel instance has its own prefix
+  // cache in its share of the devices.
+  for (uint32_t& k : sharers) k *= static_cast<uint32_t>(pp);
   for (auto& in : inst_) {
     in->cfg = instance_config(in->gpu_dev, in->rank_tiers[0], sharers);
+    in->global.resize(pp);
     try {
       in->sim = std::make_unique<ServingSimulation>(in->cfg, stream_, nullptr);
+      // The other virtual engines: the same configuration (each its own copy, resolved by its engine).
+      for (size_t v = 1; v < pp; ++v) {
+        in->more_cfg.push_back(std::make_unique<json>(in->cfg));
+        in->more.push_back(std::make_unique<ServingSimulation>(*in->more_cfg.back(), stream_, nullptr));
+      }
     } catch (const ConfigError& e) {
-      if (n == 1 && tp == 1) throw;
-      throw ConfigError(std::string(e.what()) + " (the instance on " + in->gpu + ")");
+      if (n == 1 && per == 1) throw;
+      throw ConfigError(std::string(e.what()) + " (the instance on " + in->gpu +
+                        (pp > 1 ? ": each of its " + std::to_string(pp) + " virtual engines has 1/" + std::to_string(pp) +
+                                      " of a stage GPU's KV pool)"
+                                : std::string(")")));
     }
   }
   // The run's configuration as resolved: the first instance's, with the
@@ -269,11 +358,13 @@ void ClusterSimulation::place_instances() {
   json keep_model = cfg_["model"];
   parse_llm(keep_model, "model");
   const json keep_hw = cfg_["hardware"], keep_cluster = cfg_["cluster"];
+  const json keep_swap = cfg_["serving"]["swap_space_GiB"];
   cfg_ = inst_[0]->cfg;
   cfg_["hardware"] = keep_hw;
   cfg_["model"] = keep_model;  // the whole model (each instance's holds a rank's shard)
   cfg_["cluster"] = keep_cluster;
   cfg_["cluster"]["replicas"] = n;
+  cfg_["serving"]["swap_space_GiB"] = keep_swap;  // an instance's, not one virtual engine's share
 }
 
 // The config of an instance on GPU `gpu` with tiers `tier_devs`: its tiers
@@ -317,10 +408,29 @@ json ClusterSimulation::instance_config(size_t gpu, const std::vector<size_t>& t
     c["model"]["kv_heads"] = model.kv_heads;
     c["model"]["params_B"] = model.params / 1e9;
     c["model"]["note"] = "one of " + std::to_string(tp) + " tensor-parallel ranks' shard of " + whole.name;
+  }
+  const uint32_t pp = cfg_["cluster"]["pp"].get<uint32_t>();
+  if (tp > 1 || pp > 1) {
     const json& w = c["policies"].is_object() && c["policies"].contains("weights") ? c["policies"]["weights"] : json();
     if (!w.is_null() && w != "gpu" && !(w.is_object() && w.value("name", "") == "gpu"))
-      throw ConfigError("policies.weights: a tensor-parallel instance keeps its weights on its GPUs (streamed weights "
-                        "are modelled for one GPU); remove it or set cluster.tp 1");
+      throw ConfigError("policies.weights: a tensor- or pipeline-parallel instance keeps its weights on its GPUs "
+                        "(streamed weights are modelled for one GPU); remove it or set cluster.tp and cluster.pp 1");
+  }
+  if (pp > 1) {
+    // One stage's share (every stage holds as many layers as the largest,
+    // or one fewer): its layers' weights and KV only, so a block (every
+    // layer of the stage) is 1/pp of the model's. The stage with the most
+    // layers holds the fewest blocks, and vLLM sizes every stage's pool by
+    // the smallest; the micro-batches' virtual engines then split it.
+    uint32_t top = 0;
+    for (uint32_t l : stage_layers(whole.layers, pp)) top = std::max(top, l);
+    model.params = model.params * double(top) / double(whole.layers);
+    model.layers = top;
+    c["model"]["layers"] = model.layers;
+    c["model"]["params_B"] = model.params / 1e9;
+    c["model"]["note"] = "one of " + std::to_string(pp) + " pipeline stages' share" +
+                         (tp > 1 ? " (one of " + std::to_string(tp) + " tensor-parallel ranks')" : std::string()) +
+                         " of " + whole.name;
   }
   const json& sv = c["serving"];
   const double block_bytes = double(model.kv_bytes_per_token()) * get_int(c["workload"], "block_tokens");
@@ -331,11 +441,27 @@ json ClusterSimulation::instance_config(size_t gpu, const std::vector<size_t>& t
     if (swap_tier.empty() ? hw.devices[tier_devs[t]].model->role() == DeviceRole::Memory : hw.tiers[t] == swap_tier)
       swap_t = static_cast<int>(t);
   if (!swap_tier.empty() && swap_t > 0) c["serving"]["swap_tier"] = hw.devices[tier_devs[size_t(swap_t)]].name;
+  // A virtual engine of a pipeline-parallel instance swaps into its share
+  // of the instance's swap space (vLLM divides num_cpu_blocks by pp).
+  if (pp > 1) c["serving"]["swap_space_GiB"] = sv["swap_space_GiB"].get<double>() / pp;
   const double swap_bytes = sv["preemption"] == "swap" ? sv["swap_space_GiB"].get<double>() * 1073741824.0 : 0.0;
   for (size_t t = 0; t < tier_devs.size(); ++t) {
     const std::string own = written.is_array() && t < written.size() ? written[t].get<std::string>() : hw.tiers[t];
     const std::string& mine = hw.devices[tier_devs[t]].name;
-    if (given.contains(own)) {
+    if (t == 0 && pp > 1) {
+      // A stage's GPU: its memory less its layers' weights, in blocks of its
+      // layers, shared out among the micro-batches' virtual engines (vLLM
+      // divides num_gpu_blocks by pp).
+      double room = hw.devices[tier_devs[0]].model->capacity_bytes() - model.weight_bytes();
+      if (given.contains(own))
+        room = kv_room_bytes(parse_kv_capacity(json{{own, given[own]}}, {own}, "hardware.kv_capacity"), own, room,
+                             block_bytes, " after the stage's weights");
+      const uint64_t blocks = room > 0 ? static_cast<uint64_t>(room / block_bytes) / pp : 0;
+      if (blocks == 0)
+        throw ConfigError("cluster.pp: a stage's GPU (" + mine + ") holds no KV block of its layers for each of its " +
+                          std::to_string(pp) + " micro-batches after its weights");
+      cap[mine] = blocks;
+    } else if (given.contains(own)) {
       cap[mine] = given[own];
     } else if (t > 0 && sharers[tier_devs[t]] > 1) {
       const double share = hw.devices[tier_devs[t]].model->capacity_bytes() / sharers[tier_devs[t]] -
@@ -361,7 +487,7 @@ void ClusterSimulation::route_all() {
   const bool prefix = router_->reads_prefix();
   auto wake = [&] {
     for (size_t i = 0; i < n; ++i)
-      if (handed[i]) inst_[i]->sim->wake();
+      for (size_t v = 0; handed[i] && v < inst_[i]->engines(); ++v) inst_[i]->engine(v).wake();
     std::fill(handed.begin(), handed.end(), 0);
   };
   for (size_t k = 0; k < stream_.reqs.size(); ++k) {
@@ -373,58 +499,66 @@ void ClusterSimulation::route_all() {
       sg4::this_actor::sleep_until(q.arrival_s);
     }
     for (size_t i = 0; i < n; ++i) {
-      loads[i].outstanding_tokens = inst_[i]->sim->outstanding_tokens();
-      loads[i].requests = inst_[i]->sim->unfinished();
-      loads[i].cached_tokens = prefix ? inst_[i]->sim->cached_prefix_tokens(q) : 0;
+      loads[i].outstanding_tokens = inst_[i]->outstanding_tokens();
+      loads[i].requests = inst_[i]->unfinished();
+      loads[i].cached_tokens = 0;
+      for (size_t v = 0; prefix && v < inst_[i]->engines(); ++v)
+        loads[i].cached_tokens = std::max(loads[i].cached_tokens, inst_[i]->engine(v).cached_prefix_tokens(q));
     }
     const uint32_t i = router_->route(RoutedRequest{static_cast<uint32_t>(k), q.input_tokens, q.output_tokens}, loads);
     if (i >= n) throw std::logic_error("router returned instance " + std::to_string(i));
     instance_of_[k] = i;
-    local_id_[k] = static_cast<uint32_t>(inst_[i]->sim->requests().size());
-    inst_[i]->global.push_back(static_cast<uint32_t>(k));
+    const size_t v = inst_[i]->least_busy_engine();
+    engine_of_[k] = static_cast<uint32_t>(v);
+    local_id_[k] = static_cast<uint32_t>(inst_[i]->engine(v).requests().size());
+    inst_[i]->global[v].push_back(static_cast<uint32_t>(k));
     ServingRequest r = q;
     if (prefill_ > 0) r.output_tokens = 1;  // a prefill instance ends with the first token
-    inst_[i]->sim->accept(std::move(r));
+    inst_[i]->engine(v).accept(std::move(r));
     handed[i] = 1;
   }
   wake();
-  for (size_t i = 0; i < n; ++i) inst_[i]->sim->close();
+  for (size_t i = 0; i < n; ++i)
+    for (size_t v = 0; v < inst_[i]->engines(); ++v) inst_[i]->engine(v).close();
   routed_all_ = true;
   if (handed_over_ == to_hand_over_) close_decode_side();
 }
 
 // A prefill instance's request is done: on to a decode instance, which pulls
 // its KV from the prefill GPU.
-void ClusterSimulation::hand_over(size_t from, uint32_t local) {
-  const uint32_t k = inst_[from]->global[local];
+void ClusterSimulation::hand_over(size_t from, size_t engine, uint32_t local) {
+  const uint32_t k = inst_[from]->global[engine][local];
   const ServingRequest& q = stream_.reqs[k];
   if (q.output_tokens <= 1) return;  // the first token was the last
   const size_t n = inst_.size() - prefill_;
   std::vector<InstanceLoad> loads(n);
   for (size_t j = 0; j < n; ++j) {
-    loads[j].outstanding_tokens = inst_[prefill_ + j]->sim->outstanding_tokens();
-    loads[j].requests = inst_[prefill_ + j]->sim->unfinished();
+    loads[j].outstanding_tokens = inst_[prefill_ + j]->outstanding_tokens();
+    loads[j].requests = inst_[prefill_ + j]->unfinished();
   }
   const uint32_t j = decode_router_->route(RoutedRequest{k, q.input_tokens, q.output_tokens}, loads);
   if (j >= n) throw std::logic_error("decode router returned instance " + std::to_string(j));
   Instance& d = *inst_[prefill_ + j];
+  const size_t v = d.least_busy_engine();
   decode_of_[k] = static_cast<uint32_t>(prefill_ + j);
-  decode_local_[k] = static_cast<uint32_t>(d.sim->requests().size());
-  d.global.push_back(k);
-  d.sim->accept_prefilled(q, inst_[from]->gpu_dev);
-  d.sim->wake();
+  decode_engine_[k] = static_cast<uint32_t>(v);
+  decode_local_[k] = static_cast<uint32_t>(d.engine(v).requests().size());
+  d.global[v].push_back(k);
+  d.engine(v).accept_prefilled(q, inst_[from]->gpu_dev);
+  d.engine(v).wake();
   if (++handed_over_ == to_hand_over_ && routed_all_) close_decode_side();
 }
 
 void ClusterSimulation::close_decode_side() {
-  for (size_t i = prefill_; prefill_ > 0 && i < inst_.size(); ++i) inst_[i]->sim->close();
+  for (size_t i = prefill_; prefill_ > 0 && i < inst_.size(); ++i)
+    for (size_t v = 0; v < inst_[i]->engines(); ++v) inst_[i]->engine(v).close();
 }
 
 ServingRequest ClusterSimulation::served(size_t k) const {
-  const ServingRequest& p = inst_[instance_of_[k]]->sim->requests()[local_id_[k]];
+  const ServingRequest& p = inst_[instance_of_[k]]->engine(engine_of_[k]).requests()[local_id_[k]];
   ServingRequest r = p;
   if (!decode_of_.empty() && decode_of_[k] != UINT32_MAX) {
-    r = inst_[decode_of_[k]]->sim->requests()[decode_local_[k]];
+    r = inst_[decode_of_[k]]->engine(decode_engine_[k]).requests()[decode_local_[k]];
     // What the prefill instance did: when it started, what it computed and found cached.
     r.first_scheduled_s = p.first_scheduled_s;
     r.computed_tokens += p.computed_tokens;
@@ -446,7 +580,8 @@ ServingRequest ClusterSimulation::served(size_t k) const {
 // devices (KV, the prefix cache, weights; both ways), between two of those
 // tiers, with a KV pool between a rank's GPU and every member's share of
 // that rank and between any two shares, between a prefill and a decode GPU
-// of the same rank, or across the fabric through a node's gateway: every
+// of the same rank, between consecutive pipeline stages' ranks of the same
+// index, or across the fabric through a node's gateway: every
 // such route is listed here, and a new kind of transfer between instances
 // must be listed too.
 std::vector<bool> ClusterSimulation::allreduce_alone(bool through_switch) const {
@@ -512,17 +647,64 @@ std::vector<bool> ClusterSimulation::allreduce_alone(bool through_switch) const 
         }
       }
   const CollectiveAlgorithm algo = through_switch ? CollectiveAlgorithm::Switch : CollectiveAlgorithm::Ring;
-  std::vector<std::vector<uint32_t>> links(inst_.size());
-  std::vector<uint8_t> collectives(used.size(), 0);  // instances whose all-reduces cross each link
+  // Each stage of each instance all-reduces among its own ranks (and
+  // all-gathers what it received over the same links), its micro-batch
+  // beside the other stages': a link two groups cross is shared.
+  struct Group {
+    size_t instance, stage;
+    std::vector<uint32_t> links;
+  };
+  std::vector<Group> groups;
+  std::vector<uint8_t> collectives(used.size(), 0);  // groups whose all-reduces cross each link
   for (size_t i = 0; i < inst_.size(); ++i) {
-    links[i] = collective_links(p, allreduce_plan(p, inst_[i]->gpus, 1.0, algo));
-    for (uint32_t s : links[i]) collectives[s] = static_cast<uint8_t>(std::min(collectives[s] + 1, 2));
+    const size_t per_stage = inst_[i]->stage_plan.empty() ? inst_[i]->gpus.size() : inst_[i]->stage_plan[0].gpus.size();
+    for (size_t first = 0, st = 0; first < inst_[i]->gpus.size(); first += per_stage, ++st) {
+      const std::vector<size_t> g(inst_[i]->gpus.begin() + static_cast<std::ptrdiff_t>(first),
+                                  inst_[i]->gpus.begin() + static_cast<std::ptrdiff_t>(first + per_stage));
+      groups.push_back(Group{i, st, collective_links(p, allreduce_plan(p, g, 1.0, algo))});
+      for (uint32_t s : groups.back().links) collectives[s] = static_cast<uint8_t>(std::min(collectives[s] + 1, 2));
+    }
   }
   std::vector<bool> alone(inst_.size(), true);
+  for (const Group& g : groups)
+    for (uint32_t s : g.links)
+      if (used[s] || collectives[s] > 1) alone[g.instance] = false;
+  // Pipeline parallelism: stage s's ranks send activations to stage s+1's
+  // ranks of the same index while both stages wait for them (a rendezvous:
+  // sim/platform/pipeline_stages.h), so the sends never meet those two
+  // stages' all-reduces, but may meet any other group's.
+  std::vector<uint8_t> sends;
   for (size_t i = 0; i < inst_.size(); ++i)
-    for (uint32_t s : links[i])
-      if (used[s] || collectives[s] > 1) alone[i] = false;
+    for (size_t st = 0; st + 1 < inst_[i]->stage_plan.size(); ++st) {
+      sends.assign(used.size(), 0);
+      auto on = [&](size_t a, size_t b) {
+        for (uint32_t s : p.route(a, b).stats) sends[s] = 1;
+      };
+      for (size_t r = 0; r < inst_[i]->stage_plan[st].gpus.size(); ++r) {
+        const size_t a = inst_[i]->stage_plan[st].gpus[r], b = inst_[i]->stage_plan[st + 1].gpus[r];
+        on(a, b);
+      }
+      for (const Group& g : groups) {
+        if (g.instance == i && (g.stage == st || g.stage == st + 1)) continue;
+        for (uint32_t s : g.links)
+          if (sends[s]) alone[g.instance] = false;
+      }
+    }
   return alone;
+}
+
+// Each pipeline-parallel instance's stages, shared by its virtual engines:
+// activations of pp_tensors x the hidden size per token.
+void ClusterSimulation::build_stages() {
+  const json& cl = cfg_["cluster"];
+  if (cl["pp"].get<size_t>() < 2) return;
+  json m = cfg_["model"];
+  const LlmSpec whole = parse_llm(m, "model");
+  const double per_token = double(whole.model_dim()) * whole.dtype_bytes * cl["pp_tensors"].get<double>();
+  for (auto& in : inst_) {
+    in->stages = std::make_unique<PipelineStages>(*platform_, *timeline_, in->stage_plan, per_token);
+    for (size_t v = 0; v < in->engines(); ++v) in->engine(v).pipeline_stages(in->stages.get());
+  }
 }
 
 json ClusterSimulation::run(const std::string& timeline_path) {
@@ -533,7 +715,10 @@ json ClusterSimulation::run(const std::string& timeline_path) {
   timeline_ = std::make_unique<Timeline>();
   if (!timeline_path.empty()) timeline_->open(timeline_path);
   const json& cl = cfg_["cluster"];
-  const size_t ranks = cl["tp"].get<size_t>();
+  // Every GPU of an instance (each stage's tensor-parallel ranks) makes its
+  // share of every copy.
+  const size_t tp = cl["tp"].get<size_t>();
+  const size_t ranks = tp * cl["pp"].get<size_t>();
   if (ranks > 1) {
     // Each device's part on ranks 1..T-1: a rank's GPU for the first rank's,
     // its nearest host memory or drive for the first rank's, another
@@ -555,25 +740,35 @@ json ClusterSimulation::run(const std::string& timeline_path) {
           for (size_t r = 1; r < ranks; ++r) mine[other->rank_tiers[0][t]][r - 1] = other->rank_tiers[r][t];
       for (size_t t = 1; t < in->rank_tiers[0].size(); ++t)
         for (size_t r = 1; r < ranks; ++r) mine[in->rank_tiers[0][t]][r - 1] = in->rank_tiers[r][t];
-      in->sim->tensor_parallel(in->gpus, hidden, cl["allreduce"] == "switch", std::move(mine));
+      // The all-reduces run among the first stage's ranks (each stage's among its own: sim/platform/pipeline_stages.h).
+      const std::vector<size_t> group(in->gpus.begin(), in->gpus.begin() + static_cast<std::ptrdiff_t>(tp));
+      for (size_t v = 0; v < in->engines(); ++v)
+        in->engine(v).tensor_parallel(group, hidden, cl["allreduce"] == "switch", mine);
     }
     // serving.coarsen false: every all-reduce as flows, the reference the closed forms are checked against.
     if (cfg_["serving"]["coarsen"].get<bool>()) {
       const std::vector<bool> alone = allreduce_alone(cl["allreduce"] == "switch");
-      for (size_t i = 0; i < inst_.size(); ++i) inst_[i]->sim->allreduce_alone(alone[i]);
+      for (size_t i = 0; i < inst_.size(); ++i)
+        for (size_t v = 0; v < inst_[i]->engines(); ++v) inst_[i]->engine(v).allreduce_alone(alone[i]);
     }
   }
   std::vector<size_t> prefill_gpus;
   for (size_t i = 0; i < prefill_; ++i) prefill_gpus.push_back(inst_[i]->gpu_dev);
-  for (size_t i = prefill_; i < inst_.size() && prefill_ > 0; ++i) inst_[i]->sim->pulls_from(prefill_gpus);
+  for (size_t i = prefill_; i < inst_.size() && prefill_ > 0; ++i)
+    for (size_t v = 0; v < inst_[i]->engines(); ++v) inst_[i]->engine(v).pulls_from(prefill_gpus);
   if (pool_) connect_pool();
-  for (auto& in : inst_) in->sim->attach(*platform_, *timeline_);
+  build_stages();
+  for (auto& in : inst_)
+    for (size_t v = 0; v < in->engines(); ++v) in->engine(v).attach(*platform_, *timeline_);
   for (auto& st : platform_->stats()) st.track = timeline_->track(Timeline::Links, st.name);
   std::vector<ActorSpec> actors;
-  for (auto& in : inst_) {
-    ServingSimulation* sim = in->sim.get();
-    actors.push_back(ActorSpec{platform_->controller(), in->gpu + " serving", [sim] { sim->serve(); }});
-  }
+  for (auto& in : inst_)
+    for (size_t v = 0; v < in->engines(); ++v) {
+      ServingSimulation* sim = &in->engine(v);
+      actors.push_back(ActorSpec{platform_->controller(),
+                                 in->gpu + " serving" + (v > 0 ? " " + std::to_string(v) : std::string()),
+                                 [sim] { sim->serve(); }});
+    }
   actors.push_back(ActorSpec{platform_->controller(), "router", [this] { route_all(); }});
   run_simulation(std::move(actors));
   const double end = sg4::Engine::get_clock();
@@ -669,6 +864,62 @@ json ClusterSimulation::pool_metrics(const json& m) const {
   return out;
 }
 
+json ClusterSimulation::instance_metrics(size_t i, double end, ServingTotals& t) {
+  Instance& in = *inst_[i];
+  if (!in.stages) {
+    t = in.sim->totals(end);
+    return in.sim->instance_metrics(end);
+  }
+  // A pipeline-parallel instance: its virtual engines' requests as one
+  // instance's, their counts and caches added up (a tier's peak: the sum of
+  // their peaks, an upper bound), and each stage's GPUs' busy time.
+  std::vector<ServingRequest> reqs;
+  json sums = json::object();
+  t = ServingTotals{};
+  t.end_s = end;
+  for (size_t v = 0; v < in.engines(); ++v) {
+    ServingSimulation& e = in.engine(v);
+    json part = e.instance_metrics(end);
+    json keep = json::object();
+    for (const char* k : {"swap_bytes", "prefix_cache", "kv_pool_blocks", "ssd_bytes_written", "tiers", "allreduce_s",
+                          "allreduce_bytes"})
+      if (part.contains(k)) keep[k] = part[k];
+    add_up(sums, keep, {"distinct_blocks", "block_tokens", "enabled"}, {"years_to_wear_out"});
+    const ServingTotals te = e.totals(end);
+    t.iterations += te.iterations;
+    t.layered_iterations += te.layered_iterations;
+    t.preemptions += te.preemptions;
+    t.swapped_out += te.swapped_out;
+    t.swapped_in += te.swapped_in;
+    t.recomputed += te.recomputed;
+    t.slo_ttft_s = te.slo_ttft_s;
+    t.slo_tpot_s = te.slo_tpot_s;
+    reqs.insert(reqs.end(), e.requests().begin(), e.requests().end());
+  }
+  const PipelineStages& ps = *in.stages;
+  json stages = json::array();
+  double busy = 0;
+  for (size_t st = 0; st < ps.size(); ++st) {
+    busy += ps.busy_s(st);
+    stages.push_back({{"gpus", ps.stage(st).names},
+                      {"layers", ps.stage(st).layers},
+                      {"busy_s", ps.busy_s(st)},
+                      {"busy_fraction", end > 0 ? ps.busy_s(st) / end : 0.0}});
+  }
+  t.gpu_busy_s = busy / double(ps.size());  // gpu_busy_fraction: the mean over the stages
+  json m = serving_metrics(reqs, t);
+  for (auto it = sums.begin(); it != sums.end(); ++it) m[it.key()] = *it;
+  m["pp"] = ps.size();
+  m["virtual_engines"] = in.engines();
+  m["stages"] = stages;
+  m["micro_batches"] = ps.micro_batches();
+  m["activation_bytes"] = ps.activation_bytes();
+  m["activation_s"] = ps.activation_s();
+  m["pipeline_active_s"] = ps.active_s(end);
+  m["pipeline_bubble_fraction"] = ps.bubble_fraction(end);
+  return m;
+}
+
 json ClusterSimulation::metrics(double end) {
   const size_t n = inst_.size();
   std::vector<ServingRequest> all(stream_.reqs.size());
@@ -678,8 +929,8 @@ json ClusterSimulation::metrics(double end) {
   tot.end_s = end;
   double busy = 0;
   for (size_t i = 0; i < n; ++i) {
-    per[i] = inst_[i]->sim->instance_metrics(end);
-    const ServingTotals t = inst_[i]->sim->totals(end);
+    ServingTotals t;
+    per[i] = instance_metrics(i, end, t);
     tot.iterations += t.iterations;
     tot.layered_iterations += t.layered_iterations;
     tot.preemptions += t.preemptions;
@@ -743,13 +994,14 @@ json ClusterSimulation::metrics(double end) {
   run.end_s = end;
   run.generated_tokens = m.at("output_tokens").get<double>();
   run.requests = m.at("requests").get<double>();
-  for (auto& in : inst_) {
-    const EngineSetup& s = in->sim->setup();
-    const EngineCounters& c = in->sim->counters();
-    run.throttled_s += c.throttled_s;
-    for (size_t t = 1; t < s.tiers() && t < c.wear.size(); ++t)
-      if (s.hw.devices[s.tier_dev[t]].model->is_storage()) run.wear.push_back({s.tier_dev[t], c.wear[t].life_used()});
-  }
+  for (auto& in : inst_)
+    for (size_t v = 0; v < in->engines(); ++v) {
+      const EngineSetup& s = in->engine(v).setup();
+      const EngineCounters& c = in->engine(v).counters();
+      run.throttled_s += c.throttled_s;
+      for (size_t t = 1; t < s.tiers() && t < c.wear.size(); ++t)
+        if (s.hw.devices[s.tier_dev[t]].model->is_storage()) run.wear.push_back({s.tier_dev[t], c.wear[t].life_used()});
+    }
   m.update(energy_cost_metrics(inst_[0]->sim->setup().hw, *platform_, run));
   return m;
 }
@@ -767,17 +1019,19 @@ std::string ClusterSimulation::requests_csv() const {
   // the one that decoded it where they are apart).
   std::istringstream in(csv);
   std::ostringstream out;
+  const size_t pp = cfg_["cluster"]["pp"].get<size_t>();
   std::string line;
   size_t k = 0;
   bool header = true;
   while (std::getline(in, line)) {
     out << line << ',';
     if (header) {
-      out << "instance" << (prefill_ > 0 ? ",decode_instance" : "");
+      out << "instance" << (prefill_ > 0 ? ",decode_instance" : "") << (pp > 1 ? ",pp,virtual_engine" : "");
       if (pool_) out << ",remote_hit_tokens,remote_nodes";
     } else {
       out << inst_[instance_of_[k]]->gpu;
       if (prefill_ > 0) out << ',' << (decode_of_[k] == UINT32_MAX ? std::string() : inst_[decode_of_[k]]->gpu);
+      if (pp > 1) out << ',' << pp << ',' << (prefill_ > 0 && decode_of_[k] != UINT32_MAX ? decode_engine_[k] : engine_of_[k]);
       if (pool_) out << ',' << all[k].remote_hit_tokens << ',' << all[k].remote_nodes;
       ++k;
     }

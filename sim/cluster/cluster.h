@@ -30,6 +30,7 @@
 namespace kvtier {
 
 class ServingSimulation;
+struct ServingTotals;
 class KvPool;
 class RouterPolicy;
 class Platform;
@@ -59,13 +60,18 @@ class ClusterSimulation {
   json pool_metrics(const json& m) const;
   json instance_config(size_t gpu, const std::vector<size_t>& tier_devs, const std::vector<uint32_t>& sharers) const;
   void route_all();
-  void hand_over(size_t from, uint32_t local);
+  void hand_over(size_t from, size_t engine, uint32_t local);
   void close_decode_side();
   // Request k of the stream as served: with disaggregation, its decode
   // instance's record with what the prefill instance did.
   ServingRequest served(size_t k) const;
   json metrics(double end);
   json node_metrics(const Hardware& hw, const std::vector<json>& per, const json& links) const;
+  // An instance's metrics: its engine's, or its virtual engines' together
+  // with each pipeline stage's.
+  json instance_metrics(size_t i, double end, ServingTotals& totals);
+  // Pipeline parallelism: each instance's stages, wired before attach.
+  void build_stages();
 
   json& cfg_;
   RequestStream stream_;
@@ -76,6 +82,7 @@ class ClusterSimulation {
   std::vector<std::unique_ptr<Instance>> inst_;
   std::vector<uint32_t> instance_of_;  // per request of the stream: the instance it went to
   std::vector<uint32_t> local_id_;     // and its id there
+  std::vector<uint32_t> engine_of_, decode_engine_;  // pipeline parallelism: the virtual engine it went to (each side)
   std::vector<uint32_t> decode_of_, decode_local_;  // disaggregated: its decode instance and id there
   std::unique_ptr<KvPool> pool_;  // cluster.kv_pool "pooled"
   std::unique_ptr<Platform> platform_;

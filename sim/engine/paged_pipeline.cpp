@@ -3,6 +3,7 @@
 #include <string>
 
 #include "sim/platform/collective.h"
+#include "sim/platform/pipeline_stages.h"
 #include "sim/platform/platform.h"
 #include "sim/platform/transfer_planner.h"
 #include "sim/platform/weight_stream.h"
@@ -58,14 +59,47 @@ bool PagedPipeline::run(const PagedIteration& it) {
   for (JobId j : before) board_.wait(j);
   moved_in_s_ = sg4::Engine::get_clock();
   const double layer_s = iteration_kernel_s(s_, block_tokens_, it.seqs) + weight_restore_s(s_);
+  if (stages_) return run_stages(it, layer_s, loads);
+  return compute(it, layer_s, loads, gpu_, s_.tp_gpus, L);
+}
+
+bool PagedPipeline::compute(const PagedIteration& it, double layer_s, const std::vector<std::vector<JobId>>& loads,
+                            GpuStream& gpu, const std::vector<size_t>& group, size_t layers) {
   if (merges_layers() && it.loads.empty()) {
     double total = 0;
-    for (size_t l = 0; l < L; ++l) total += layer_s;
-    merged_layers(it, total, -1, L);
+    for (size_t l = 0; l < layers; ++l) total += layer_s;
+    merged_layers(it, gpu, group, total, -1, 0, layers);
     return false;
   }
-  run_layers(it, layer_s, loads);
+  run_layers(it, layer_s, loads, gpu, group, layers);
   return true;
+}
+
+// Stage by stage: each waits its turn on its GPUs (another micro-batch may
+// hold them), gathers the activations it received (tensor parallelism),
+// computes its layers as a whole instance would (the loads into its layers
+// are its own GPUs' share of the instance's, made by the transfer planner on
+// every rank), then hands the activations on: it takes the next stage's
+// GPUs, sends, and only then frees its own (PipelineStages::send). The loads
+// of layer l are the same jobs for every stage: local layer l of each stage.
+bool PagedPipeline::run_stages(const PagedIteration& it, double layer_s, const std::vector<std::vector<JobId>>& loads) {
+  PipelineStages& ps = *stages_;
+  double tokens = 0;
+  for (const KernelSeq& q : it.seqs) tokens += q.tokens;
+  bool layered = false;
+  ps.begin_batch();
+  ps.enter(0);
+  for (size_t st = 0; st < ps.size(); ++st) {
+    if (st > 0) ps.receive(st, tokens);
+    layered = compute(it, layer_s, loads, ps.gpu(st), ps.stage(st).gpus, ps.stage(st).layers) || layered;
+    if (st + 1 < ps.size()) {
+      ps.enter(st + 1);
+      ps.send(st, tokens);
+    }
+    ps.leave(st);
+  }
+  ps.end_batch();
+  return layered;
 }
 
 // Layers can run as one kernel, their all-reduces after it, in the same
@@ -90,14 +124,14 @@ bool PagedPipeline::loads_in_from(const std::vector<std::vector<JobId>>& loads, 
   return true;
 }
 
-void PagedPipeline::run_layers(const PagedIteration& it, double layer_s, const std::vector<std::vector<JobId>>& loads) {
-  const size_t L = s_.model.layers;
+void PagedPipeline::run_layers(const PagedIteration& it, double layer_s, const std::vector<std::vector<JobId>>& loads,
+                               GpuStream& gpu, const std::vector<size_t>& group, size_t L) {
   LoadCursor in;
   for (size_t l = 0; l < L; ++l) {
     if (merges_layers() && l > 0 && loads_in_from(loads, l, in)) {
       double rest = 0;
       for (size_t k = l; k < L; ++k) rest += layer_s;
-      merged_layers(it, rest, static_cast<int64_t>(l), L - l);
+      merged_layers(it, gpu, group, rest, static_cast<int64_t>(l), L - 1, L - l);
       return;
     }
     if (stream_weights_) {
@@ -108,8 +142,8 @@ void PagedPipeline::run_layers(const PagedIteration& it, double layer_s, const s
       s_.weights->await(w, board_);
     }
     for (JobId j : loads[l]) board_.wait(j);
-    kernel(it, layer_s, static_cast<int64_t>(l), l);
-    all_reduce(it, 1);
+    kernel(it, gpu, layer_s, static_cast<int64_t>(l), l);
+    all_reduce(it, group, 1);
   }
 }
 
@@ -117,24 +151,24 @@ void PagedPipeline::run_layers(const PagedIteration& it, double layer_s, const s
 // all-reduces, so their work is spread over the kernel and the all-reduces
 // after it: the GPU's power over a window is what the layer-by-layer run
 // gives (it would otherwise peak in the merged kernel and drop after it).
-void PagedPipeline::merged_layers(const PagedIteration& it, double seconds, int64_t layer, size_t layers) {
-  const size_t L = s_.model.layers;
-  const GpuStream::Span k = kernel(it, seconds, layer, layer < 0 ? 0 : L - 1, false);
-  all_reduce(it, layers);
-  gpu_.place_work(seconds, k.t0, sg4::Engine::get_clock());
+void PagedPipeline::merged_layers(const PagedIteration& it, GpuStream& gpu, const std::vector<size_t>& group,
+                                  double seconds, int64_t layer, size_t last, size_t layers) {
+  const GpuStream::Span k = kernel(it, gpu, seconds, layer, last, false);
+  all_reduce(it, group, layers);
+  gpu.place_work(seconds, k.t0, sg4::Engine::get_clock());
 }
 
 // On the timeline: "iter <i>" (all layers), "iter <i> L<l>" or "iter <i> L<l>-<last>".
-GpuStream::Span PagedPipeline::kernel(const PagedIteration& it, double seconds, int64_t layer, size_t last,
-                                      bool place_work) {
-  const GpuStream::Span span = gpu_.run(seconds, place_work);
-  if (!gpu_.traced()) return span;
+GpuStream::Span PagedPipeline::kernel(const PagedIteration& it, GpuStream& gpu, double seconds, int64_t layer,
+                                      size_t last, bool place_work) {
+  const GpuStream::Span span = gpu.run(seconds, place_work);
+  if (!gpu.traced()) return span;
   std::string name = "iter " + std::to_string(it.index);
   if (layer >= 0) name += " L" + std::to_string(layer);
   if (layer >= 0 && last > static_cast<size_t>(layer)) name += "-" + std::to_string(last);
   json args{{"iteration", it.index}, {"layer", layer}, {"sequences", it.seqs.size()}, {"computed_tokens", it.computed_tokens}};
   if (layer >= 0 && last > static_cast<size_t>(layer)) args["last_layer"] = last;
-  gpu_.slice(name, span, args);
+  gpu.slice(name, span, args);
   return span;
 }
 
@@ -146,13 +180,13 @@ GpuStream::Span PagedPipeline::kernel(const PagedIteration& it, double seconds, 
 // while nothing else moves; a flow per all-reduce made an 80-layer model's
 // serving hour minutes of SimGrid work). An iteration run as one kernel for
 // all layers pays its layers' all-reduces after it.
-void PagedPipeline::all_reduce(const PagedIteration& it, size_t layers) {
-  if (s_.tp_gpus.size() < 2) return;
+void PagedPipeline::all_reduce(const PagedIteration& it, const std::vector<size_t>& group, size_t layers) {
+  if (group.size() < 2) return;
   double tokens = 0;
   for (const KernelSeq& q : it.seqs) tokens += q.tokens;
   const double bytes = tokens * s_.tp_allreduce_bytes_per_token;
   const CollectiveAlgorithm algo = s_.tp_switch ? CollectiveAlgorithm::Switch : CollectiveAlgorithm::Ring;
-  c_.allreduce_s += allreduce_repeated(platform_, s_.tp_gpus, bytes, algo, 2 * layers, s_.tp_alone);
+  c_.allreduce_s += allreduce_repeated(platform_, group, bytes, algo, 2 * layers, s_.tp_alone);
   c_.allreduce_bytes += bytes * static_cast<double>(2 * layers);
 }
 

@@ -23,6 +23,7 @@
 namespace kvtier {
 
 class JobBoard;
+class PipelineStages;
 class Platform;
 class TransferPlanner;
 
@@ -54,22 +55,37 @@ class PagedPipeline {
   // When the last iteration's swaps and pulls were all in: the compute
   // started then.
   double moved_in_s() const { return moved_in_s_; }
+  // A pipeline-parallel instance (sim/platform/pipeline_stages.h): every
+  // iteration runs stage by stage on `stages` (shared with the instance's
+  // other micro-batches) instead of on this GPU alone; each stage runs its
+  // own layers as this pipeline runs all of them without stages.
+  void run_on_stages(PipelineStages* stages) { stages_ = stages; }
 
  private:
   std::vector<JobId> submit_swaps(const PagedIteration& it);
-  void run_layers(const PagedIteration& it, double layer_s, const std::vector<std::vector<JobId>>& loads);
+  // The iteration's kernels for `layers` layers on `gpu`, its all-reduces
+  // among `group`: one kernel where nothing is loaded into them (returns
+  // false), else layer by layer while loads are pending.
+  bool compute(const PagedIteration& it, double layer_s, const std::vector<std::vector<JobId>>& loads, GpuStream& gpu,
+               const std::vector<size_t>& group, size_t layers);
+  void run_layers(const PagedIteration& it, double layer_s, const std::vector<std::vector<JobId>>& loads, GpuStream& gpu,
+                  const std::vector<size_t>& group, size_t layers);
+  bool run_stages(const PagedIteration& it, double layer_s, const std::vector<std::vector<JobId>>& loads);
   // Layers `layer` .. `last` in one kernel (layer -1: all of them).
-  GpuStream::Span kernel(const PagedIteration& it, double seconds, int64_t layer, size_t last, bool place_work = true);
-  // Layers `layer`..L-1 as one kernel, then their all-reduces.
-  void merged_layers(const PagedIteration& it, double seconds, int64_t layer, size_t layers);
+  GpuStream::Span kernel(const PagedIteration& it, GpuStream& gpu, double seconds, int64_t layer, size_t last,
+                         bool place_work = true);
+  // Layers `layer`..`last` as one kernel on `gpu` (layer -1: all of them,
+  // `layers` in all), then their all-reduces among `group`.
+  void merged_layers(const PagedIteration& it, GpuStream& gpu, const std::vector<size_t>& group, double seconds,
+                     int64_t layer, size_t last, size_t layers);
   bool merges_layers() const;
   // The first load of layers l.. not known to be done.
   struct LoadCursor {
     size_t layer = 0, job = 0;
   };
   bool loads_in_from(const std::vector<std::vector<JobId>>& loads, size_t l, LoadCursor& c) const;
-  // A tensor-parallel instance's all-reduces after `layers` layers' kernels.
-  void all_reduce(const PagedIteration& it, size_t layers);
+  // A tensor-parallel instance's all-reduces among `group` after `layers` layers' kernels.
+  void all_reduce(const PagedIteration& it, const std::vector<size_t>& group, size_t layers);
 
   const EngineSetup& s_;
   Platform& platform_;
@@ -82,6 +98,7 @@ class PagedPipeline {
   bool coarsen_ = true;
   bool stream_weights_ = false;  // policies.weights streams layers in: every iteration runs layer by layer
   double moved_in_s_ = 0;
+  PipelineStages* stages_ = nullptr;
 };
 
 }  // namespace kvtier

@@ -333,6 +333,7 @@ void ServingSimulation::start_pipelines() {
   } else {
     paged_ = std::make_unique<PagedPipeline>(s_, c_, *planner_, *platform_, *board_, *timeline_, gpu_track_, swap_dev_,
                                              limits_.block_tokens, coarsen_);
+    paged_->run_on_stages(stages_);
   }
 }
 
@@ -400,7 +401,7 @@ json ServingSimulation::instance_metrics(double end) {
   json m = serving_metrics(reqs_, tot);
   // A tensor-parallel instance's ranks each move their share of a block:
   // the instance moved all of them.
-  m["swap_bytes"] = swap_bytes_ * double(std::max<size_t>(s_.tp_gpus.size(), 1));
+  m["swap_bytes"] = swap_bytes_ * ranks();
   m["prefix_cache"] = cache_->metrics(reqs_);
   m["kv_pool_blocks"] = limits_.gpu_blocks;
   m["ssd_bytes_written"] = c_.ssd_bytes_written;
@@ -441,7 +442,7 @@ json ServingSimulation::metrics(double end) const {
   json m = serving_metrics(reqs_, totals(end));
   // A tensor-parallel instance's ranks each move their share of a block:
   // the instance moved all of them.
-  m["swap_bytes"] = swap_bytes_ * double(std::max<size_t>(s_.tp_gpus.size(), 1));
+  m["swap_bytes"] = swap_bytes_ * ranks();
   m["prefix_cache"] = cache_->metrics(reqs_);
   m["kv_pool_blocks"] = limits_.gpu_blocks;
   if (s_.weights) m["weights"] = s_.weights->metrics();

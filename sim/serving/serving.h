@@ -19,6 +19,7 @@
 // is sim/serving/prefix_cache.h, the request stream sim/serving/requests.h.
 #pragma once
 
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <string>
@@ -39,6 +40,7 @@ class TransferPlanner;
 class KvStore;
 class LayerPipeline;
 class PagedPipeline;
+class PipelineStages;
 class PrefixCache;
 class InvariantChecker;
 class AttentionSource;
@@ -79,6 +81,12 @@ class ServingSimulation {
   // switch or a ring, and each device's part on ranks 1..T-1 for its copies.
   void tensor_parallel(std::vector<size_t> gpus, double allreduce_bytes_per_token, bool through_switch,
                        std::vector<std::vector<size_t>> rank_devices);
+  // Before attach: one micro-batch of a pipeline-parallel instance (vLLM's
+  // virtual engine): its iterations run through `stages`, which the
+  // instance's other micro-batches share; the model in cfg is one stage's
+  // share of the layers, and tensor_parallel's rank_devices list every
+  // stage's ranks, so each stage's GPUs make their share of every copy.
+  void pipeline_stages(PipelineStages* stages) { stages_ = stages; }
   // Before attach: nothing but this instance's all-reduces crosses their
   // links (the cluster engine checks), so they run as closed forms.
   void allreduce_alone(bool alone) { s_.tp_alone = alone; }
@@ -193,6 +201,11 @@ class ServingSimulation {
   std::vector<std::pair<size_t, size_t>> pool_pairs_, pool_drives_;
   bool pooled_ = false;
   std::vector<std::vector<size_t>> rank_devices_;  // tensor parallelism: each device's part on the other ranks
+  PipelineStages* stages_ = nullptr;               // pipeline parallelism: the instance's stages
+  // GPUs that each make their share of every copy (tensor and pipeline ranks).
+  double ranks() const {
+    return rank_devices_.empty() ? double(std::max<size_t>(s_.tp_gpus.size(), 1)) : double(rank_devices_[s_.gpu_dev].size() + 1);
+  }
   std::vector<int32_t> pull_from_;  // per request: the device its prefilled KV is pulled from (-1: none)
   std::function<void(uint32_t)> on_finish_;
   std::unique_ptr<TransferPlanner> planner_;
