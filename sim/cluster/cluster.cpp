@@ -1,4 +1,5 @@
 #include "sim/cluster/cluster.h"
+#include "sim/cluster/layerwise_transfer.h"
 
 #include <algorithm>
 #include <sstream>
@@ -51,6 +52,12 @@ ParamList cluster_run_params() {
           "how a tensor-parallel instance's GPUs all-reduce: ring (NCCL's ring over the routes between consecutive "
           "ranks) or switch (NVSwitch: every rank to every other through the switch)",
           {"ring", "switch"}),
+      str("kv_transfer", "after_prefill",
+          "with prefill_replicas: how a prompt's KV reaches its decode instance: after_prefill (the decode instance, "
+          "picked when the prefill ends, pulls the whole KV once it has room) or layerwise (picked when the prefill "
+          "starts, it reserves the KV's blocks and each layer's KV is pushed as the prefill computes it; the prefill "
+          "instance holds the KV until the last layer has landed)",
+          {"after_prefill", "layerwise"}),
       str("kv_pool", "local",
           "where the instances' prefix caches keep prompt blocks: local (each its own, in its share of its node's host "
           "memory and drives) or pooled (Mooncake Store: every instance's share is part of one cache with one index, "
@@ -84,9 +91,24 @@ ClusterSimulation::ClusterSimulation(json& cfg) : cfg_(cfg) {
   if (prefill_ > 0 && prefill_ >= inst_.size())
     throw ConfigError("cluster.prefill_replicas: " + std::to_string(prefill_) + " prefill instances leave none of the " +
                       std::to_string(inst_.size()) + " to decode");
+  const bool layerwise = cfg_["cluster"]["kv_transfer"] == "layerwise";
+  if (layerwise && prefill_ > 0 && cfg_["serving"]["kv"] != "paged")
+    throw ConfigError("cluster.kv_transfer: \"layerwise\" streams KV into a decode instance's paged pool: it needs "
+                      "serving.kv \"paged\"");
+  if (layerwise && prefill_ > 0) layerwise_ = std::make_unique<LayerwiseTransfer>(stream_.reqs.size());
   for (size_t i = 0; i < inst_.size() && prefill_ > 0; ++i) {
     inst_[i]->role = i < prefill_ ? "prefill" : "decode";
-    if (i < prefill_) inst_[i]->sim->on_finish([this, i](uint32_t local) { hand_over(i, local); });
+    if (i >= prefill_ && layerwise_)
+      inst_[i]->sim->on_reserved([this, i](uint32_t local) { layerwise_->reserved(inst_[i]->global[local]); });
+    if (i < prefill_ && layerwise_) {
+      inst_[i]->sim->on_schedule([this, i](uint32_t local) { stream_over(i, local); });
+      inst_[i]->sim->on_finish([this, i](uint32_t local) {
+        const uint32_t k = inst_[i]->global[local];
+        if (decode_of_[k] != UINT32_MAX) layerwise_->prefilled(k);
+      });
+    } else if (i < prefill_) {
+      inst_[i]->sim->on_finish([this, i](uint32_t local) { hand_over(i, local); });
+    }
   }
   instance_of_.assign(stream_.reqs.size(), 0);
   local_id_.assign(stream_.reqs.size(), 0);
@@ -379,6 +401,14 @@ void ClusterSimulation::hand_over(size_t from, uint32_t local) {
   const uint32_t k = inst_[from]->global[local];
   const ServingRequest& q = stream_.reqs[k];
   if (q.output_tokens <= 1) return;  // the first token was the last
+  Instance& d = *inst_[pick_decode(k)];
+  d.sim->accept_prefilled(q, inst_[from]->gpu_dev);
+  d.sim->wake();
+  if (++handed_over_ == to_hand_over_ && routed_all_) close_decode_side();
+}
+
+size_t ClusterSimulation::pick_decode(uint32_t k) {
+  const ServingRequest& q = stream_.reqs[k];
   const size_t n = inst_.size() - prefill_;
   std::vector<InstanceLoad> loads(n);
   for (size_t j = 0; j < n; ++j) {
@@ -391,7 +421,19 @@ void ClusterSimulation::hand_over(size_t from, uint32_t local) {
   decode_of_[k] = static_cast<uint32_t>(prefill_ + j);
   decode_local_[k] = static_cast<uint32_t>(d.sim->requests().size());
   d.global.push_back(k);
-  d.sim->accept_prefilled(q, inst_[from]->gpu_dev);
+  return prefill_ + j;
+}
+
+// Layer-wise: the prompt's prefill starts; its decode instance is picked now
+// and reserves its blocks when it can, and the prefill streams the KV to it.
+void ClusterSimulation::stream_over(size_t from, uint32_t local) {
+  const uint32_t k = inst_[from]->global[local];
+  const ServingRequest& q = stream_.reqs[k];
+  if (q.output_tokens <= 1) return;  // the first token is the last: nothing to decode
+  const size_t j = pick_decode(k);
+  Instance& d = *inst_[j];
+  d.sim->accept_streamed(q);
+  layerwise_->start(k, *inst_[from]->sim, local, *d.sim, decode_local_[k], d.gpu_dev);
   d.sim->wake();
   if (++handed_over_ == to_hand_over_ && routed_all_) close_decode_side();
 }
@@ -426,7 +468,7 @@ ServingRequest ClusterSimulation::served(size_t k) const {
 // devices (KV, the prefix cache, weights; both ways), between two of those
 // tiers, with a KV pool between a rank's GPU and every member's share of
 // that rank and between any two shares, between a prefill and a decode GPU
-// of the same rank, or across the fabric through a node's gateway: every
+// of the same rank (a pull after the prefill, or a layer-wise push), or across the fabric through a node's gateway: every
 // such route is listed here, and a new kind of transfer between instances
 // must be listed too.
 std::vector<bool> ClusterSimulation::allreduce_alone(bool through_switch) const {
@@ -545,7 +587,10 @@ json ClusterSimulation::run(const std::string& timeline_path) {
   }
   std::vector<size_t> prefill_gpus;
   for (size_t i = 0; i < prefill_; ++i) prefill_gpus.push_back(inst_[i]->gpu_dev);
-  for (size_t i = prefill_; i < inst_.size() && prefill_ > 0; ++i) inst_[i]->sim->pulls_from(prefill_gpus);
+  std::vector<size_t> decode_gpus;
+  for (size_t i = prefill_; i < inst_.size() && prefill_ > 0; ++i) decode_gpus.push_back(inst_[i]->gpu_dev);
+  for (size_t i = prefill_; i < inst_.size() && prefill_ > 0 && !layerwise_; ++i) inst_[i]->sim->pulls_from(prefill_gpus);
+  for (size_t i = 0; i < prefill_ && layerwise_; ++i) inst_[i]->sim->pushes_to(decode_gpus);
   if (pool_) connect_pool();
   for (auto& in : inst_) in->sim->attach(*platform_, *timeline_);
   for (auto& st : platform_->stats()) st.track = timeline_->track(Timeline::Links, st.name);

@@ -58,7 +58,8 @@ bool PagedPipeline::run(const PagedIteration& it) {
   for (JobId j : before) board_.wait(j);
   moved_in_s_ = sg4::Engine::get_clock();
   const double layer_s = iteration_kernel_s(s_, block_tokens_, it.seqs) + weight_restore_s(s_);
-  if (merges_layers() && it.loads.empty()) {
+  // A layer's KV leaves when that layer is done: pushing iterations run layer by layer.
+  if (merges_layers() && it.loads.empty() && it.pushes.empty()) {
     double total = 0;
     for (size_t l = 0; l < L; ++l) total += layer_s;
     kernel(it, total, -1, 0);
@@ -95,7 +96,7 @@ void PagedPipeline::run_layers(const PagedIteration& it, double layer_s, const s
   const size_t L = s_.model.layers;
   LoadCursor in;
   for (size_t l = 0; l < L; ++l) {
-    if (merges_layers() && l > 0 && loads_in_from(loads, l, in)) {
+    if (merges_layers() && it.pushes.empty() && l > 0 && loads_in_from(loads, l, in)) {
       double rest = 0;
       for (size_t k = l; k < L; ++k) rest += layer_s;
       kernel(it, rest, static_cast<int64_t>(l), L - 1);
@@ -112,6 +113,20 @@ void PagedPipeline::run_layers(const PagedIteration& it, double layer_s, const s
     for (JobId j : loads[l]) board_.wait(j);
     kernel(it, layer_s, static_cast<int64_t>(l), l);
     all_reduce(it, 1);
+    push_layer(it, static_cast<uint32_t>(l));
+  }
+}
+
+// The layer's KV exists on every rank once its kernel and all-reduces are
+// done (the next layer's input is ready then too). Layers computed while the
+// receiver had no room go with this one, in one transfer.
+void PagedPipeline::push_layer(const PagedIteration& it, uint32_t layer) {
+  for (KvPush* p : it.pushes) {
+    p->computed = layer + 1;
+    if (!p->room) continue;
+    const double bytes = double(p->computed - p->sent) * p->layer_bytes;
+    p->last = tp_.move(s_.gpu_dev, p->to, bytes, {}, "kv push", static_cast<int32_t>(layer));
+    p->sent = p->computed;
   }
 }
 
