@@ -119,3 +119,26 @@ def test_a_streaming_run_repeats_bit_for_bit(kvtier, tmp_path):
     b, bout = run(kvtier, tmp_path, "b", DISAGGREGATED, *sets)
     assert a == b
     assert (aout / "requests.csv").read_text() == (bout / "requests.csv").read_text()
+
+
+@pytest.mark.parametrize("config,sets,merged", [
+    # Prefill on node 0, decode on node 1: the pushes cross the fabric, never
+    # an NVLink, so the all-reduces still run as closed forms.
+    (DISAGGREGATED, ["serving.limit=15"], True),
+    # Prefill and decode instances on one node: the pushes cross the
+    # NVSwitch the all-reduces use, which then run as flows, layer by layer.
+    (ROOT / "configs" / "cluster" / "hgx_node.json",
+     ["serving.limit=15", 'cluster={"tp": 4, "prefill_replicas": 1, "allreduce": "ring"}'], False),
+])
+def test_streamed_runs_give_the_times_of_every_layer_and_flow(kvtier, tmp_path, config, sets, merged):
+    sets = sets + ['cluster.kv_transfer="layerwise"']
+    fast, _ = run(kvtier, tmp_path, "fast", config, *sets)
+    ref, _ = run(kvtier, tmp_path, "ref", config, *sets, "serving.coarsen=false")
+    assert ref["layered_iterations"] == ref["iterations"]
+    assert (fast["layered_iterations"] < ref["layered_iterations"]) == merged
+    assert fast["simulated_time_s"] == pytest.approx(ref["simulated_time_s"], rel=1e-8)
+    for k in ("ttft_s", "tpot_s", "e2e_s"):
+        for q in ("mean", "p50", "p99"):
+            assert fast[k][q] == pytest.approx(ref[k][q], rel=1e-8), (k, q)
+    for name, link in ref["links"].items():
+        assert fast["links"][name]["bytes"] == pytest.approx(link["bytes"], rel=1e-12, abs=1e-3), name
