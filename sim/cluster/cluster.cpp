@@ -468,9 +468,9 @@ ServingRequest ClusterSimulation::served(size_t k) const {
 // devices (KV, the prefix cache, weights; both ways), between two of those
 // tiers, with a KV pool between a rank's GPU and every member's share of
 // that rank and between any two shares, between a prefill and a decode GPU
-// of the same rank (a pull after the prefill, or a layer-wise push), or across the fabric through a node's gateway: every
-// such route is listed here, and a new kind of transfer between instances
-// must be listed too.
+// of the same rank (a pull after the prefill, or a layer-wise push), or
+// across the fabric through a node's gateway: every such route is listed
+// here, and a new kind of transfer between instances must be listed too.
 std::vector<bool> ClusterSimulation::allreduce_alone(bool through_switch) const {
   const Hardware& hw = inst_[0]->sim->setup().hw;
   const Platform& p = *platform_;
@@ -589,7 +589,8 @@ json ClusterSimulation::run(const std::string& timeline_path) {
   for (size_t i = 0; i < prefill_; ++i) prefill_gpus.push_back(inst_[i]->gpu_dev);
   std::vector<size_t> decode_gpus;
   for (size_t i = prefill_; i < inst_.size() && prefill_ > 0; ++i) decode_gpus.push_back(inst_[i]->gpu_dev);
-  for (size_t i = prefill_; i < inst_.size() && prefill_ > 0 && !layerwise_; ++i) inst_[i]->sim->pulls_from(prefill_gpus);
+  for (size_t i = prefill_; i < inst_.size() && prefill_ > 0 && !layerwise_; ++i)
+    inst_[i]->sim->pulls_from(prefill_gpus);
   for (size_t i = 0; i < prefill_ && layerwise_; ++i) inst_[i]->sim->pushes_to(decode_gpus);
   if (pool_) connect_pool();
   for (auto& in : inst_) in->sim->attach(*platform_, *timeline_);

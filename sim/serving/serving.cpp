@@ -103,7 +103,8 @@ void ServingSimulation::paged_iteration(const IterationPlan& p, uint64_t index, 
   it.seqs.reserve(p.items.size());
   for (const IterationItem& item : p.items) {
     it.seqs.push_back(KernelSeq{item.past, item.tokens, item.prefill});
-    if (item.completes_prefill && item.req < push_of_.size() && push_of_[item.req]) it.pushes.push_back(push_of_[item.req]);
+    if (item.completes_prefill && item.req < push_of_.size() && push_of_[item.req])
+      it.pushes.push_back(push_of_[item.req]);
   }
   if (paged_->run(it)) ++layered_iterations_;
   for (uint32_t id : p.pulled_in) reqs_[id].first_token_s = paged_->moved_in_s();
@@ -180,7 +181,8 @@ void ServingSimulation::check_iteration(double now) {
          std::to_string(limits_.swap_blocks));
   uint64_t held = 0;
   for (const ServingRequest& r : reqs_)
-    if (r.state == ServingRequest::State::Running || r.state == ServingRequest::State::Incoming) held += r.gpu_blocks + r.held_blocks;
+    if (r.state == ServingRequest::State::Running || r.state == ServingRequest::State::Incoming)
+      held += r.gpu_blocks + r.held_blocks;
     else if (r.state != ServingRequest::State::Swapped && r.gpu_blocks != 0)
       fail("request " + std::to_string(r.id) + " holds " + std::to_string(r.gpu_blocks) + " GPU blocks but is not running");
     else held += r.held_blocks;  // finished, its KV still streaming out
@@ -188,7 +190,8 @@ void ServingSimulation::check_iteration(double now) {
     fail("the GPU's prefix cache keeps " + std::to_string(cache_->gpu_pool_blocks()) + " pool blocks, more than the " +
          std::to_string(limits_.gpu_blocks - sched_->used_blocks()) + " free");
   if (held != sched_->used_blocks())
-    fail("running, incoming and streaming requests hold " + std::to_string(held) + " blocks, the pool counts " + std::to_string(sched_->used_blocks()));
+    fail("running, incoming and streaming requests hold " + std::to_string(held) + " blocks, the pool counts " +
+         std::to_string(sched_->used_blocks()));
 }
 
 void ServingSimulation::drive() {
