@@ -91,11 +91,9 @@ ClusterSimulation::ClusterSimulation(json& cfg) : cfg_(cfg) {
   if (prefill_ > 0 && prefill_ >= inst_.size())
     throw ConfigError("cluster.prefill_replicas: " + std::to_string(prefill_) + " prefill instances leave none of the " +
                       std::to_string(inst_.size()) + " to decode");
-  const bool layerwise = cfg_["cluster"]["kv_transfer"] == "layerwise";
-  if (layerwise && prefill_ > 0 && cfg_["serving"]["kv"] != "paged")
-    throw ConfigError("cluster.kv_transfer: \"layerwise\" streams KV into a decode instance's paged pool: it needs "
-                      "serving.kv \"paged\"");
-  if (layerwise && prefill_ > 0) layerwise_ = std::make_unique<LayerwiseTransfer>(stream_.reqs.size());
+  // Streaming pushes into a decode instance's paged pool (a cluster's instances refuse serving.kv "tiered").
+  if (cfg_["cluster"]["kv_transfer"] == "layerwise" && prefill_ > 0)
+    layerwise_ = std::make_unique<LayerwiseTransfer>(stream_.reqs.size());
   for (size_t i = 0; i < inst_.size() && prefill_ > 0; ++i) {
     inst_[i]->role = i < prefill_ ? "prefill" : "decode";
     if (i >= prefill_ && layerwise_)
