@@ -142,3 +142,21 @@ def test_streamed_runs_give_the_times_of_every_layer_and_flow(kvtier, tmp_path, 
             assert fast[k][q] == pytest.approx(ref[k][q], rel=1e-8), (k, q)
     for name, link in ref["links"].items():
         assert fast["links"][name]["bytes"] == pytest.approx(link["bytes"], rel=1e-12, abs=1e-3), name
+
+
+def test_with_a_full_decode_pool_the_prompts_wait_on_their_prefill_gpus(kvtier, tmp_path):
+    # 8 GB of KV per GPU and arrivals ten times denser: the decode pools fill,
+    # reservations wait for room, and the prefill GPUs hold the prompts' KV
+    # meanwhile (the pull frees it when the prefill ends). Every request is
+    # still served, and every invariant holds (the suite checks them).
+    sets = ["serving.limit=95", "serving.time_scale=0.1", 'hardware.kv_capacity={"gpu0": "8GB"}']
+    after, _ = run(kvtier, tmp_path, "after", DISAGGREGATED, *sets)
+    lw, _ = run(kvtier, tmp_path, "lw", DISAGGREGATED, *sets, 'cluster.kv_transfer="layerwise"')
+    assert lw["requests"] == after["requests"] == 95
+    assert lw["output_tokens"] == after["output_tokens"]
+
+    def peak(m, role):
+        return sum(v["peak_bytes"] for i in m["instances"] if i["role"] == role
+                   for t, v in i["tiers"].items() if t == i["gpu"])
+    assert peak(lw, "decode") >= 0.99 * peak(after, "decode")  # the decode pools full in both
+    assert peak(lw, "prefill") > 1.2 * peak(after, "prefill")
