@@ -40,6 +40,8 @@ POINTS = {
     "hgx_pipeline": (ROOT / "configs" / "cluster" / "hgx_pipeline.json", [],
                      "one HGX node: 1 x PP=2 x TP=4 LLaMA-3.1-70B"),
     "disaggregated_2": (DISAGG, [], "2 HGX nodes: 2 prefill + 2 decode TP=4 instances"),
+    "layerwise_2": (DISAGG, ['cluster.kv_transfer="layerwise"'],
+                    "the same, each prompt's KV streamed layer by layer as its prefill computes it"),
     "pooled_2": (ROOT / "configs" / "cluster" / "mooncake_pool.json", [],
                  "2 HGX nodes: 2 prefill + 2 decode TP=4 instances, one KV pool of both nodes' DRAM (Mooncake Store)"),
     "disaggregated_16": (DISAGG, ["hardware.cluster.nodes=16", 'cluster={"tp": 8, "replicas": 16, "prefill_replicas": 8}',

@@ -763,7 +763,9 @@ def main():
             reproduce_flexgen.main(["--out", os.path.join(a.out, "flexgen"), "--doc", doc])
             # Clusters: disaggregated against co-located serving (bench/reproduce_cluster.py).
             import reproduce_cluster
-            reproduce_cluster.main(["--out", os.path.join(a.out, "cluster_disaggregation", "sweep.jsonl"), "--doc", doc])
+            reproduce_cluster.main(["--out", os.path.join(a.out, "cluster_disaggregation", "sweep.jsonl"),
+                                    "--out-streamed", os.path.join(a.out, "cluster_disaggregation_layerwise", "sweep.jsonl"),
+                                    "--doc", doc])
             # Clusters: a KV pool across nodes against local caches (bench/reproduce_kv_pool.py).
             import reproduce_kv_pool
             reproduce_kv_pool.main(["--out", os.path.join(a.out, "kv_pool"), "--doc", doc])

@@ -1,4 +1,5 @@
 #include "sim/cluster/cluster.h"
+#include "sim/cluster/layerwise_transfer.h"
 
 #include <algorithm>
 #include <sstream>
@@ -65,6 +66,12 @@ ParamList cluster_run_params() {
           "how a tensor-parallel instance's GPUs all-reduce: ring (NCCL's ring over the routes between consecutive "
           "ranks) or switch (NVSwitch: every rank to every other through the switch)",
           {"ring", "switch"}),
+      str("kv_transfer", "after_prefill",
+          "with prefill_replicas: how a prompt's KV reaches its decode instance: after_prefill (the decode instance, "
+          "picked when the prefill ends, pulls the whole KV once it has room) or layerwise (picked when the prefill "
+          "starts, it reserves the KV's blocks and each layer's KV is pushed as the prefill computes it; the prefill "
+          "instance holds the KV until the last layer has landed)",
+          {"after_prefill", "layerwise"}),
       str("kv_pool", "local",
           "where the instances' prefix caches keep prompt blocks: local (each its own, in its share of its node's host "
           "memory and drives) or pooled (Mooncake Store: every instance's share is part of one cache with one index, "
@@ -140,10 +147,27 @@ ClusterSimulation::ClusterSimulation(json& cfg) : cfg_(cfg) {
   if (prefill_ > 0 && prefill_ >= inst_.size())
     throw ConfigError("cluster.prefill_replicas: " + std::to_string(prefill_) + " prefill instances leave none of the " +
                       std::to_string(inst_.size()) + " to decode");
+  // Streaming pushes into a decode instance's paged pool (a cluster's instances refuse serving.kv "tiered").
+  if (cfg_["cluster"]["kv_transfer"] == "layerwise" && prefill_ > 0) {
+    if (cfg_["cluster"]["pp"].get<size_t>() > 1)
+      throw ConfigError("cluster.kv_transfer: \"layerwise\" with cluster.pp > 1 is not modelled (a stage streams "
+                        "only its own layers); expected cluster.kv_transfer \"after_prefill\" with pipeline stages");
+    layerwise_ = std::make_unique<LayerwiseTransfer>(stream_.reqs.size());
+  }
   for (size_t i = 0; i < inst_.size() && prefill_ > 0; ++i) {
     inst_[i]->role = i < prefill_ ? "prefill" : "decode";
-    for (size_t v = 0; i < prefill_ && v < inst_[i]->engines(); ++v)
+    for (size_t v = 0; i < prefill_ && !layerwise_ && v < inst_[i]->engines(); ++v)
       inst_[i]->engine(v).on_finish([this, i, v](uint32_t local) { hand_over(i, v, local); });
+    // Streaming: instances of one engine (pipeline parallelism is refused with it).
+    if (i >= prefill_ && layerwise_)
+      inst_[i]->sim->on_reserved([this, i](uint32_t local) { layerwise_->reserved(inst_[i]->global[0][local]); });
+    if (i < prefill_ && layerwise_) {
+      inst_[i]->sim->on_schedule([this, i](uint32_t local) { stream_over(i, local); });
+      inst_[i]->sim->on_finish([this, i](uint32_t local) {
+        const uint32_t k = inst_[i]->global[0][local];
+        if (decode_of_[k] != UINT32_MAX) layerwise_->prefilled(k);
+      });
+    }
   }
   instance_of_.assign(stream_.reqs.size(), 0);
   local_id_.assign(stream_.reqs.size(), 0);
@@ -530,6 +554,15 @@ void ClusterSimulation::hand_over(size_t from, size_t engine, uint32_t local) {
   const uint32_t k = inst_[from]->global[engine][local];
   const ServingRequest& q = stream_.reqs[k];
   if (q.output_tokens <= 1) return;  // the first token was the last
+  const auto [j, v] = pick_decode(k);
+  ServingSimulation& d = inst_[j]->engine(v);
+  d.accept_prefilled(q, inst_[from]->gpu_dev);
+  d.wake();
+  if (++handed_over_ == to_hand_over_ && routed_all_) close_decode_side();
+}
+
+std::pair<size_t, size_t> ClusterSimulation::pick_decode(uint32_t k) {
+  const ServingRequest& q = stream_.reqs[k];
   const size_t n = inst_.size() - prefill_;
   std::vector<InstanceLoad> loads(n);
   for (size_t j = 0; j < n; ++j) {
@@ -544,8 +577,20 @@ void ClusterSimulation::hand_over(size_t from, size_t engine, uint32_t local) {
   decode_engine_[k] = static_cast<uint32_t>(v);
   decode_local_[k] = static_cast<uint32_t>(d.engine(v).requests().size());
   d.global[v].push_back(k);
-  d.engine(v).accept_prefilled(q, inst_[from]->gpu_dev);
-  d.engine(v).wake();
+  return {prefill_ + j, v};
+}
+
+// Layer-wise: the prompt's prefill starts; its decode instance is picked now
+// and reserves its blocks when it can, and the prefill streams the KV to it.
+void ClusterSimulation::stream_over(size_t from, uint32_t local) {
+  const uint32_t k = inst_[from]->global[0][local];
+  const ServingRequest& q = stream_.reqs[k];
+  if (q.output_tokens <= 1) return;  // the first token is the last: nothing to decode
+  const auto [j, v] = pick_decode(k);
+  ServingSimulation& d = inst_[j]->engine(v);
+  d.accept_streamed(q);
+  layerwise_->start(k, *inst_[from]->sim, local, d, decode_local_[k], inst_[j]->gpu_dev);
+  d.wake();
   if (++handed_over_ == to_hand_over_ && routed_all_) close_decode_side();
 }
 
@@ -580,10 +625,10 @@ ServingRequest ClusterSimulation::served(size_t k) const {
 // devices (KV, the prefix cache, weights; both ways), between two of those
 // tiers, with a KV pool between a rank's GPU and every member's share of
 // that rank and between any two shares, between a prefill and a decode GPU
-// of the same rank, between consecutive pipeline stages' ranks of the same
-// index, or across the fabric through a node's gateway: every
-// such route is listed here, and a new kind of transfer between instances
-// must be listed too.
+// of the same rank (a pull after the prefill, or a layer-wise push), between
+// consecutive pipeline stages' ranks of the same index, or across the fabric
+// through a node's gateway: every such route is listed here, and a new kind
+// of transfer between instances must be listed too.
 std::vector<bool> ClusterSimulation::allreduce_alone(bool through_switch) const {
   const Hardware& hw = inst_[0]->sim->setup().hw;
   const Platform& p = *platform_;
@@ -754,8 +799,11 @@ json ClusterSimulation::run(const std::string& timeline_path) {
   }
   std::vector<size_t> prefill_gpus;
   for (size_t i = 0; i < prefill_; ++i) prefill_gpus.push_back(inst_[i]->gpu_dev);
-  for (size_t i = prefill_; i < inst_.size() && prefill_ > 0; ++i)
+  std::vector<size_t> decode_gpus;
+  for (size_t i = prefill_; i < inst_.size() && prefill_ > 0; ++i) decode_gpus.push_back(inst_[i]->gpu_dev);
+  for (size_t i = prefill_; i < inst_.size() && prefill_ > 0 && !layerwise_; ++i)
     for (size_t v = 0; v < inst_[i]->engines(); ++v) inst_[i]->engine(v).pulls_from(prefill_gpus);
+  for (size_t i = 0; i < prefill_ && layerwise_; ++i) inst_[i]->sim->pushes_to(decode_gpus);
   if (pool_) connect_pool();
   build_stages();
   for (auto& in : inst_)

@@ -13,7 +13,10 @@
 // first cluster.prefill_replicas instances only prefill; when a prompt's
 // prefill is done (its first token out) its request goes to a decode
 // instance (cluster.decode_router), which pulls the prompt's KV from the
-// prefill GPU over the route between them once it has room for it.
+// prefill GPU over the route between them once it has room for it; or,
+// with cluster.kv_transfer "layerwise", the decode instance is picked when
+// the prefill starts and the KV streams to it layer by layer as the prefill
+// computes it (sim/cluster/layerwise_transfer.h).
 //
 // A KV pool across the nodes (cluster.kv_pool "pooled", Mooncake Store): the
 // instances' prefix caches become members of one cache (sim/serving/kv_pool.h)
@@ -22,6 +25,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "models/param.h"
@@ -31,6 +35,7 @@ namespace kvtier {
 
 class ServingSimulation;
 struct ServingTotals;
+class LayerwiseTransfer;
 class KvPool;
 class RouterPolicy;
 class Platform;
@@ -61,6 +66,12 @@ class ClusterSimulation {
   json instance_config(size_t gpu, const std::vector<size_t>& tier_devs, const std::vector<uint32_t>& sharers) const;
   void route_all();
   void hand_over(size_t from, size_t engine, uint32_t local);
+  // cluster.kv_transfer "layerwise": request `local` of prefill instance
+  // `from` is first scheduled; its decode instance is picked now.
+  void stream_over(size_t from, uint32_t local);
+  // The decode instance (by the decode router) and its virtual engine that
+  // request k goes to, which accepts it next.
+  std::pair<size_t, size_t> pick_decode(uint32_t k);
   void close_decode_side();
   // Request k of the stream as served: with disaggregation, its decode
   // instance's record with what the prefill instance did.
@@ -85,6 +96,7 @@ class ClusterSimulation {
   std::vector<uint32_t> engine_of_, decode_engine_;  // pipeline parallelism: the virtual engine it went to (each side)
   std::vector<uint32_t> decode_of_, decode_local_;  // disaggregated: its decode instance and id there
   std::unique_ptr<KvPool> pool_;  // cluster.kv_pool "pooled"
+  std::unique_ptr<LayerwiseTransfer> layerwise_;  // cluster.kv_transfer "layerwise"
   std::unique_ptr<Platform> platform_;
   std::unique_ptr<Timeline> timeline_;
 };

@@ -65,7 +65,8 @@ bool PagedPipeline::run(const PagedIteration& it) {
 
 bool PagedPipeline::compute(const PagedIteration& it, double layer_s, const std::vector<std::vector<JobId>>& loads,
                             GpuStream& gpu, const std::vector<size_t>& group, size_t layers) {
-  if (merges_layers() && it.loads.empty()) {
+  // A layer's KV leaves when that layer is done: pushing iterations run layer by layer.
+  if (merges_layers() && it.loads.empty() && it.pushes.empty()) {
     double total = 0;
     for (size_t l = 0; l < layers; ++l) total += layer_s;
     merged_layers(it, gpu, group, total, -1, 0, layers);
@@ -128,7 +129,7 @@ void PagedPipeline::run_layers(const PagedIteration& it, double layer_s, const s
                                GpuStream& gpu, const std::vector<size_t>& group, size_t L) {
   LoadCursor in;
   for (size_t l = 0; l < L; ++l) {
-    if (merges_layers() && l > 0 && loads_in_from(loads, l, in)) {
+    if (merges_layers() && it.pushes.empty() && l > 0 && loads_in_from(loads, l, in)) {
       double rest = 0;
       for (size_t k = l; k < L; ++k) rest += layer_s;
       merged_layers(it, gpu, group, rest, static_cast<int64_t>(l), L - 1, L - l);
@@ -144,6 +145,20 @@ void PagedPipeline::run_layers(const PagedIteration& it, double layer_s, const s
     for (JobId j : loads[l]) board_.wait(j);
     kernel(it, gpu, layer_s, static_cast<int64_t>(l), l);
     all_reduce(it, group, 1);
+    push_layer(it, static_cast<uint32_t>(l));
+  }
+}
+
+// The layer's KV exists on every rank once its kernel and all-reduces are
+// done (the next layer's input is ready then too). Layers computed while the
+// receiver had no room go with this one, in one transfer.
+void PagedPipeline::push_layer(const PagedIteration& it, uint32_t layer) {
+  for (KvPush* p : it.pushes) {
+    p->computed = layer + 1;
+    if (!p->room) continue;
+    const double bytes = double(p->computed - p->sent) * p->layer_bytes;
+    p->last = tp_.move(s_.gpu_dev, p->to, bytes, {}, "kv push", static_cast<int32_t>(layer));
+    p->sent = p->computed;
   }
 }
 

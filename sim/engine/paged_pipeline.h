@@ -18,6 +18,7 @@
 #include "sim/core/engine_setup.h"
 #include "sim/core/job.h"
 #include "sim/engine/kernel_cost.h"
+#include "sim/engine/kv_push.h"
 #include "sim/platform/gpu_stream.h"
 
 namespace kvtier {
@@ -41,6 +42,10 @@ struct PagedIteration {
   // Prompts prefilled on another GPU (a disaggregated cluster's prefill
   // instance): their KV, `bytes` from device `from`, comes in with the swaps.
   std::vector<Load> pulls;
+  // Prompts whose prefill this iteration completes and whose KV streams to
+  // their decode GPU layer by layer: each layer's share goes when that
+  // layer's kernel (and all-reduce) is done, where the receiver has room.
+  std::vector<KvPush*> pushes;
   JobId after = kNoJob;
   std::vector<KernelSeq> seqs;  // what the kernel computes
   uint64_t computed_tokens = 0;
@@ -86,6 +91,8 @@ class PagedPipeline {
   bool loads_in_from(const std::vector<std::vector<JobId>>& loads, size_t l, LoadCursor& c) const;
   // A tensor-parallel instance's all-reduces among `group` after `layers` layers' kernels.
   void all_reduce(const PagedIteration& it, const std::vector<size_t>& group, size_t layers);
+  // Layer `layer` is computed: each push with room sends what it has not sent.
+  void push_layer(const PagedIteration& it, uint32_t layer);
 
   const EngineSetup& s_;
   Platform& platform_;

@@ -36,6 +36,26 @@ void Scheduler::arrive_prefilled(uint32_t id) {
   pulled_.push_back(id);
 }
 
+void Scheduler::arrive_streamed(uint32_t id) {
+  ServingRequest& r = reqs_[id];
+  r.state = ServingRequest::State::Incoming;
+  r.prefill_target = r.input_tokens;
+  r.looked_up = true;
+  reserving_.push_back(id);
+}
+
+void Scheduler::kv_in(uint32_t id) {
+  --in_flight_;
+  ready_.push_back(id);
+}
+
+void Scheduler::release(uint32_t id) {
+  ServingRequest& r = reqs_[id];
+  used_blocks_ -= r.held_blocks;
+  held_blocks_ -= r.held_blocks;
+  r.held_blocks = 0;
+}
+
 // The lowest-priority running sequence gives its blocks back: swapped out
 // to host memory (while swap space lasts), or dropped and recomputed.
 void Scheduler::preempt(uint32_t id) {
@@ -131,6 +151,30 @@ const IterationPlan& Scheduler::plan() {
     r.ctx += 1;
     --budget;
   }
+  // 2c. KV streamed here and in: the request runs in the blocks it holds.
+  while (!preempted && !ready_.empty() && running_.size() < limits_.max_running && budget > 0) {
+    const uint32_t id = ready_.front();
+    ServingRequest& r = reqs_[id];
+    ready_.pop_front();
+    r.state = ServingRequest::State::Running;
+    running_.push_back(id);
+    plan_.items.push_back(IterationItem{id, r.ctx, 1, 0, false, false});
+    r.ctx += 1;
+    --budget;
+  }
+  // 2d. KV to stream here: blocks for it, in arrival order, while they and
+  // the watermark are free (as a pulled prompt's, 2b).
+  while (!preempted && swapped_.empty() && !reserving_.empty()) {
+    const uint32_t id = reserving_.front();
+    ServingRequest& r = reqs_[id];
+    const uint64_t need = blocks_for(uint64_t(r.ctx) + 1);
+    if (need + watermark_blocks() > free_blocks()) break;
+    reserving_.pop_front();
+    used_blocks_ += need;
+    r.gpu_blocks = need;
+    ++in_flight_;
+    plan_.reserved.push_back(id);
+  }
   // 3. New (and recomputing) requests, in queue order, while they fit.
   while (!preempted && swapped_.empty() && !waiting_.empty() && running_.size() < limits_.max_running && budget > 0) {
     const uint32_t id = waiting_.front();
@@ -181,7 +225,12 @@ const std::vector<uint32_t>& Scheduler::complete(double now) {
     if (r.generated < r.output_tokens) continue;
     r.state = ServingRequest::State::Done;
     r.finish_s = now;
-    used_blocks_ -= r.gpu_blocks;
+    if (r.hold_kv) {
+      r.held_blocks = r.gpu_blocks;
+      held_blocks_ += r.gpu_blocks;
+    } else {
+      used_blocks_ -= r.gpu_blocks;
+    }
     r.gpu_blocks = 0;
     running_.erase(std::find(running_.begin(), running_.end(), it.req));
     finished_.push_back(it.req);

@@ -42,12 +42,18 @@ struct ServingRequest {
   uint32_t input_tokens = 0, output_tokens = 0;
   std::vector<uint32_t> prefix_blocks;  // dense ids of the prompt's prefix-cache blocks
 
-  enum class State { Future, Waiting, Running, Swapped, Done };
+  // Incoming: prefilled elsewhere, its KV streaming into blocks it holds here.
+  enum class State { Future, Waiting, Running, Swapped, Incoming, Done };
   State state = State::Future;
   uint32_t prefill_target = 0;  // tokens to prefill: the prompt, plus generated tokens after a recompute
   uint32_t ctx = 0;             // tokens whose KV is on the GPU
   uint32_t generated = 0;       // output tokens produced
   uint64_t gpu_blocks = 0;      // paged blocks held on the GPU
+  // Its KV streams to a decode GPU (a disaggregated cluster's prefill side):
+  // when it finishes its blocks stay held (held_blocks) until the last
+  // layer has left.
+  bool hold_kv = false;
+  uint64_t held_blocks = 0;
   bool looked_up = false;       // prefix cache consulted (once per admission)
   // Metrics.
   double first_scheduled_s = -1, first_token_s = -1, finish_s = -1;
@@ -75,6 +81,7 @@ struct IterationPlan {
   std::vector<IterationItem> items;
   std::vector<uint32_t> swapped_out, swapped_in, recomputed;  // request ids
   std::vector<uint32_t> pulled_in;  // prefilled elsewhere: their prompt's KV comes in now
+  std::vector<uint32_t> reserved;   // prefilled elsewhere: blocks now held for their streamed KV
   uint64_t computed_tokens = 0;
 };
 
@@ -93,6 +100,19 @@ class Scheduler {
   // there to pull (ctx tokens). It is admitted, before new prompts, when its
   // blocks and the watermark are free, and decodes in the iteration that pulls it.
   void arrive_prefilled(uint32_t id);
+  // A request whose prompt another instance is prefilling and whose KV it
+  // streams here layer by layer: its blocks are reserved (in arrival order,
+  // after swapped-out sequences, keeping the watermark free) before the
+  // KV may come; plan() lists the reservations it makes. kv_in(): the last
+  // layer is here; it decodes from the next iteration on, in its blocks.
+  void arrive_streamed(uint32_t id);
+  void kv_in(uint32_t id);
+  // Blocks reserved for KV still on its way (reserved, not yet kv_in).
+  uint64_t awaiting_kv() const { return in_flight_; }
+  // The sender's side: a finished request marked hold_kv keeps its blocks
+  // (held_blocks) until release(); their sum is held_blocks().
+  void release(uint32_t id);
+  uint64_t held_blocks() const { return held_blocks_; }
   // The next iteration's plan; blocks are taken from the pool as planned.
   const IterationPlan& plan();
   // After the iteration: tokens produced, requests done (blocks freed).
@@ -101,12 +121,15 @@ class Scheduler {
   // Requests the planned iteration will finish (complete() will return them).
   uint64_t finishing() const;
 
-  bool idle() const { return running_.empty() && waiting_.empty() && swapped_.empty() && pulled_.empty(); }
+  bool idle() const {
+    return running_.empty() && waiting_.empty() && swapped_.empty() && pulled_.empty() && reserving_.empty() &&
+           ready_.empty();
+  }
   uint64_t free_blocks() const { return limits_.gpu_blocks - used_blocks_; }
   uint64_t used_blocks() const { return used_blocks_; }
   uint64_t swapped_blocks() const { return swapped_blocks_; }
   size_t running() const { return running_.size(); }
-  size_t waiting() const { return waiting_.size() + pulled_.size(); }
+  size_t waiting() const { return waiting_.size() + pulled_.size() + reserving_.size() + ready_.size(); }
   size_t swapped() const { return swapped_.size(); }
   uint64_t preemptions() const { return preemptions_; }
   uint64_t watermark_blocks() const { return static_cast<uint64_t>(limits_.watermark * double(limits_.gpu_blocks)); }
@@ -124,7 +147,10 @@ class Scheduler {
   std::deque<uint32_t> waiting_;   // in queue order
   std::deque<uint32_t> swapped_;   // in priority order
   std::deque<uint32_t> pulled_;    // prefilled elsewhere, in arrival order
+  std::deque<uint32_t> reserving_; // streamed here: waiting for blocks, in arrival order
+  std::deque<uint32_t> ready_;     // streamed here: KV in, in its blocks, waiting to run
   uint64_t used_blocks_ = 0, swapped_blocks_ = 0, preemptions_ = 0;
+  uint64_t in_flight_ = 0, held_blocks_ = 0;
   IterationPlan plan_;
   std::vector<uint32_t> finished_;
 };

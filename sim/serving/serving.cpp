@@ -13,6 +13,7 @@
 #include "sim/engine/layer_pipeline.h"
 #include "sim/engine/paged_pipeline.h"
 #include "sim/kv/kv_store.h"
+#include "sim/platform/job_watch.h"
 #include "sim/platform/platform.h"
 #include "sim/platform/streams.h"
 #include "sim/platform/transfer_planner.h"
@@ -68,7 +69,10 @@ void ServingSimulation::sample_occupancy() {
 void ServingSimulation::iteration(const IterationPlan& p, uint64_t index, bool more_after) {
   const double now = sg4::Engine::get_clock();
   for (const IterationItem& it : p.items)
-    if (reqs_[it.req].first_scheduled_s < 0) reqs_[it.req].first_scheduled_s = now;
+    if (reqs_[it.req].first_scheduled_s < 0) {
+      reqs_[it.req].first_scheduled_s = now;
+      if (on_schedule_) on_schedule_(it.req);
+    }
   if (tiered_) tiered_iteration(p, index, more_after);
   else paged_iteration(p, index, more_after);
 }
@@ -97,7 +101,11 @@ void ServingSimulation::paged_iteration(const IterationPlan& p, uint64_t index, 
     it.pulls.push_back({static_cast<size_t>(pull_from_[id]), double(sched_->blocks_for(reqs_[id].input_tokens)) * kv_blk});
   cache_->plan_loads(p, reqs_, it);
   it.seqs.reserve(p.items.size());
-  for (const IterationItem& item : p.items) it.seqs.push_back(KernelSeq{item.past, item.tokens, item.prefill});
+  for (const IterationItem& item : p.items) {
+    it.seqs.push_back(KernelSeq{item.past, item.tokens, item.prefill});
+    if (item.completes_prefill && item.req < push_of_.size() && push_of_[item.req])
+      it.pushes.push_back(push_of_[item.req]);
+  }
   if (paged_->run(it)) ++layered_iterations_;
   for (uint32_t id : p.pulled_in) reqs_[id].first_token_s = paged_->moved_in_s();
   ++iterations_;
@@ -173,14 +181,17 @@ void ServingSimulation::check_iteration(double now) {
          std::to_string(limits_.swap_blocks));
   uint64_t held = 0;
   for (const ServingRequest& r : reqs_)
-    if (r.state == ServingRequest::State::Running) held += r.gpu_blocks;
+    if (r.state == ServingRequest::State::Running || r.state == ServingRequest::State::Incoming)
+      held += r.gpu_blocks + r.held_blocks;
     else if (r.state != ServingRequest::State::Swapped && r.gpu_blocks != 0)
       fail("request " + std::to_string(r.id) + " holds " + std::to_string(r.gpu_blocks) + " GPU blocks but is not running");
+    else held += r.held_blocks;  // finished, its KV still streaming out
   if (cache_->has_gpu() && cache_->gpu_pool_blocks() > limits_.gpu_blocks - sched_->used_blocks())
     fail("the GPU's prefix cache keeps " + std::to_string(cache_->gpu_pool_blocks()) + " pool blocks, more than the " +
          std::to_string(limits_.gpu_blocks - sched_->used_blocks()) + " free");
   if (held != sched_->used_blocks())
-    fail("running requests hold " + std::to_string(held) + " blocks, the pool counts " + std::to_string(sched_->used_blocks()));
+    fail("running, incoming and streaming requests hold " + std::to_string(held) + " blocks, the pool counts " +
+         std::to_string(sched_->used_blocks()));
 }
 
 void ServingSimulation::drive() {
@@ -195,11 +206,14 @@ void ServingSimulation::drive() {
   Progress progress("serving", span > 0 ? span : static_cast<double>(reqs_.size()),
                     span > 0 ? "simulated seconds of arrivals" : "requests");
   // Fed by a router, requests keep coming until it closes.
-  while (done < reqs_.size() || (fed_ && !closed_)) {
+  // A prefill instance streaming KV out runs until the last layer has left
+  // (its blocks are held until then, and its streams carry them).
+  while (done < reqs_.size() || (fed_ && !closed_) || sched_->held_blocks() > 0) {
     const double now = sg4::Engine::get_clock();
     if (!fed_) progress.update(span > 0 ? std::min(now, span) : static_cast<double>(done));
     while (next < reqs_.size() && reqs_[next].arrival_s <= now) {
       if (next < pull_from_.size() && pull_from_[next] >= 0) sched_->arrive_prefilled(static_cast<uint32_t>(next++));
+      else if (next < streamed_in_.size() && streamed_in_[next]) sched_->arrive_streamed(static_cast<uint32_t>(next++));
       else sched_->arrive(static_cast<uint32_t>(next++));
     }
     if (sched_->idle()) {
@@ -209,10 +223,15 @@ void ServingSimulation::drive() {
     // What the running sequences took from the pool since is no longer cached there.
     cache_->trim_gpu(limits_.gpu_blocks - sched_->used_blocks());
     const IterationPlan& p = sched_->plan();
+    if (on_reserved_ && !p.reserved.empty()) {
+      for (uint32_t id : p.reserved) on_reserved_(id);
+      sample_occupancy();  // the reserved blocks count in the pool's use from now
+    }
     if (p.items.empty()) {
       // Nothing fits now (the pool is held by sequences that cannot grow):
-      // only an arrival can change that; with none left the trace cannot be served.
-      if (next >= reqs_.size() && (!fed_ || closed_))
+      // only an arrival can change that, or KV streaming in or out; with
+      // none left the trace cannot be served.
+      if (next >= reqs_.size() && (!fed_ || closed_) && sched_->held_blocks() == 0 && sched_->awaiting_kv() == 0)
         throw ConfigError("serving: the GPU's KV pool (" + std::to_string(limits_.gpu_blocks) +
                           " blocks) cannot hold the running sequences; raise memory or lower serving.max_running");
       wait_for_arrival(next);
@@ -311,6 +330,7 @@ void ServingSimulation::attach_engines(bool own_links) {
   planner_ = std::make_unique<TransferPlanner>(s_, c_, *platform_, *board_, *timeline_);
   std::vector<std::pair<size_t, size_t>> pulls;
   for (size_t d : pull_devices_) pulls.emplace_back(d, s_.gpu_dev);
+  for (size_t d : push_devices_) pulls.emplace_back(s_.gpu_dev, d);
   pulls.insert(pulls.end(), pool_pairs_.begin(), pool_pairs_.end());
   for (const auto& [dev, tier] : pool_drives_) planner_->wears_as(dev, tier);
   if (pooled_) {
@@ -367,6 +387,54 @@ void ServingSimulation::accept(ServingRequest r) {
   reqs_.push_back(std::move(r));
   if (!attention_cfg_.empty()) attention_.resize(reqs_.size());
   if (!pull_from_.empty()) pull_from_.push_back(-1);
+  if (!streamed_in_.empty()) streamed_in_.push_back(0);
+  if (!push_of_.empty()) push_of_.push_back(nullptr);
+}
+
+void ServingSimulation::accept_streamed(ServingRequest r) {
+  r.ctx = r.input_tokens;
+  r.generated = 1;
+  r.first_token_s = -1;
+  r.computed_tokens = 0;
+  r.hit_tokens.clear();
+  r.gpu_hit_tokens = 0;
+  accept(std::move(r));
+  streamed_in_.resize(reqs_.size(), 0);
+  streamed_in_.back() = 1;
+}
+
+void ServingSimulation::kv_in(uint32_t id, double first_token_s) {
+  reqs_[id].first_token_s = first_token_s;
+  sched_->kv_in(id);
+  wakeup_->notify();
+}
+
+void ServingSimulation::stream_kv(uint32_t id, KvPush* push) {
+  push_of_.resize(reqs_.size(), nullptr);
+  push_of_[id] = push;
+  reqs_[id].hold_kv = true;
+  // One rank's share of the prompt's KV per layer: what a pull would move, by layers.
+  push->layers = static_cast<uint32_t>(s_.model.layers);
+  const double kv_blk = double(s_.model.kv_bytes_per_token()) * limits_.block_tokens;
+  push->layer_bytes = double(sched_->blocks_for(reqs_[id].input_tokens)) * kv_blk / double(push->layers);
+}
+
+void ServingSimulation::push_computed(KvPush& push) {
+  push.room = true;
+  if (push.computed == push.sent) return;
+  push.last = planner_->move(s_.gpu_dev, push.to, double(push.computed - push.sent) * push.layer_bytes, {}, "kv push");
+  push.sent = push.computed;
+}
+
+void ServingSimulation::when_pushed(const KvPush& push, std::function<void()> then) {
+  when_done(*platform_, *board_, push.last, std::move(then));
+}
+
+void ServingSimulation::release_kv(uint32_t id) {
+  sched_->release(id);
+  push_of_[id] = nullptr;
+  sample_occupancy();  // the held KV counted in the pool's use until now
+  wakeup_->notify();
 }
 
 void ServingSimulation::accept_prefilled(ServingRequest r, size_t from) {

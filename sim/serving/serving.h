@@ -45,6 +45,7 @@ class PrefixCache;
 class InvariantChecker;
 class AttentionSource;
 class Wakeup;
+struct KvPush;
 struct RequestStream;
 
 ParamList serving_params();
@@ -76,6 +77,30 @@ class ServingSimulation {
   // when this instance admits it, and its first token reaches the user
   // once the KV is in (TTFT includes the transfer).
   void accept_prefilled(ServingRequest r, size_t from);
+  // Layer-wise KV streaming (cluster.kv_transfer "layerwise"), the decode
+  // side: a request another instance is prefilling now, whose KV `push`
+  // streams here. Its blocks are reserved when this instance's scheduler
+  // has room (on_reserved then, with its id here); kv_in() once the last
+  // layer has landed: its first token is out then (TTFT: the later of the
+  // prefill's first token and the KV's arrival), and it decodes.
+  void accept_streamed(ServingRequest r);
+  void on_reserved(std::function<void(uint32_t)> hook) { on_reserved_ = std::move(hook); }
+  void kv_in(uint32_t id, double first_token_s);
+  // The prefill side: request `id`'s KV streams as `push` says; the pipeline
+  // sends each layer as it is computed while push.room holds, and the
+  // request's blocks stay held after it finishes until release_kv(id).
+  void stream_kv(uint32_t id, KvPush* push);
+  // The receiver has room now: the layers computed so far go in one
+  // transfer (the rest as they are computed).
+  void push_computed(KvPush& push);
+  // Calls `then` the moment push's last transfer has landed.
+  void when_pushed(const KvPush& push, std::function<void()> then);
+  void release_kv(uint32_t id);
+  // Before attach: the GPUs this instance pushes KV to (a stream to each).
+  void pushes_to(const std::vector<size_t>& devices) { push_devices_ = devices; }
+  // Called with a request's id here when it is first scheduled (the
+  // cluster picks its decode instance then).
+  void on_schedule(std::function<void(uint32_t)> hook) { on_schedule_ = std::move(hook); }
   // Before attach: a tensor-parallel instance (sim/core/engine_setup.h's
   // tp_*): its ranks' GPUs, the all-reduce bytes per token, through a
   // switch or a ring, and each device's part on ranks 1..T-1 for its copies.
@@ -207,7 +232,10 @@ class ServingSimulation {
     return rank_devices_.empty() ? double(std::max<size_t>(s_.tp_gpus.size(), 1)) : double(rank_devices_[s_.gpu_dev].size() + 1);
   }
   std::vector<int32_t> pull_from_;  // per request: the device its prefilled KV is pulled from (-1: none)
-  std::function<void(uint32_t)> on_finish_;
+  std::vector<size_t> push_devices_;
+  std::vector<KvPush*> push_of_;     // prefill side, per request: its KV's layer-wise push (null: none)
+  std::vector<uint8_t> streamed_in_;  // decode side, per request: its KV streams in (accept_streamed)
+  std::function<void(uint32_t)> on_finish_, on_schedule_, on_reserved_;
   std::unique_ptr<TransferPlanner> planner_;
   std::unique_ptr<Scheduler> sched_;
   std::unique_ptr<KvStore> kv_;              // serving.kv "tiered"

@@ -17,6 +17,7 @@
 #include "sim/kv/kv_store.h"
 #include "sim/platform/platform.h"
 #include "sim/platform/transfer_planner.h"
+#include "sim/platform/wakeup.h"
 #include "sim/platform/weight_stream.h"
 #include "sim/serving/prefix_cache.h"
 #include "sim/serving/requests.h"
