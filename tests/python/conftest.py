@@ -69,3 +69,25 @@ def default_run(kvtier, tmp_path_factory):
 def read_json(path):
     with open(path) as f:
         return json.load(f)
+
+
+def run_metrics(kvtier, tmp_path, name, config, *sets):
+    """`kvtier run config --set ...` into tmp_path/name: its metrics and folder."""
+    out = tmp_path / name
+    args = ["run", config, "--out", out, "-q"]
+    for s in sets:
+        args += ["--set", s]
+    p = kvtier(*args, cwd=tmp_path, timeout=300)
+    assert p.returncode == 0, p.stderr
+    return json.loads((out / "result.json").read_text())["metrics"], out
+
+
+def flat(d, prefix=""):
+    """A nested dict's leaves keyed by their dotted paths."""
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(flat(v, prefix + k + "."))
+        else:
+            out[prefix + k] = v
+    return out

@@ -8,32 +8,12 @@ import json
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, flat, run_metrics as run
 
 FOUR = ROOT / "tests" / "data" / "cluster" / "four_a100.json"
 FOUR_H200 = ROOT / "tests" / "data" / "cluster" / "four_h200.json"
 VLLM = ROOT / "configs" / "systems" / "vllm_swap.json"
 MOONCAKE = ROOT / "configs" / "serving" / "mooncake.json"
-
-
-def run(kvtier, tmp_path, name, config, *sets):
-    out = tmp_path / name
-    args = ["run", config, "--out", out, "-q"]
-    for s in sets:
-        args += ["--set", s]
-    p = kvtier(*args, cwd=tmp_path, timeout=300)
-    assert p.returncode == 0, p.stderr
-    return json.loads((out / "result.json").read_text())["metrics"], out
-
-
-def flat(d, prefix=""):
-    out = {}
-    for k, v in d.items():
-        if isinstance(v, dict):
-            out.update(flat(v, prefix + k + "."))
-        else:
-            out[prefix + k] = v
-    return out
 
 
 FOUR_HW = 'hardware={"preset": "%s"}' % FOUR

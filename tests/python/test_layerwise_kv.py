@@ -7,11 +7,10 @@ the prefill is today's run; streaming never loses to it on the shipped
 presets; a slower fabric never helps; the same bytes move; runs repeat."""
 
 import csv
-import json
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, run_metrics as run
 
 MOONCAKE = ROOT / "configs" / "serving" / "mooncake.json"
 HGX = ROOT / "configs" / "hardware" / "hgx_h100x8.json"
@@ -21,16 +20,6 @@ ONE_REQUEST = 'serving.requests={"kind": "identical", "count": 1, "input_tokens"
 # Llama-3-70B: 80 layers x 2 x 8 KV heads x 128 x 2 bytes per token.
 LAYERS = 80
 KV = 8192 * LAYERS * 2 * 8 * 128 * 2
-
-
-def run(kvtier, tmp_path, name, config, *sets):
-    out = tmp_path / name
-    args = ["run", config, "--out", out, "-q"]
-    for s in sets:
-        args += ["--set", s]
-    p = kvtier(*args, cwd=tmp_path, timeout=300)
-    assert p.returncode == 0, p.stderr
-    return json.loads((out / "result.json").read_text())["metrics"], out
 
 
 def two_nodes(gbps):

@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, flat, run_metrics as run
 
 VLLM = ROOT / "configs" / "systems" / "vllm_swap.json"
 HGX = ROOT / "configs" / "hardware" / "hgx_h100x8.json"
@@ -21,26 +21,6 @@ HGX_HW = 'hardware={"preset": "%s", "tiers": ["gpu0", "dram0"], "kv_capacity": {
 OPT_LAYERS, OPT_HIDDEN = 32, 4096
 NVLINK_BPS, NVLINK_HOP_S = 450e9, 0.5e-6
 ONE = ["serving.requests.count=1", "serving.requests.output_tokens=33"]
-
-
-def run(kvtier, tmp_path, name, config, *sets):
-    out = tmp_path / name
-    args = ["run", config, "--out", out, "-q"]
-    for s in sets:
-        args += ["--set", s]
-    p = kvtier(*args, cwd=tmp_path, timeout=300)
-    assert p.returncode == 0, p.stderr
-    return json.loads((out / "result.json").read_text())["metrics"], out
-
-
-def flat(d, prefix=""):
-    out = {}
-    for k, v in d.items():
-        if isinstance(v, dict):
-            out.update(flat(v, prefix + k + "."))
-        else:
-            out[prefix + k] = v
-    return out
 
 
 def test_one_stage_is_todays_run_exactly(kvtier, tmp_path):
