@@ -56,7 +56,8 @@ json run_allreduce(const json& hw, int ranks, double bytes, CollectiveAlgorithm 
     double nvlink0 = 0;
     for (const LinkStat& s : p.stats())
       if (s.name == "nvlink0:gpu0->nvswitch") nvlink0 = s.bytes;
-    return json{{"time_s", t}, {"bw", p.route(gpus[0], gpus[1]).bottleneck_Bps}, {"latency_s", lat}, {"nvlink0", nvlink0}};
+    const double bw = gpus.size() > 1 ? p.route(gpus[0], gpus[1]).bottleneck_Bps : 0.0;  // one rank: no route
+    return json{{"time_s", t}, {"bw", bw}, {"latency_s", lat}, {"nvlink0", nvlink0}};
   });
 }
 
