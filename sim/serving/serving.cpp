@@ -391,7 +391,8 @@ void ServingSimulation::accept(ServingRequest r) {
   if (!push_of_.empty()) push_of_.push_back(nullptr);
 }
 
-void ServingSimulation::accept_streamed(ServingRequest r) {
+// Prefilled by another instance: its first token is out, nothing computed or found here.
+void ServingSimulation::accept_prefilled_elsewhere(ServingRequest r) {
   r.ctx = r.input_tokens;
   r.generated = 1;
   r.first_token_s = -1;
@@ -399,6 +400,10 @@ void ServingSimulation::accept_streamed(ServingRequest r) {
   r.hit_tokens.clear();
   r.gpu_hit_tokens = 0;
   accept(std::move(r));
+}
+
+void ServingSimulation::accept_streamed(ServingRequest r) {
+  accept_prefilled_elsewhere(std::move(r));
   streamed_in_.resize(reqs_.size(), 0);
   streamed_in_.back() = 1;
 }
@@ -438,13 +443,7 @@ void ServingSimulation::release_kv(uint32_t id) {
 }
 
 void ServingSimulation::accept_prefilled(ServingRequest r, size_t from) {
-  r.ctx = r.input_tokens;
-  r.generated = 1;
-  r.first_token_s = -1;
-  r.computed_tokens = 0;
-  r.hit_tokens.clear();
-  r.gpu_hit_tokens = 0;
-  accept(std::move(r));
+  accept_prefilled_elsewhere(std::move(r));
   pull_from_.resize(reqs_.size(), -1);
   pull_from_.back() = static_cast<int32_t>(from);
 }

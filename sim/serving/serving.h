@@ -158,6 +158,7 @@ class ServingSimulation {
   std::string iterations_csv() const;
 
  private:
+  void accept_prefilled_elsewhere(ServingRequest r);
   void init(ValidationCache* validating, std::shared_ptr<const ParsedHardware> hardware, const RequestStream* stream);
   void read_limits(const json& sv);
   void configure_attention(json& sv);
