@@ -20,6 +20,12 @@ struct InstanceLoad {
   // The arriving prompt's tokens its prefix cache holds; with a KV pool,
   // those held on its own node (reads_prefix() only).
   uint32_t cached_tokens = 0;
+  // What the arriving request would wait for there (reads_estimates() only):
+  // the prefills queued ahead of it, and its own prefill with its cached
+  // prefix loaded layer by layer beside the computation, in seconds as the
+  // instance's kernel and the routes from where each cached block lies
+  // would take them alone.
+  double queue_s = 0, service_s = 0;
 };
 
 struct RoutedRequest {
@@ -35,6 +41,9 @@ class RouterPolicy {
   // True: the cluster fills InstanceLoad::cached_tokens (a prefix lookup per
   // instance per request, so only routers that read it ask).
   virtual bool reads_prefix() const { return false; }
+  // True: the cluster fills InstanceLoad::queue_s and service_s (an
+  // estimate per instance per request, so only routers that read it ask).
+  virtual bool reads_estimates() const { return false; }
 };
 KVTIER_REGISTRY_FAMILY(RouterPolicy, "router")
 

@@ -142,6 +142,9 @@ ClusterSimulation::ClusterSimulation(json& cfg) : cfg_(cfg) {
   stream_ = load_requests(sv);
   router_ = Registry<RouterPolicy>::instance().create(cfg_["cluster"]["router"], "cluster.router");
   decode_router_ = Registry<RouterPolicy>::instance().create(cfg_["cluster"]["decode_router"], "cluster.decode_router");
+  if (decode_router_->reads_estimates())
+    throw ConfigError("cluster.decode_router: a router that estimates a prompt's first token picks where it is "
+                      "prefilled; expected one that weighs a decode instance's load (least_tokens, round_robin)");
   prefill_ = cfg_["cluster"]["prefill_replicas"].get<size_t>();
   place_instances();
   if (prefill_ > 0 && prefill_ >= inst_.size())
@@ -508,7 +511,8 @@ void ClusterSimulation::route_all() {
   const size_t n = prefill_ > 0 ? prefill_ : inst_.size();
   std::vector<InstanceLoad> loads(n);
   std::vector<uint8_t> handed(n, 0);
-  const bool prefix = router_->reads_prefix();
+  const bool prefix = router_->reads_prefix(), estimates = router_->reads_estimates();
+  if (estimates) estimated_ttft_.assign(stream_.reqs.size(), 0.0);
   auto wake = [&] {
     for (size_t i = 0; i < n; ++i)
       for (size_t v = 0; handed[i] && v < inst_[i]->engines(); ++v) inst_[i]->engine(v).wake();
@@ -528,9 +532,11 @@ void ClusterSimulation::route_all() {
       loads[i].cached_tokens = 0;
       for (size_t v = 0; prefix && v < inst_[i]->engines(); ++v)
         loads[i].cached_tokens = std::max(loads[i].cached_tokens, inst_[i]->engine(v).cached_prefix_tokens(q));
+      if (estimates) estimate_first_token(i, q, loads[i]);
     }
     const uint32_t i = router_->route(RoutedRequest{static_cast<uint32_t>(k), q.input_tokens, q.output_tokens}, loads);
     if (i >= n) throw std::logic_error("router returned instance " + std::to_string(i));
+    if (estimates) estimated_ttft_[k] = loads[i].queue_s + loads[i].service_s;
     instance_of_[k] = i;
     const size_t v = inst_[i]->least_busy_engine();
     engine_of_[k] = static_cast<uint32_t>(v);
@@ -546,6 +552,45 @@ void ClusterSimulation::route_all() {
     for (size_t v = 0; v < inst_[i]->engines(); ++v) inst_[i]->engine(v).close();
   routed_all_ = true;
   if (handed_over_ == to_hand_over_) close_decode_side();
+}
+
+// What a router estimating the first token weighs (Mooncake's conductor
+// makes the same estimate). Queued: the layer-seconds of the prompts handed
+// to the instance (all its virtual engines: they share its GPUs) that have
+// not been prefilled, each as if alone and uncached, times the model's
+// layers. Service: the prompt's prefill less its cached prefix, on the
+// instance's kernel model; its cached blocks load layer by layer from the
+// devices they lie on (its own host memory or drives, or with a pool another
+// node's, over the fabric) at the route's rate and latency when alone, and
+// layer l computes once its KV is in: with L equal layers, the longer of the
+// two sides plus one layer of the shorter. All-reduces, the running
+// sequences' decode and contention are not in the estimate.
+void ClusterSimulation::estimate_first_token(size_t i, const ServingRequest& q, InstanceLoad& load) {
+  Instance& in = *inst_[i];
+  double layers = 0;
+  for (const PipelineStages::Stage& st : in.stage_plan) layers += st.layers;
+  if (in.stage_plan.empty()) layers = in.sim->setup().model.layers;
+  double queued = 0;
+  for (size_t v = 0; v < in.engines(); ++v) queued += in.engine(v).queued_prefill_layer_s();
+  load.queue_s = layers * queued;
+  const ServingSimulation& e = in.engine(in.least_busy_engine());
+  hit_from_.clear();
+  // At least the prompt's last token is computed (it yields the first token).
+  const uint32_t cached = std::min(e.prefix_hit_sources(q, hit_from_), q.input_tokens > 0 ? q.input_tokens - 1 : 0u);
+  const double compute = layers * e.prefill_layer_s(cached, q.input_tokens - cached);
+  std::sort(hit_from_.begin(), hit_from_.end());
+  const double per_token = e.prefix_load_bytes_per_token_layer();
+  double loading = 0;
+  for (size_t a = 0; a < hit_from_.size();) {
+    const size_t dev = hit_from_[a].first;
+    double tokens = 0;
+    for (; a < hit_from_.size() && hit_from_[a].first == dev; ++a) tokens += hit_from_[a].second;
+    const double bytes = tokens * per_token;  // one layer's
+    const PlatformRoute& r = platform_->route(dev, in.gpu_dev);
+    const double rate = r.bottleneck_Bps * platform_->bandwidth_factor(dev, in.gpu_dev, bytes);
+    if (rate > 0) loading += layers * (r.latency_s * platform_->latency_factor(dev, in.gpu_dev, bytes) + bytes / rate);
+  }
+  load.service_s = std::max(compute, loading) + std::min(compute, loading) / std::max(1.0, layers);
 }
 
 // A prefill instance's request is done: on to a decode instance, which pulls
@@ -1076,11 +1121,13 @@ std::string ClusterSimulation::requests_csv() const {
     if (header) {
       out << "instance" << (prefill_ > 0 ? ",decode_instance" : "") << (pp > 1 ? ",pp,virtual_engine" : "");
       if (pool_) out << ",remote_hit_tokens,remote_nodes";
+      if (!estimated_ttft_.empty()) out << ",estimated_ttft_s";
     } else {
       out << inst_[instance_of_[k]]->gpu;
       if (prefill_ > 0) out << ',' << (decode_of_[k] == UINT32_MAX ? std::string() : inst_[decode_of_[k]]->gpu);
       if (pp > 1) out << ',' << pp << ',' << (prefill_ > 0 && decode_of_[k] != UINT32_MAX ? decode_engine_[k] : engine_of_[k]);
       if (pool_) out << ',' << all[k].remote_hit_tokens << ',' << all[k].remote_nodes;
+      if (!estimated_ttft_.empty()) out << ',' << json(estimated_ttft_[k]).dump();
       ++k;
     }
     out << '\n';

@@ -38,6 +38,7 @@ struct ServingTotals;
 class LayerwiseTransfer;
 class KvPool;
 class RouterPolicy;
+struct InstanceLoad;
 class Platform;
 class Timeline;
 struct Hardware;
@@ -83,6 +84,9 @@ class ClusterSimulation {
   json instance_metrics(size_t i, double end, ServingTotals& totals);
   // Pipeline parallelism: each instance's stages, wired before attach.
   void build_stages();
+  // For a router that reads estimates: the prefills queued at instance i and
+  // request q's own first token there (InstanceLoad::queue_s, service_s).
+  void estimate_first_token(size_t i, const ServingRequest& q, InstanceLoad& load);
 
   json& cfg_;
   RequestStream stream_;
@@ -95,6 +99,8 @@ class ClusterSimulation {
   std::vector<uint32_t> local_id_;     // and its id there
   std::vector<uint32_t> engine_of_, decode_engine_;  // pipeline parallelism: the virtual engine it went to (each side)
   std::vector<uint32_t> decode_of_, decode_local_;  // disaggregated: its decode instance and id there
+  std::vector<double> estimated_ttft_;  // per request, with a router that estimates: its estimate where it went
+  std::vector<std::pair<size_t, uint32_t>> hit_from_;  // scratch: where a prompt's cached tokens lie
   std::unique_ptr<KvPool> pool_;  // cluster.kv_pool "pooled"
   std::unique_ptr<LayerwiseTransfer> layerwise_;  // cluster.kv_transfer "layerwise"
   std::unique_ptr<Platform> platform_;

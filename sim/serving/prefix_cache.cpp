@@ -165,6 +165,23 @@ uint32_t PrefixCache::routing_tokens(const ServingRequest& r) const {
   return static_cast<uint32_t>(tokens);
 }
 
+uint32_t PrefixCache::hit_sources(const ServingRequest& r, std::vector<std::pair<size_t, uint32_t>>& from) const {
+  if ((!index_ && !gpu_) || r.generated > 0) return 0;
+  uint64_t tokens = 0;
+  for_each_hit(r, [&](uint32_t b, uint32_t h, uint32_t n) {
+    tokens += n;
+    if (h == kOnGpu) return;
+    size_t dev = dev_[h];
+    if (pool_) {
+      const uint32_t m = pool_->source(b, h, member_);
+      if (m != KvPool::kNoMember) dev = pool_->member(m).devs[h];
+    }
+    if (!from.empty() && from.back().first == dev) from.back().second += n;
+    else from.emplace_back(dev, n);
+  });
+  return static_cast<uint32_t>(tokens);
+}
+
 // Used now: recency and promotion in the tiers; the GPU's blocks are this request's.
 void PrefixCache::mark_used(const ServingRequest& r) {
   const size_t T = index_ ? index_->tiers() : 0;

@@ -58,6 +58,13 @@ class PrefixCache {
   // pool only those held on this instance's own node (read without
   // crossing the fabric).
   uint32_t routing_tokens(const ServingRequest& r) const;
+  // The prompt tokens the cache holds (as lookup counts them), and where each
+  // hit would be read from: (device, tokens) in prompt order, one entry per
+  // run of blocks on one device (those in the GPU's pool are not listed:
+  // they load nothing). Appended to `from`.
+  uint32_t hit_sources(const ServingRequest& r, std::vector<std::pair<size_t, uint32_t>>& from) const;
+  // The bytes of one token of one layer a load of cached KV moves.
+  double load_bytes_per_token_layer() const { return kv_bytes_per_token_layer_; }
   // The prefix hits of the iteration's newly admitted prompts: marked used,
   // and their loads planned into `it` (what the GPU's pool holds loads nothing).
   void plan_loads(const IterationPlan& p, std::vector<ServingRequest>& reqs, PagedIteration& it);

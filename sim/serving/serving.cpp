@@ -10,6 +10,7 @@
 #include "sim/core/timeline.h"
 #include "sim/engine/engine_metrics.h"
 #include "sim/engine/invariants.h"
+#include "sim/engine/kernel_cost.h"
 #include "sim/engine/layer_pipeline.h"
 #include "sim/engine/paged_pipeline.h"
 #include "sim/kv/kv_store.h"
@@ -261,8 +262,13 @@ void ServingSimulation::wait_for_arrival(size_t next) {
 void ServingSimulation::after_iteration(const IterationPlan& p, uint64_t& done) {
   const double end = sg4::Engine::get_clock();
   const bool write_through = cache_->write_through();
-  for (const IterationItem& it : p.items)
+  for (const IterationItem& it : p.items) {
     if (write_through && it.completes_prefill && reqs_[it.req].generated == 0) cache_->write_down(reqs_[it.req]);
+    if (it.completes_prefill && it.req < queued_of_.size() && queued_of_[it.req] > 0) {
+      queued_prefill_layer_s_ -= queued_of_[it.req];
+      queued_of_[it.req] = 0;
+    }
+  }
   for (uint32_t id : sched_->complete(end)) {
     ++done;
     if (fed_) {
@@ -384,6 +390,11 @@ void ServingSimulation::accept(ServingRequest r) {
   r.id = static_cast<uint32_t>(reqs_.size());
   outstanding_tokens_ += uint64_t(r.input_tokens) + r.output_tokens;
   ++unfinished_;
+  queued_of_.resize(r.id + 1, 0.0);
+  if (r.generated == 0) {
+    queued_of_[r.id] = prefill_layer_s(0, r.input_tokens);
+    queued_prefill_layer_s_ += queued_of_[r.id];
+  }
   reqs_.push_back(std::move(r));
   if (!attention_cfg_.empty()) attention_.resize(reqs_.size());
   if (!pull_from_.empty()) pull_from_.push_back(-1);
@@ -458,6 +469,18 @@ void ServingSimulation::close() {
 size_t ServingSimulation::queued() const { return sched_ ? sched_->waiting() + sched_->swapped() : 0; }
 
 uint32_t ServingSimulation::cached_prefix_tokens(const ServingRequest& r) const { return cache_->routing_tokens(r); }
+
+double ServingSimulation::prefill_layer_s(uint32_t cached, uint32_t tokens) const {
+  const std::vector<KernelSeq> one{KernelSeq{cached, tokens, true}};
+  return iteration_kernel_s(s_, limits_.block_tokens, one) + weight_restore_s(s_);
+}
+
+uint32_t ServingSimulation::prefix_hit_sources(const ServingRequest& r,
+                                               std::vector<std::pair<size_t, uint32_t>>& from) const {
+  return cache_->hit_sources(r, from);
+}
+
+double ServingSimulation::prefix_load_bytes_per_token_layer() const { return cache_->load_bytes_per_token_layer(); }
 
 bool ServingSimulation::gpu_prefix_cache() const { return cache_->has_gpu(); }
 

@@ -141,6 +141,16 @@ class ServingSimulation {
   uint64_t unfinished() const { return unfinished_; }
   // The arriving prompt's tokens a router weighs (PrefixCache::routing_tokens).
   uint32_t cached_prefix_tokens(const ServingRequest& r) const;
+  // For routing by estimated first token: one layer's kernel for a lone
+  // prefill of `tokens` after `cached` tokens already in place; the same for
+  // the prompts handed here whose prefill has not completed, summed (each as
+  // if alone and uncached: the estimate a router can make at arrival); and
+  // where the prefix cache would read r's cached tokens from
+  // (PrefixCache::hit_sources, with the bytes of a token of a layer).
+  double prefill_layer_s(uint32_t cached, uint32_t tokens) const;
+  double queued_prefill_layer_s() const { return queued_prefill_layer_s_ > 0 ? queued_prefill_layer_s_ : 0.0; }
+  uint32_t prefix_hit_sources(const ServingRequest& r, std::vector<std::pair<size_t, uint32_t>>& from) const;
+  double prefix_load_bytes_per_token_layer() const;
   size_t queued() const;
   // After the run: this instance's metrics, without the platform's links and
   // energy (the cluster reports those once).
@@ -223,6 +233,9 @@ class ServingSimulation {
   bool fed_ = false, closed_ = false;
   std::unique_ptr<Wakeup> wakeup_;
   uint64_t outstanding_tokens_ = 0, unfinished_ = 0;
+  // Fed: the prefill layer-seconds of handed prompts not yet prefilled, and each one's share.
+  double queued_prefill_layer_s_ = 0;
+  std::vector<double> queued_of_;
   std::vector<size_t> pull_devices_;
   std::vector<std::pair<size_t, size_t>> pool_pairs_, pool_drives_;
   bool pooled_ = false;

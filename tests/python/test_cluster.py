@@ -40,7 +40,7 @@ def test_one_instance_is_the_serving_run_exactly(kvtier, tmp_path, config, sets)
     assert b[0].endswith(",instance") and all(l.endswith(",gpu") for l in b[1:])
 
 
-@pytest.mark.parametrize("router", ["round_robin", "least_tokens", "kv_aware"])
+@pytest.mark.parametrize("router", ["round_robin", "least_tokens", "kv_aware", "min_ttft"])
 def test_n_instances_on_identical_requests_are_n_times_one(kvtier, tmp_path, router):
     one, _ = run(kvtier, tmp_path, "one", VLLM, "serving.requests.count=15", "serving.preemption=recompute")
     four, out = run(kvtier, tmp_path, "four", VLLM, FOUR_HW, "serving.requests.count=60", "serving.preemption=recompute",
