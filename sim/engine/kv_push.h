@@ -1,11 +1,13 @@
 // A prompt's KV pushed layer by layer from the GPU that prefills it to the
 // GPU that will decode it (Mooncake, DistServe, Splitwise): each layer's KV
-// goes as soon as the prefill has computed that layer, once the receiver
-// holds room for it. The paged pipeline pushes the layers it computes while
-// `room` holds; layers computed before the receiver had room wait on the
-// prefill GPU and go in one transfer when room appears (the driver's
-// part). Shared state between the two sides, not a callback: the pipeline
-// only reads `room` and writes what it sent.
+// of each prefill chunk goes as soon as the prefill has computed that layer
+// of that chunk, once the receiver holds room for it. The paged pipeline
+// pushes what it computes while `room` holds; what was computed before the
+// receiver had room waits on the prefill GPU and goes in one transfer when
+// room appears (the driver's part). Shared state between the two sides, not
+// a callback: the pipeline only reads `room` and writes what it sent.
+// Counted in token-layers (one token's KV of one layer), whole numbers, so
+// that a prompt's chunks add up to its KV exactly.
 #pragma once
 
 #include <cstddef>
@@ -16,14 +18,25 @@
 namespace kvtier {
 
 struct KvPush {
-  size_t to = 0;           // the receiving GPU (the first rank's; each rank pushes its share to its peer)
-  double layer_bytes = 0;  // this prompt's KV of one layer, one rank's share
-  uint32_t layers = 0;     // the model's layers
-  bool room = false;       // the receiver holds the blocks: layers go as they are computed
-  uint32_t computed = 0;   // layers whose KV the prefill has computed
-  uint32_t sent = 0;       // layers submitted for transfer (a prefix of the computed ones)
-  JobId last = kNoJob;     // the last transfer submitted (one stream, in order: it lands last)
-  bool complete() const { return sent == layers; }
+  size_t to = 0;                  // the receiving GPU (the first rank's; each rank pushes its share to its peer)
+  double token_layer_bytes = 0;   // one token's KV of one layer, one rank's share
+  uint64_t layers = 0;            // the model's layers
+  uint64_t total = 0;             // token-layers to send: the prompt's whole blocks' tokens x layers
+  uint64_t skip = 0;              // tokens already counted that a recomputed prefill computes again (not resent)
+  bool room = false;              // the receiver holds the blocks: layers go as they are computed
+  bool started = false;           // a prefill chunk of the prompt has been computed here
+  uint64_t computed = 0;          // token-layers whose KV the prefill has computed (or found cached)
+  uint64_t sent = 0;              // token-layers submitted for transfer (a prefix of the computed ones)
+  JobId last = kNoJob;            // the last transfer submitted (one stream, in order: it lands last)
+  bool complete() const { return sent == total; }
+};
+
+// One iteration's part of a pushed prompt: the tokens of each layer's KV it
+// adds (its chunk; with the first chunk the prefix already in place, with
+// the last the rest of the last block).
+struct PushChunk {
+  KvPush* push = nullptr;
+  uint32_t tokens = 0;
 };
 
 }  // namespace kvtier

@@ -149,16 +149,18 @@ void PagedPipeline::run_layers(const PagedIteration& it, double layer_s, const s
   }
 }
 
-// The layer's KV exists on every rank once its kernel and all-reduces are
-// done (the next layer's input is ready then too). Layers computed while the
-// receiver had no room go with this one, in one transfer.
+// The layer's KV of the iteration's chunk exists on every rank once its
+// kernel and all-reduces are done (the next layer's input is ready then
+// too). What was computed while the receiver had no room goes with it, in
+// one transfer.
 void PagedPipeline::push_layer(const PagedIteration& it, uint32_t layer) {
-  for (KvPush* p : it.pushes) {
-    p->computed = layer + 1;
-    if (!p->room) continue;
-    const double bytes = double(p->computed - p->sent) * p->layer_bytes;
-    p->last = tp_.move(s_.gpu_dev, p->to, bytes, {}, "kv push", static_cast<int32_t>(layer));
-    p->sent = p->computed;
+  for (const PushChunk& c : it.pushes) {
+    KvPush& p = *c.push;
+    p.computed += c.tokens;
+    if (!p.room) continue;
+    const double bytes = double(p.computed - p.sent) * p.token_layer_bytes;
+    p.last = tp_.move(s_.gpu_dev, p.to, bytes, {}, "kv push", static_cast<int32_t>(layer));
+    p.sent = p.computed;
   }
 }
 

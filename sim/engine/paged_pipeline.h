@@ -45,7 +45,7 @@ struct PagedIteration {
   // Prompts whose prefill this iteration completes and whose KV streams to
   // their decode GPU layer by layer: each layer's share goes when that
   // layer's kernel (and all-reduce) is done, where the receiver has room.
-  std::vector<KvPush*> pushes;
+  std::vector<PushChunk> pushes;
   JobId after = kNoJob;
   std::vector<KernelSeq> seqs;  // what the kernel computes
   uint64_t computed_tokens = 0;

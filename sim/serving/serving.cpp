@@ -98,14 +98,36 @@ void ServingSimulation::paged_iteration(const IterationPlan& p, uint64_t index, 
     ++swapped_in_;
   }
   recomputed_ += p.recomputed.size();
+  for (uint32_t id : p.recomputed)
+    if (id < push_of_.size() && push_of_[id]) {
+      KvPush& push = *push_of_[id];
+      push.skip = push.computed / push.layers;  // whole iterations counted so far: tokens of every layer
+      push.started = false;
+    }
   for (uint32_t id : p.pulled_in)
     it.pulls.push_back({static_cast<size_t>(pull_from_[id]), double(sched_->blocks_for(reqs_[id].input_tokens)) * kv_blk});
   cache_->plan_loads(p, reqs_, it);
   it.seqs.reserve(p.items.size());
   for (const IterationItem& item : p.items) {
     it.seqs.push_back(KernelSeq{item.past, item.tokens, item.prefill});
-    if (item.completes_prefill && item.req < push_of_.size() && push_of_[item.req])
-      it.pushes.push_back(push_of_[item.req]);
+    if (item.prefill && item.req < push_of_.size() && push_of_[item.req]) {
+      // The chunk's KV, each layer's as it is computed; with the first chunk
+      // the prefix found in place (its KV is part of what the decode
+      // instance needs), with the last the rest of the last block (whole
+      // blocks move, as a pull moves them).
+      KvPush& push = *push_of_[item.req];
+      uint64_t tokens = item.tokens;
+      if (!push.started) tokens += item.past;
+      push.started = true;
+      if (item.completes_prefill) {
+        const ServingRequest& r = reqs_[item.req];
+        tokens += sched_->blocks_for(r.input_tokens) * limits_.block_tokens - r.input_tokens;
+      }
+      // A prompt recomputed after preemption sends none of its KV twice.
+      const uint64_t again = std::min(tokens, push.skip);
+      push.skip -= again;
+      if (tokens > again) it.pushes.push_back(PushChunk{&push, static_cast<uint32_t>(tokens - again)});
+    }
   }
   if (paged_->run(it)) ++layered_iterations_;
   for (uint32_t id : p.pulled_in) reqs_[id].first_token_s = paged_->moved_in_s();
@@ -429,16 +451,17 @@ void ServingSimulation::stream_kv(uint32_t id, KvPush* push) {
   push_of_.resize(reqs_.size(), nullptr);
   push_of_[id] = push;
   reqs_[id].hold_kv = true;
-  // One rank's share of the prompt's KV per layer: what a pull would move, by layers.
-  push->layers = static_cast<uint32_t>(s_.model.layers);
-  const double kv_blk = double(s_.model.kv_bytes_per_token()) * limits_.block_tokens;
-  push->layer_bytes = double(sched_->blocks_for(reqs_[id].input_tokens)) * kv_blk / double(push->layers);
+  // One rank's share of the prompt's KV, token-layer by token-layer: what a
+  // pull would move (whole blocks), by layers and tokens.
+  push->layers = s_.model.layers;
+  push->token_layer_bytes = double(s_.model.kv_bytes_per_token()) / double(push->layers);
+  push->total = sched_->blocks_for(reqs_[id].input_tokens) * uint64_t(limits_.block_tokens) * push->layers;
 }
 
 void ServingSimulation::push_computed(KvPush& push) {
   push.room = true;
   if (push.computed == push.sent) return;
-  push.last = planner_->move(s_.gpu_dev, push.to, double(push.computed - push.sent) * push.layer_bytes, {}, "kv push");
+  push.last = planner_->move(s_.gpu_dev, push.to, double(push.computed - push.sent) * push.token_layer_bytes, {}, "kv push");
   push.sent = push.computed;
 }
 
