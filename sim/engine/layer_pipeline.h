@@ -32,6 +32,10 @@ class LayerPipeline {
   // The whole run; called from the GPU's compute actor.
   void drive();
   void check_with(InvariantChecker* c) { check_ = c; }
+  // serving.coarsen: with serving.kv_unit "all_layers", an iteration's L
+  // kernels, which nothing loads into once layer 0's fetches are in, run as
+  // one activity of their summed time (false: one per layer).
+  void set_coarsen(bool on) { coarsen_ = on; }
 
   // Serving with the KV in tiers (serving.kv "tiered", sim/serving/serving.h): each
   // request is block-table sequence `seq`, and an iteration runs every layer
@@ -94,7 +98,8 @@ class LayerPipeline {
   void compute_layer(Slot& slot, uint64_t k, JobId weights_job);
   void start_depth_adaptation();
   void adapt_depth();  // adaptive prefetch, once a step has ended
-  void compute(double seconds, const char* phase, int64_t step, uint32_t layer, uint64_t kv_blocks);
+  // `layers` > 1: the kernels of layers layer .. layer + layers - 1 run as one activity.
+  void compute(double seconds, const char* phase, int64_t step, uint32_t layer, uint64_t kv_blocks, uint32_t layers = 1);
   void load_next_request();
   // Samples tier occupancy, then submits every open transfer.
   void flush(Slot* slot);
@@ -125,7 +130,8 @@ class LayerPipeline {
   std::vector<uint32_t> pred_;
   std::vector<float> obs_mass_;
   std::vector<KernelSeq> shape_;          // serving: the iteration's kernel shape (reused)
-  uint64_t clock_base_ = 0;               // serving: layer computations of the iterations so far
+  uint64_t clock_base_ = 0;
+  bool coarsen_ = false;               // serving: layer computations of the iterations so far
 };
 
 }  // namespace kvtier

@@ -350,6 +350,7 @@ void ServingSimulation::start_pipelines() {
     c_.hits.assign(s_.tiers() + 1, 0);
     pipeline_ = std::make_unique<LayerPipeline>(s_, c_, *kv_, *planner_, *platform_, *board_, *timeline_, gpu_track_);
     pipeline_->check_with(checker_.get());
+    pipeline_->set_coarsen(coarsen_);
   } else {
     paged_ = std::make_unique<PagedPipeline>(s_, c_, *planner_, *platform_, *board_, *timeline_, gpu_track_, swap_dev_,
                                              limits_.block_tokens, coarsen_);

@@ -77,7 +77,8 @@ ParamList serving_params() {
               "fewer SimGrid activities where they cannot change the outcome (same times; false: every layer and "
               "collective on its own, the reference): an iteration's layers run as one kernel once nothing is left "
               "to load into them, and a cluster's all-reduces run as closed forms where nothing else crosses their "
-              "links; serving.kv \"tiered\" runs every iteration layer by layer"),
+              "links; serving.kv \"tiered\" runs every iteration layer by layer, except that with serving.kv_unit "
+              "\"all_layers\" its L kernels run as one once layer 0's fetches are in"),
       boolean("request_csv", true, "write requests.csv (one line per request) beside result.json"),
   };
 }

@@ -185,3 +185,20 @@ TEST_CASE("kv unit: everything on the GPU gives the per-layer times with L times
   CHECK(a["kv"]["block_accesses"].get<uint64_t>() == 6 * b["kv"]["block_accesses"].get<uint64_t>());
   CHECK(b["kv"]["block_accesses"].get<uint64_t>() > 0);
 }
+
+TEST_CASE("kv unit: an iteration's kernels as one activity end where they end one by one") {
+  // The KV spills to DRAM: layer 0 waits for fetches, the other layers follow.
+  const double gpu = 600.5 * kBlock / 1e9;
+  json coarse = serve(tiny_serving(6, "all_layers", gpu, 8, 4096));
+  json cfg = tiny_serving(6, "all_layers", gpu, 8, 4096);
+  cfg["serving"]["coarsen"] = false;
+  json fine = serve(cfg);
+  REQUIRE(coarse.contains("kv"));
+  REQUIRE(fine.contains("kv"));
+  CHECK(coarse["kv"]["fetched_bytes"].get<double>() > 0);
+  CHECK(coarse["kv"] == fine["kv"]);
+  CHECK(rel(coarse["simulated_time_s"].get<double>(), fine["simulated_time_s"].get<double>()) < 1e-9);
+  CHECK(rel(coarse["ttft_s"]["mean"].get<double>(), fine["ttft_s"]["mean"].get<double>()) < 1e-9);
+  CHECK(rel(coarse["tpot_s"]["mean"].get<double>(), fine["tpot_s"]["mean"].get<double>()) < 1e-9);
+  CHECK(rel(coarse["gpu_busy_fraction"].get<double>(), fine["gpu_busy_fraction"].get<double>()) < 1e-9);
+}
