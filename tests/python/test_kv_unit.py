@@ -2,6 +2,7 @@
 evicted and fetched as one unit (vLLM's swap space, Mooncake Store, LMCache),
 against the per-layer block table of serving.kv "tiered"."""
 
+import csv
 import json
 import shutil
 
@@ -119,3 +120,20 @@ def test_mooncake_head_with_the_prefix_cache(kvtier, tmp_path):
     assert whole["output_tokens"] == layer["output_tokens"]
     assert whole["prefix_cache"]["load_bytes"] == layer["prefix_cache"]["load_bytes"]
     assert whole["kv"]["block_accesses"] * 80 == pytest.approx(layer["kv"]["block_accesses"], rel=0.05)
+
+
+def test_prefix_cache_hits_load_each_block_of_every_layer_once(kvtier, tmp_path):
+    """The worked example of docs/serving.md: the second request's 3,072
+    cached tokens (192 blocks of every layer) are read from DRAM into the
+    blocks placement gives them, once each, all layers' bytes: what the cache
+    loads is what crosses into the GPU, and the first token comes sooner
+    than without the cache."""
+    cfg = ROOT / "configs" / "serving" / "prefix_example.json"
+    on, out_on = run_metrics(kvtier, tmp_path, "on", cfg, *WHOLE)
+    off, out_off = run_metrics(kvtier, tmp_path, "off", cfg, *WHOLE, "serving.prefix_cache.enabled=false")
+    assert on["prefix_cache"]["load_bytes"] == 3072 * 524288 == 192 * BLOCK
+    assert on["kv"]["fetched_bytes"] == on["prefix_cache"]["load_bytes"]
+    assert on["links"]["pcie_gpu:root->gpu"]["bytes"] == on["kv"]["fetched_bytes"]
+    assert off["computed_prompt_tokens"] - on["computed_prompt_tokens"] == 3072
+    ttft = lambda d: [float(r["ttft_s"]) for r in csv.DictReader(open(d / "requests.csv"))]
+    assert ttft(out_on)[1] < ttft(out_off)[1]
