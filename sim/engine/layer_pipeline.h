@@ -130,8 +130,8 @@ class LayerPipeline {
   std::vector<uint32_t> pred_;
   std::vector<float> obs_mass_;
   std::vector<KernelSeq> shape_;          // serving: the iteration's kernel shape (reused)
-  uint64_t clock_base_ = 0;
-  bool coarsen_ = false;               // serving: layer computations of the iterations so far
+  uint64_t clock_base_ = 0;               // serving: layer computations of the iterations so far
+  bool coarsen_ = false;
 };
 
 }  // namespace kvtier
