@@ -9,7 +9,11 @@ same slice with the prefix cache on (--mooncake-cache N: half of DRAM and SSD
 keep prompt blocks), slices in the preset's own 16-token blocks (--mooncake-own
 N1,N2,...: prompts up to 121K tokens, where a range of the longest request for
 each running request would be up to 121 M blocks), and the paged Mooncake hour
-(--paged-hour: the preset as shipped). Each run is a whole process, timed on one pinned core: user + system
+(--paged-hour: the preset as shipped), and the whole Mooncake hour tiered
+(--tiered-hour: GPU, DRAM and SSD, 512-token blocks, prefix cache as the preset
+has it). --kv-unit layer,all_layers runs every tiered point with each KV unit
+(serving.kv_unit: a block per layer, or a block of every layer as one unit),
+a row each. Each run is a whole process, timed on one pinned core: user + system
 seconds and peak memory from the kernel's accounting of the finished child
 (os.wait4), the block accesses from the run's own result.json
 (kv.block_accesses), and the cost per access is their quotient. With
@@ -18,7 +22,8 @@ turn, the ratio is taken pair by pair, and the two results must agree (or the
 row says which differ); a point the baseline refuses says so.
 
   /usr/bin/python3 bench/serving_tiered_speed.py [--sizes 15,60,240] [--mooncake 200] [--mooncake-cache 200]
-      [--mooncake-own 50,100,200] [--paged-hour] [--baseline OLD/kvtier] [-n 1]
+      [--mooncake-own 50,100,200] [--paged-hour] [--tiered-hour] [--kv-unit layer,all_layers]
+      [--baseline OLD/kvtier] [-n 1]
 
 prints a Markdown table.
 """
@@ -53,7 +58,7 @@ def table_blocks(result):
     return None
 
 
-def points(a):
+def tiered_points(a):
     vllm = ["configs/systems/vllm_swap.json", "--set", "serving.kv=tiered", "--set", "serving.preemption=recompute"]
     for n in [int(x) for x in a.sizes.split(",") if x]:
         yield "vllm_swap tiered, %d requests" % n, vllm + ["--set", "serving.requests.count=%d" % n]
@@ -69,6 +74,18 @@ def points(a):
            "--set", "serving.prefix_cache.enabled=false"]
     for n in [int(x) for x in a.mooncake_own.split(",") if x]:
         yield "Mooncake, first %d requests, GPU+DRAM+SSD, 16-token blocks" % n, own + ["--set", "serving.limit=%d" % n]
+    if a.tiered_hour:
+        yield "Mooncake hour, GPU+DRAM+SSD, 512-token blocks", mooncake
+
+
+def points(a):
+    units = [u for u in a.kv_unit.split(",") if u]
+    for name, args in tiered_points(a):
+        for u in units:
+            if len(units) == 1 and u == "layer":
+                yield name, args  # as before the option existed
+            else:
+                yield "%s, kv_unit %s" % (name, u), args + ["--set", "serving.kv_unit=%s" % u]
     if a.paged_hour:
         yield "Mooncake hour, paged (configs/serving/mooncake.json)", ["configs/serving/mooncake.json"]
 
@@ -84,6 +101,10 @@ def main():
     ap.add_argument("--mooncake-own", default="",
                     help="also the first N requests of the Mooncake trace in the preset's 16-token blocks (comma-separated N)")
     ap.add_argument("--paged-hour", action="store_true", help="also the whole Mooncake hour, paged")
+    ap.add_argument("--tiered-hour", action="store_true",
+                    help="also the whole Mooncake hour tiered (GPU+DRAM+SSD, 512-token blocks)")
+    ap.add_argument("--kv-unit", default="layer",
+                    help="serving.kv_unit of every tiered point, comma-separated for a row each (layer, all_layers)")
     ap.add_argument("-n", "--runs", type=int, default=1, help="timed runs of each command")
     ap.add_argument("--pin", default="0", help="the CPU the runs use (empty: no pinning)")
     a = ap.parse_args()

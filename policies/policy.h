@@ -272,6 +272,10 @@ class EvaluationPolicy {
   // False only for a selection that needs no attention data (dense
   // attention): engines without attention traces (serving) take only those.
   virtual bool reads_attention() const { return true; }
+  // True only for a selection of every block that exists (dense attention):
+  // the same blocks at every layer, so that whole-model blocks
+  // (serving.kv_unit "all_layers") can be selected once for all layers.
+  virtual bool dense() const { return false; }
 };
 KVTIER_REGISTRY_FAMILY(EvaluationPolicy, "evaluation policy")
 

@@ -11,6 +11,7 @@ class ExactEvaluation : public EvaluationPolicy {
     for (uint32_t i = 0; i < in.n_blocks; ++i) out.push_back(i);
   }
   bool reads_attention() const override { return false; }
+  bool dense() const override { return true; }
 };
 KVTIER_REGISTER(EvaluationPolicy, ExactEvaluation, "exact", "read every block every step (dense attention)");
 

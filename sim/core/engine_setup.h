@@ -79,6 +79,18 @@ struct EngineSetup {
   // that can run at once holding the longest requests' chunks).
   uint32_t kv_chunk_shift = 0;
   uint64_t kv_trace_chunks = 0;
+  // serving.kv_unit "all_layers": a block holds its tokens' KV of every layer
+  // and is placed, evicted, promoted and fetched as one unit (vLLM's swap
+  // space, Mooncake Store, LMCache): the block table has one KV layer of
+  // model.kv_bytes_per_token() per token. False: a block per layer.
+  bool kv_all_layers = false;
+  // The layers the block table (and the codecs per tier) has: model.layers,
+  // or 1 with whole-model blocks.
+  uint32_t kv_layers() const { return kv_all_layers ? 1u : model.layers; }
+  // KV bytes per token of one block-table layer.
+  uint64_t kv_unit_bytes_per_token() const {
+    return kv_all_layers ? model.kv_bytes_per_token() : model.kv_bytes_per_token_layer();
+  }
 
   EnginePolicies pol;
   std::vector<CompressionSpec> codec;  // per (tier, layer)
@@ -158,7 +170,7 @@ struct EngineSetup {
   // Blocks a sequence has per layer once decode step `step` has its token.
   uint32_t blocks_at(uint32_t step) const { return (ctx + step + bt) / bt; }
   // Stored bytes / raw bytes of a block of `layer` in `tier`.
-  double fraction(size_t tier, uint32_t layer) const { return codec[tier * model.layers + layer].stored_fraction(); }
+  double fraction(size_t tier, uint32_t layer) const { return codec[tier * kv_layers() + layer].stored_fraction(); }
 };
 
 }  // namespace kvtier

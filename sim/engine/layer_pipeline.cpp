@@ -45,14 +45,15 @@ void LayerPipeline::flush(Slot* slot) {
 // One kernel on the GPU compute stream; on the timeline a slice named for
 // what it is: "prefill L<l>", "query L<l>" or "step <s> L<l>" (step < 0:
 // prefill phases), with its KV blocks in the args.
-void LayerPipeline::compute(double seconds, const char* phase, int64_t step, uint32_t layer, uint64_t kv_blocks) {
+void LayerPipeline::compute(double seconds, const char* phase, int64_t step, uint32_t layer, uint64_t kv_blocks,
+                            uint32_t layers) {
   seconds += tp_.take_gpu_codec_s();
   if (offload_) seconds += offload_->take_codec_s();
   const GpuStream::Span span = gpu_.run(seconds);
   if (gpu_.traced()) {
-    const std::string name = step < 0 ? std::string(phase) + " L" + std::to_string(layer)
-                             : std::string(std::strcmp(phase, "iteration") == 0 ? "iter " : "step ") + std::to_string(step) +
-                                   " L" + std::to_string(layer);
+    const std::string ls = " L" + std::to_string(layer) + (layers > 1 ? "-" + std::to_string(layer + layers - 1) : "");
+    const std::string name = step < 0 ? std::string(phase) + ls
+                             : std::string(std::strcmp(phase, "iteration") == 0 ? "iter " : "step ") + std::to_string(step) + ls;
     gpu_.slice(name, span, json{{"phase", phase}, {"layer", layer}, {"kv_blocks", kv_blocks}});
   }
 }
@@ -284,7 +285,7 @@ void LayerPipeline::use_blocks(uint32_t step, uint32_t layer, uint32_t s, uint32
 // stored bytes where the GPU restores them, raw bytes where a host codec
 // restores them before the copy.
 double LayerPipeline::crossing_bytes(TierId t, uint32_t layer, double raw) const {
-  const CompressionSpec& c = s_.codec[t * s_.model.layers + layer];
+  const CompressionSpec& c = s_.codec[t * s_.kv_layers() + layer];
   return c.on_gpu ? raw * c.stored_fraction() : raw;
 }
 
@@ -584,7 +585,7 @@ void LayerPipeline::select_iteration(uint64_t index, uint32_t layer, const std::
 // tokens were found; a block that spans two tiers is read from both, the
 // second read after the first.
 void LayerPipeline::load_cached(const IterationSeq& q, uint32_t layer) {
-  const double tok_bytes = static_cast<double>(s_.model.kv_bytes_per_token_layer());
+  const double tok_bytes = static_cast<double>(s_.kv_unit_bytes_per_token());  // a block-table layer's
   const std::vector<uint32_t>& from = *q.cached_tokens;
   const uint32_t n = (q.past + s_.bt - 1) / s_.bt, end = (q.past + q.tokens + s_.bt - 1) / s_.bt;
   size_t u = 0;
@@ -616,7 +617,7 @@ void LayerPipeline::load_cached(const IterationSeq& q, uint32_t layer) {
 // placed (and written down, whole, where placement puts them below the GPU)
 // with the chunk's budget applied once all of it has arrived.
 void LayerPipeline::append_iteration(uint32_t layer, const std::vector<IterationSeq>& seqs) {
-  const double tok_bytes = static_cast<double>(s_.model.kv_bytes_per_token_layer());
+  const double tok_bytes = static_cast<double>(s_.kv_unit_bytes_per_token());  // a block-table layer's
   std::vector<PrefillOutput::StagedWrites> staged;
   auto write_into = [&](BlockId b, double bytes) { kv_.write_kv(b, layer, bytes); };
   for (const IterationSeq& q : seqs) {
@@ -656,11 +657,15 @@ void LayerPipeline::append_iteration(uint32_t layer, const std::vector<Iteration
 
 void LayerPipeline::run_iteration(uint64_t index, const std::vector<IterationSeq>& seqs, bool more_after) {
   const uint32_t L = s_.model.layers;
-  std::vector<KernelSeq> shape;
-  shape.reserve(seqs.size());
-  for (const IterationSeq& q : seqs) shape.push_back(KernelSeq{q.past, q.tokens, q.prefill});
+  shape_.clear();
+  for (const IterationSeq& q : seqs) shape_.push_back(KernelSeq{q.past, q.tokens, q.prefill});
+  const std::vector<KernelSeq>& shape = shape_;
   const double restore_s = weight_restore_s(s_);
   if (ring_.empty()) ring_.assign(65, Slot{});
+  if (s_.kv_all_layers) {
+    run_iteration_whole_blocks(index, seqs, restore_s);
+    return;
+  }
   depth_ = std::min<uint32_t>(s_.pol.prefetch->depth(), 64);
   uint32_t next = 0;
   for (uint32_t l = 0; l < L; ++l) {
@@ -688,6 +693,10 @@ void LayerPipeline::run_iteration(uint64_t index, const std::vector<IterationSeq
   }
   output_.wait_rooms();
   clock_base_ += L;
+  end_iteration(index, seqs);
+}
+
+void LayerPipeline::end_iteration(uint64_t index, const std::vector<IterationSeq>& seqs) {
   kv_.background_demotion();
   flush(nullptr);
   if (check_) {
@@ -695,6 +704,46 @@ void LayerPipeline::run_iteration(uint64_t index, const std::vector<IterationSeq
     for (const IterationSeq& q : seqs) created[q.seq] = (q.past + q.tokens + s_.bt - 1) / s_.bt;
     check_->after_step(static_cast<uint32_t>(index), &created);
   }
+}
+
+// serving.kv_unit "all_layers": the block table's one layer holds every
+// model layer's KV of its tokens. Before layer 0's kernel each sequence's
+// blocks are selected once (dense), room is made and what is below the GPU
+// is fetched whole, as vLLM swaps in before it executes; layer 0's kernel
+// waits for it and the kernels of the other layers follow on the GPU
+// stream, each timed as the per-layer mode times it. The new KV of every
+// layer (a decode token, a prefill chunk) goes into its blocks once, after
+// the last layer, with all layers' bytes, and prefill's new blocks are
+// placed once.
+void LayerPipeline::run_iteration_whole_blocks(uint64_t index, const std::vector<IterationSeq>& seqs, double restore_s) {
+  const uint32_t L = s_.model.layers;
+  const uint64_t k = clock_base_;
+  kv_.pin_from(k + 1);
+  select_iteration(index, 0, seqs);
+  Slot& slot = ring_[k % ring_.size()];
+  for (JobId j : slot.waits) board_.wait(j);
+  note_staging(slot.staged_bytes);
+  if (check_) check_->before_attention(static_cast<uint32_t>(index), 0, slot.on_gpu);
+  output_.wait_rooms();
+  // Each layer's kernel reads the same blocks (dense): one cost, L kernels;
+  // what the fetch's GPU codec costs goes to the first.
+  const double kernel_s = iteration_kernel_s(s_, s_.bt, shape_, &slot.seq_tokens) + restore_s;
+  if (coarsen_) {
+    // Nothing is loaded into layers 1..L-1 and nothing waits between them:
+    // one activity of the kernels' summed time (the same end, up to the
+    // rounding of adding the kernels before adding them to the clock).
+    double total = kernel_s + slot.extra_gpu_s;
+    for (uint32_t l = 1; l < L; ++l) total += kernel_s;
+    compute(total, "iteration", static_cast<int64_t>(index), 0, slot.kv_blocks, L);
+  } else {
+    for (uint32_t l = 0; l < L; ++l)
+      compute(kernel_s + (l == 0 ? slot.extra_gpu_s : 0.0), "iteration", static_cast<int64_t>(index), l, slot.kv_blocks);
+  }
+  append_iteration(0, seqs);
+  output_.take_room_waits();
+  output_.wait_rooms();
+  clock_base_ += 1;
+  end_iteration(index, seqs);
 }
 
 void LayerPipeline::release(uint32_t seq) { kv_.release_sequence(seq); }

@@ -14,6 +14,7 @@
 #include "sim/engine/engine_metrics.h"
 #include "sim/core/engine_setup.h"
 #include "sim/engine/invariants.h"
+#include "sim/engine/kernel_cost.h"
 #include "sim/engine/layer_slot.h"
 #include "sim/engine/offload.h"
 #include "sim/engine/prefill_output.h"
@@ -31,6 +32,10 @@ class LayerPipeline {
   // The whole run; called from the GPU's compute actor.
   void drive();
   void check_with(InvariantChecker* c) { check_ = c; }
+  // serving.coarsen: with serving.kv_unit "all_layers", an iteration's L
+  // kernels, which nothing loads into once layer 0's fetches are in, run as
+  // one activity of their summed time (false: one per layer).
+  void set_coarsen(bool on) { coarsen_ = on; }
 
   // Serving with the KV in tiers (serving.kv "tiered", sim/serving/serving.h): each
   // request is block-table sequence `seq`, and an iteration runs every layer
@@ -77,6 +82,10 @@ class LayerPipeline {
   // The blocks before q.past of `layer`, placed and read from the prefix cache.
   void load_cached(const IterationSeq& q, uint32_t layer);
   void append_iteration(uint32_t layer, const std::vector<IterationSeq>& seqs);
+  // serving.kv_unit "all_layers": the iteration with whole-model blocks.
+  void run_iteration_whole_blocks(uint64_t index, const std::vector<IterationSeq>& seqs, double restore_s);
+  // Once an iteration's layers are done: background demotion, the moves submitted, the invariants.
+  void end_iteration(uint64_t index, const std::vector<IterationSeq>& seqs);
   // Pass 1 for one sequence of `n` blocks: what attention uses, into sel_.
   // `dense`: every block, whatever the evaluation policy (prefill reads the whole past).
   void use_blocks(uint32_t step, uint32_t layer, uint32_t s, uint32_t n, const AttentionRecord* rec, bool dense = false);
@@ -89,7 +98,8 @@ class LayerPipeline {
   void compute_layer(Slot& slot, uint64_t k, JobId weights_job);
   void start_depth_adaptation();
   void adapt_depth();  // adaptive prefetch, once a step has ended
-  void compute(double seconds, const char* phase, int64_t step, uint32_t layer, uint64_t kv_blocks);
+  // `layers` > 1: the kernels of layers layer .. layer + layers - 1 run as one activity.
+  void compute(double seconds, const char* phase, int64_t step, uint32_t layer, uint64_t kv_blocks, uint32_t layers = 1);
   void load_next_request();
   // Samples tier occupancy, then submits every open transfer.
   void flush(Slot* slot);
@@ -119,7 +129,9 @@ class LayerPipeline {
   std::vector<uint32_t> idx_;
   std::vector<uint32_t> pred_;
   std::vector<float> obs_mass_;
+  std::vector<KernelSeq> shape_;          // serving: the iteration's kernel shape (reused)
   uint64_t clock_base_ = 0;               // serving: layer computations of the iterations so far
+  bool coarsen_ = false;
 };
 
 }  // namespace kvtier

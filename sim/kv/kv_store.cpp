@@ -10,11 +10,12 @@ namespace kvtier {
 KvStore::KvStore(EngineSetup& s, EngineCounters& c, ValidationCache* validating) : s_(s), c_(c) {
   const LlmSpec& model = s_.model;
   t_.batch = s_.batch;
-  t_.layers = model.layers;
+  // One KV layer of whole-model blocks (serving.kv_unit "all_layers"), or one per model layer.
+  t_.layers = s_.kv_layers();
   t_.block_tokens = s_.bt;
   t_.blocks_per_seq_layer = s_.blocks_at(s_.steps - 1);
-  t_.block_bytes = uint64_t(s_.bt) * model.kv_bytes_per_token_layer();
-  const uint64_t whole_blocks = uint64_t(s_.batch) * model.layers * t_.blocks_per_seq_layer;
+  t_.block_bytes = uint64_t(s_.bt) * s_.kv_unit_bytes_per_token();
+  const uint64_t whole_blocks = uint64_t(s_.batch) * t_.layers * t_.blocks_per_seq_layer;
   if (!s_.admitted_by_scheduler && whole_blocks >= kNoBlock)
     throw ConfigError("workload: too many KV blocks (" + std::to_string(whole_blocks) + ")");
   const Hardware& hw = s_.hw;
@@ -144,10 +145,11 @@ void KvStore::add_tier(size_t i) {
   ti.kind = hw.devices[d].kind;
   // A tier that stores blocks compressed holds proportionally more of them.
   double frac = 0;
-  for (uint32_t l = 0; l < model.layers; ++l) {
+  const uint32_t L = s_.kv_layers();  // whole-model blocks: one codec per tier (the same at every layer)
+  for (uint32_t l = 0; l < L; ++l) {
     // policies.weights.compress_cache: group-wise 4-bit KV in every tier.
     s_.codec.push_back(s_.weight_cache_compressed ? s_.weight_cache_codec : s_.pol.compress->spec(static_cast<TierId>(i), l));
-    frac += s_.codec.back().stored_fraction() / model.layers;
+    frac += s_.codec.back().stored_fraction() / L;
   }
   ti.capacity_blocks = cap > 0 ? static_cast<uint64_t>(cap / (bb * frac)) : 0;
   c_.wear.emplace_back(*hw.devices[d].model);

@@ -62,13 +62,13 @@ class KvStore {
     const uint64_t first = uint64_t(t_.index_of(b)) * s_.bt;
     return tokens_now_ > first ? std::min<uint64_t>(s_.bt, tokens_now_ - first) : 1;
   }
-  double data_bytes(BlockId b) const { return double(held_tokens(b)) * double(s_.model.kv_bytes_per_token_layer()); }
+  double data_bytes(BlockId b) const { return double(held_tokens(b)) * double(s_.kv_unit_bytes_per_token()); }
   // One sequence's prompt KV of one layer as prefill computes it (0 without
   // computed prefill): what a prefill kernel of one sequence outputs.
   double prefill_output_bytes() const {
     if (!s_.prefill_compute) return 0;
     const uint64_t tokens = s_.tokens_unit ? s_.ctx : uint64_t((s_.ctx + s_.bt - 1) / s_.bt) * s_.bt;
-    return double(tokens) * double(s_.model.kv_bytes_per_token_layer());
+    return double(tokens) * double(s_.kv_unit_bytes_per_token());
   }
 
   // Per block: the job moving it, if any; while that is a write down

@@ -57,8 +57,8 @@ void TransferPlanner::make_streams(const std::vector<std::pair<size_t, size_t>>&
     };
     for (size_t t = 0; t < s_.tiers(); ++t) {
       bool host_codec = false;
-      for (uint32_t l = 0; l < s_.model.layers; ++l) {
-        const CompressionSpec& c = s_.codec[t * s_.model.layers + l];
+      for (uint32_t l = 0; l < s_.kv_layers(); ++l) {
+        const CompressionSpec& c = s_.codec[t * s_.kv_layers() + l];
         host_codec = host_codec || (!c.on_gpu && c.stored_fraction() < 1.0);
       }
       const size_t d = s_.tier_dev[t];
@@ -166,7 +166,7 @@ void TransferPlanner::open_layer(Batch& bt, size_t from_ep, size_t to_ep, uint32
   const size_t n = s_.tiers();
   const size_t low = (from_ep == n) ? to_ep : (to_ep == n) ? from_ep : std::max(from_ep, to_ep);
   const size_t high = (from_ep == n || to_ep == n) ? n : std::min(from_ep, to_ep);
-  const CompressionSpec& c = s_.codec[low * s_.model.layers + layer];
+  const CompressionSpec& c = s_.codec[low * s_.kv_layers() + layer];
   const double f = c.stored_fraction();
   // A host (CPU) codec runs in host memory: between a compressed tier and
   // the GPU the compressed bytes go as far as the CPU and the uncompressed
@@ -227,7 +227,7 @@ void TransferPlanner::submit(Batch& bt, size_t a, size_t b, bool critical, std::
   if (bt.id == kNoJob) return;
   const size_t n = s_.tiers();
   const size_t from = ep_dev(a), to = ep_dev(b);
-  const bool on_gpu = s_.codec[std::max(a == n ? b : a, b == n ? a : b) * s_.model.layers].on_gpu;
+  const bool on_gpu = s_.codec[std::max(a == n ? b : a, b == n ? a : b) * s_.kv_layers()].on_gpu;
   if (from == to) {  // GPU tier to GPU: nothing moves
     board_.finish(bt.id);
   } else if (bt.codec_s > 0 && !on_gpu && bt.host_codec_at_gpu) {

@@ -378,6 +378,7 @@ void ServingSimulation::start_pipelines() {
     c_.hits.assign(s_.tiers() + 1, 0);
     pipeline_ = std::make_unique<LayerPipeline>(s_, c_, *kv_, *planner_, *platform_, *board_, *timeline_, gpu_track_);
     pipeline_->check_with(checker_.get());
+    pipeline_->set_coarsen(coarsen_);
   } else {
     paged_ = std::make_unique<PagedPipeline>(s_, c_, *planner_, *platform_, *board_, *timeline_, gpu_track_, swap_dev_,
                                              limits_.block_tokens, coarsen_);
@@ -571,6 +572,8 @@ json ServingSimulation::metrics(double end) const {
       m["tiers"][s_.hw.tiers[t]]["hit_rate"] = c_.accesses ? double(c_.hits[t]) / double(c_.accesses) : 0.0;
     if (!attention_cfg_.empty()) m["attention_recall"] = c_.total_mass > 0 ? c_.used_mass / c_.total_mass : 1.0;
     m["kv"] = kv_counter_metrics(c_, kv_->table().block_bytes);
+    // What one block (one access, one of kv.block_accesses) holds: a layer's KV of its tokens or every layer's.
+    m["kv_unit"] = s_.kv_all_layers ? "all_layers" : "layer";
   }
   m["links"] = link_metrics(*platform_, end);
   m.update(energy_cost_metrics(s_.hw, *platform_, serving_energy_run(s_, c_, end, m)));

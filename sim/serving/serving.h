@@ -184,6 +184,7 @@ class ServingSimulation {
   void iteration(const IterationPlan& p, uint64_t index, bool more_after);
   void paged_iteration(const IterationPlan& p, uint64_t index, bool more_after);
   void tiered_iteration(const IterationPlan& p, uint64_t index, bool more_after);
+  void check_whole_model_blocks() const;
   void after_iteration(const IterationPlan& p, uint64_t& done);
   IterationRow planned_row(const IterationPlan& p, double start) const;
   void bind_policies();

@@ -66,11 +66,19 @@ ParamList serving_params() {
           "swap space) or tiered (every tier of hardware.tiers, block by block, placed, evicted, promoted and prefetched "
           "by policies.*, each iteration through the layer pipeline of the single-batch engine)",
           {"paged", "tiered"}),
+      str("kv_unit", "layer",
+          "with serving.kv \"tiered\": what one KV block of the block table holds, and so what is placed, evicted, "
+          "promoted and fetched as one unit: layer (a block's tokens at one layer; each layer selected and fetched on "
+          "its own, as per-layer selection needs) or all_layers (a block's tokens at every layer, as vLLM's swap space, "
+          "Mooncake Store and LMCache keep them: selected and fetched once per iteration before layer 0; dense "
+          "attention only)",
+          {"layer", "all_layers"}),
       boolean("coarsen", true,
               "fewer SimGrid activities where they cannot change the outcome (same times; false: every layer and "
               "collective on its own, the reference): an iteration's layers run as one kernel once nothing is left "
               "to load into them, and a cluster's all-reduces run as closed forms where nothing else crosses their "
-              "links; serving.kv \"tiered\" runs every iteration layer by layer"),
+              "links; serving.kv \"tiered\" runs every iteration layer by layer, except that with serving.kv_unit "
+              "\"all_layers\" its L kernels run as one once layer 0's fetches are in"),
       boolean("request_csv", true, "write requests.csv (one line per request) beside result.json"),
   };
 }
@@ -111,6 +119,10 @@ void ServingSimulation::init(ValidationCache* validating, std::shared_ptr<const 
   resolve_params(sv["slo"], slo_params(), "serving.slo");
   read_limits(sv);
   configure_attention(sv);
+  if (s_.kv_all_layers && !attention_cfg_.empty())
+    throw ConfigError("serving.attention: each layer's own heavy hitters select different blocks per layer, which "
+                      "serving.kv_unit \"all_layers\" (a block of every layer, selected once) cannot model; expected {} "
+                      "(dense attention) or serving.kv_unit \"layer\"");
   if (tiered_ && limits_.preemption == PreemptionMode::Swap)
     throw ConfigError("serving.preemption: with serving.kv \"tiered\" a sequence's KV already lives in the tiers below the "
                       "GPU; preempted sequences are recomputed (set \"recompute\")");
@@ -158,6 +170,10 @@ void ServingSimulation::read_limits(const json& sv) {
   limits_.preemption = sv["preemption"] == "swap" ? PreemptionMode::Swap : PreemptionMode::Recompute;
   coarsen_ = sv["coarsen"].get<bool>();
   tiered_ = sv["kv"] == "tiered";
+  s_.kv_all_layers = sv["kv_unit"] == "all_layers";
+  if (s_.kv_all_layers && !tiered_)
+    throw ConfigError("serving.kv_unit: \"all_layers\" is read with serving.kv \"tiered\" only (the paged pool already "
+                      "moves whole sequences' blocks of every layer); expected \"layer\" or serving.kv \"tiered\"");
   seed_ = cfg_["sim"]["seed"].get<uint64_t>();
   record_iterations_ = cfg_["sim"]["step_csv"].get<bool>();
 }
@@ -273,6 +289,9 @@ void ServingSimulation::bind_policies() {
   if (!pol.contains("weights")) pol["weights"] = "gpu";
   const auto wp = Registry<WeightPolicy>::instance().create(pol["weights"], "policies.weights");
   if (pol["weights"]["name"] == "gpu") return;
+  if (s_.kv_all_layers)
+    throw ConfigError("policies.weights: weights streamed layer by layer with serving.kv_unit \"all_layers\" (whole-model "
+                      "KV blocks fetched before layer 0) are not modelled; expected \"gpu\" or serving.kv_unit \"layer\"");
   const WeightPlan plan = wp->plan();
   const std::string P = "policies.weights.";
   if (plan.gpu_batches != 1)
@@ -303,6 +322,7 @@ void ServingSimulation::bind_kv_policies() {
                          {"evaluation", "exact"}, {"compression", "none"}, {"weights", "gpu"}};
   s_.pol.create(pol, defaults);
   auto name = [&](const char* fam) { return pol[fam]["name"].get<std::string>(); };
+  if (s_.kv_all_layers) check_whole_model_blocks();
   const bool attention = !cfg_["serving"]["attention"].empty();
   const std::string why = ": requests carry no attention; give them some (serving.attention) or use dense attention "
                           "(evaluation \"exact\")";
@@ -318,6 +338,30 @@ void ServingSimulation::bind_kv_policies() {
   if (s_.pol.eval->scoring())
     throw ConfigError("policies.evaluation: '" + name("evaluation") + "' splits scoring between a CPU and an FPGA, which "
                       "the single-batch engine runs; serving does not");
+}
+
+// serving.kv_unit "all_layers": whole-model blocks are selected once per
+// iteration for every layer, which is exact only where every layer would
+// select, and store, the same blocks.
+void ServingSimulation::check_whole_model_blocks() const {
+  const json& pol = cfg_["policies"];
+  auto name = [&](const char* fam) { return pol[fam]["name"].get<std::string>(); };
+  if (!s_.pol.eval->dense())
+    throw ConfigError("policies.evaluation: '" + name("evaluation") + "' selects per layer; serving.kv_unit \"all_layers\" "
+                      "selects a block of every layer once, so expected \"exact\" (dense attention) or serving.kv_unit "
+                      "\"layer\"");
+  auto same = [](const CompressionSpec& a, const CompressionSpec& b) {
+    return a.key_ratio == b.key_ratio && a.value_ratio == b.value_ratio && a.compress_Bps == b.compress_Bps &&
+           a.decompress_Bps == b.decompress_Bps && a.on_gpu == b.on_gpu && a.threads == b.threads;
+  };
+  for (size_t t = 0; t < s_.tier_dev.size(); ++t) {
+    const CompressionSpec first = s_.pol.compress->spec(static_cast<TierId>(t), 0);
+    for (uint32_t l = 1; l < s_.model.layers; ++l)
+      if (!same(s_.pol.compress->spec(static_cast<TierId>(t), l), first))
+        throw ConfigError("policies.compression: '" + name("compression") + "' stores layer " + std::to_string(l) +
+                          " differently from layer 0 in tier " + s_.hw.tiers[t] + "; serving.kv_unit \"all_layers\" "
+                          "stores a block of every layer as one, so expected the same compression at every layer");
+  }
 }
 
 double ServingSimulation::weight_bytes_in(size_t dev) const {
@@ -359,7 +403,7 @@ void ServingSimulation::build_kv_store(ValidationCache* validating) {
   uint64_t held = 0;
   for (size_t i = 0; i < slots && i < chunks.size(); ++i) held += chunks[i];
   s_.kv_chunk_shift = kChunkShift;
-  s_.kv_trace_chunks = held * s_.model.layers;
+  s_.kv_trace_chunks = held * s_.kv_layers();
   s_.batch = static_cast<uint32_t>(slots);
   s_.ctx = 0;
   s_.steps = static_cast<uint32_t>(longest);
@@ -387,7 +431,7 @@ void ServingSimulation::build_kv_store(ValidationCache* validating) {
   }
   uint64_t capacity = 0;
   for (const TierInfo& ti : t.tiers) capacity += ti.capacity_blocks;
-  limits_.gpu_blocks = capacity / s_.model.layers;
+  limits_.gpu_blocks = capacity / s_.kv_layers();  // blocks of every layer
   s_.pol.setup(t);
 }
 

@@ -66,6 +66,9 @@ CASES = {
     "aios_70b": ("configs/systems/aios_70b.json", SHORT),
     "hifc_paper (serving)": ("configs/systems/hifc_paper.json", []),
     "vllm_swap (serving)": ("configs/systems/vllm_swap.json", []),
+    "vllm_swap (serving, KV in tiers, a block of every layer)": (
+        "configs/systems/vllm_swap.json",
+        ["serving.kv=tiered", "serving.preemption=recompute", "serving.kv_unit=all_layers"]),
 }
 
 RATE = re.compile(r"(GBps|TFLOPS|GFLOPS|kIOPS|MTps|MHz|_per_core|efficiency)$")
