@@ -68,6 +68,44 @@ def test_one_prompts_kv_lands_at_the_max_over_layers_of_its_end_plus_the_transfe
     assert (row["instance"], row["decode_instance"]) == ("n0.gpu0", "n1.gpu0")
 
 
+@pytest.mark.parametrize("gbps", [50, 0.25])
+def test_a_chunked_prompt_streams_each_chunks_kv_as_it_is_computed(kvtier, tmp_path, gbps):
+    # 24,576 tokens in three chunks of 8,192 (the preset's token budget). The
+    # same prompt served alone gives each chunk's iteration (iterations.csv);
+    # layer l of chunk c ends at its start + (l + 1) x its length / L, and its
+    # 8,192 tokens' KV of that layer go then, one transfer after another on
+    # the pair's stream: the last lands at the recurrence below. Sent all in
+    # the last chunk instead (each layer the whole prompt's), it would land
+    # later wherever the fabric is the bottleneck.
+    hw = two_nodes(gbps)
+    req = 'serving.requests={"kind": "identical", "count": 1, "input_tokens": 24576, "output_tokens": 4}'
+    _, alone = run(kvtier, tmp_path, "alone", MOONCAKE, hw, req, "sim.step_csv=true")
+    lw, _ = run(kvtier, tmp_path, "lw", MOONCAKE, hw, req, pair("layerwise"))
+    chunks = [r for r in csv.DictReader(open(alone / "iterations.csv")) if int(r["prefill_tokens"]) > 0]
+    assert [int(r["prefill_tokens"]) for r in chunks] == [8192] * 3
+    per_token = KV / 8192 / LAYERS  # one token's KV of one layer
+
+    def landed(sends):
+        done = 0.0
+        for at, tokens in sends:
+            done = max(at, done) + 6e-6 + tokens * per_token / (gbps * 1e9)
+        return done
+
+    def layer_ends(r):
+        t0, t1 = float(r["start_s"]), float(r["end_s"])
+        return [t0 + (l + 1) * (t1 - t0) / LAYERS for l in range(LAYERS)]
+
+    chunked = landed([(t, 8192) for r in chunks for t in layer_ends(r)])
+    assert lw["ttft_s"]["mean"] == pytest.approx(chunked, rel=1e-9)
+    prefill_end = float(chunks[-1]["end_s"])
+    assert lw["ttft_s"]["mean"] >= prefill_end
+    at_the_end = landed([(t, 24576) for t in layer_ends(chunks[-1])])
+    if gbps < 1:
+        assert lw["ttft_s"]["mean"] < at_the_end
+    for link in ("n0.fabric:up", "fabric.core", "n1.fabric:down"):
+        assert lw["links"][link]["bytes"] == pytest.approx(3 * KV, rel=1e-12), link
+
+
 def test_the_pull_after_the_prefill_is_the_default(kvtier, tmp_path):
     sets = ["serving.limit=40"]
     default, dout = run(kvtier, tmp_path, "default", DISAGGREGATED, *sets)
