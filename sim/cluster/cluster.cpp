@@ -81,8 +81,13 @@ ParamList cluster_run_params() {
               "with kv_pool pooled, replication of hot blocks: a block of the pool's top tier read from another node "
               "this many times gets a copy in the share of the instance whose read made it hot, which reads it "
               "locally from then on (copies hold slots the index does not count and yield them to cached blocks; "
-              "0: one copy of every block)",
+              "0: none: a block is only where its share holds it)",
               0, 1 << 30),
+      integer("kv_pool_copies", 1,
+              "with kv_pool_replicate_after: the most copies a hot block has at once, each in the share of another "
+              "instance whose reads made it hot (the k-th after k x kv_pool_replicate_after reads from other nodes "
+              "since the block entered the pool's top tier)",
+              1, 1 << 16),
       str("kv_pool_placement", "local_first",
           "with kv_pool pooled, which share a block goes to: local_first (the writing instance's own share while it "
           "has room) or hashed (the share its block hash names, as a store spreading keys over its nodes), each "
@@ -187,6 +192,9 @@ ClusterSimulation::ClusterSimulation(json& cfg) : cfg_(cfg) {
   else if (cfg_["cluster"]["kv_pool_replicate_after"].get<uint64_t>() > 0)
     throw ConfigError("cluster.kv_pool_replicate_after: copies hot blocks between a pool's shares; expected "
                       "cluster.kv_pool \"pooled\" with it");
+  if (cfg_["cluster"]["kv_pool_copies"].get<uint32_t>() > 1 && cfg_["cluster"]["kv_pool_replicate_after"].get<uint64_t>() == 0)
+    throw ConfigError("cluster.kv_pool_copies: the most copies of a hot block; expected cluster.kv_pool_replicate_after "
+                      "above 0 with it (0 makes no copies)");
 }
 
 // One cache of every instance's share: the same tiers, policy and block
@@ -214,7 +222,8 @@ void ClusterSimulation::build_pool() {
                                                                                      : KvPool::Placement::LocalFirst;
   pool_ = std::make_unique<KvPool>(*inst_[0]->sim->prefix_cache().replay_config(), std::move(members),
                                    stream_.distinct_blocks, placement,
-                                   cfg_["cluster"]["kv_pool_replicate_after"].get<uint32_t>());
+                                   cfg_["cluster"]["kv_pool_replicate_after"].get<uint32_t>(),
+                                   cfg_["cluster"]["kv_pool_copies"].get<uint32_t>());
   const uint32_t ranks = cfg_["cluster"]["tp"].get<uint32_t>();
   for (size_t i = 0; i < inst_.size(); ++i) inst_[i]->sim->prefix_cache().join(*pool_, static_cast<uint32_t>(i), ranks);
 }
@@ -951,6 +960,7 @@ json ClusterSimulation::pool_metrics(const json& m) const {
           {"fabric_write_bytes", p["remote_write_bytes"]}};
   if (pool_->replicate_after() > 0)
     out["replicas"] = {{"after_reads", pool_->replicate_after()},
+                       {"most_copies", pool_->max_copies()},
                        {"made", pool_->replicas_made()},
                        {"held", pool_->replicas_held()},
                        {"hit_tokens", p["replica_hit_tokens"]}};

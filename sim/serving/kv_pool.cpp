@@ -7,13 +7,14 @@
 namespace kvtier {
 
 KvPool::KvPool(const ReplayConfig& like, std::vector<Member> members, uint64_t distinct_blocks, Placement placement,
-               uint32_t replicate_after)
+               uint32_t replicate_after, uint32_t max_copies)
     : cfg_(like),
       members_(std::move(members)),
       tiers_(uint32_t(like.tiers.size())),
       blocks_(distinct_blocks),
       placement_(placement),
-      replicate_after_(replicate_after) {
+      replicate_after_(replicate_after),
+      max_copies_(std::max<uint32_t>(1, max_copies)) {
   for (uint32_t u = 0; u < tiers_; ++u) {
     uint64_t cap = 0;
     for (const Member& m : members_) cap += m.capacity[u];
@@ -30,7 +31,9 @@ KvPool::KvPool(const ReplayConfig& like, std::vector<Member> members, uint64_t d
   writer_.assign(blocks_, kNoMember);
   write_job_.assign(blocks_, kNoJob);
   unsent_.assign(blocks_, 0);
-  replica_.assign(replicate_after_ > 0 ? blocks_ : 0, kNoMember);
+  words_ = (members_.size() + 63) / 64;
+  copy_bits_.assign(replicate_after_ > 0 ? blocks_ * words_ : 0, 0);
+  copies_.assign(replicate_after_ > 0 ? blocks_ : 0, 0);
   remote_reads_.assign(replicate_after_ > 0 ? blocks_ : 0, 0);
   replica_order_.resize(members_.size());
   replica_head_.assign(members_.size(), 0);
@@ -59,21 +62,27 @@ uint32_t KvPool::place(uint32_t tier, uint32_t preferred) {
   return best;
 }
 
-void KvPool::drop_replica(uint32_t b) {
-  const uint32_t m = replica_[b];
-  replica_[b] = kNoMember;
+void KvPool::drop_copy(uint32_t b, uint32_t m) {
+  copy_bits_[size_t(b) * words_ + m / 64] &= ~(uint64_t(1) << (m % 64));
+  --copies_[b];
   --used_[size_t(m) * tiers_];
   --replicas_held_;
 }
 
+void KvPool::drop_copies(uint32_t b) {
+  for (size_t w = 0; copies_[b] > 0 && w < words_; ++w)
+    for (uint64_t bits = copy_bits_[size_t(b) * words_ + w]; bits != 0; bits &= bits - 1)
+      drop_copy(b, static_cast<uint32_t>(w * 64 + static_cast<size_t>(__builtin_ctzll(bits))));
+}
+
 bool KvPool::yield_replica(uint32_t m) {
-  if (replica_.empty()) return false;
+  if (copy_bits_.empty()) return false;
   std::vector<uint32_t>& order = replica_order_[m];
   size_t& head = replica_head_[m];
   while (head < order.size()) {
     const uint32_t b = order[head++];
-    if (replica_[b] != m) continue;  // dropped since, or copied again elsewhere
-    drop_replica(b);
+    if (!has_copy(b, m)) continue;  // dropped since
+    drop_copy(b, m);
     if (head > 1024 && head * 2 > order.size()) {
       order.erase(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(head));
       head = 0;
@@ -86,11 +95,15 @@ bool KvPool::yield_replica(uint32_t m) {
 }
 
 void KvPool::read_remotely(uint32_t b, uint32_t reader) {
-  if (replicate_after_ == 0 || replica_[b] != kNoMember) return;
-  if (++remote_reads_[b] < replicate_after_) return;
+  if (replicate_after_ == 0 || copies_[b] >= max_copies_ || has_copy(b, reader)) return;
+  // The k-th copy held at once after k x replicate_after remote reads since
+  // the block entered the tier (a copy that yielded its slot is made again
+  // at the next read).
+  if (++remote_reads_[b] < uint64_t(replicate_after_) * (copies_[b] + 1)) return;
   const Member& r = members_[reader];
   if (r.capacity[0] <= used(reader, 0)) return;  // a copy never evicts
-  replica_[b] = reader;
+  copy_bits_[size_t(b) * words_ + reader / 64] |= uint64_t(1) << (reader % 64);
+  ++copies_[b];
   ++used_[size_t(reader) * tiers_];
   ++replicas_made_;
   ++replicas_held_;
@@ -142,8 +155,8 @@ void KvPool::left(uint32_t b, uint32_t tier) {
   const uint32_t m = home(b, tier);
   --used_[size_t(m) * tiers_ + tier];
   freed_[tier] = m;
-  if (tier == 0 && !replica_.empty()) {
-    if (replica_[b] != kNoMember) drop_replica(b);
+  if (tier == 0 && !copy_bits_.empty()) {
+    drop_copies(b);
     remote_reads_[b] = 0;
   }
 }

@@ -63,7 +63,7 @@ class KvPool final : public ReplayObserver {
   // `like`: one member's tiers (their policy, inclusion, block size); the
   // pool's capacities are the members' shares summed.
   KvPool(const ReplayConfig& like, std::vector<Member> members, uint64_t distinct_blocks,
-         Placement placement = Placement::LocalFirst, uint32_t replicate_after = 0);
+         Placement placement = Placement::LocalFirst, uint32_t replicate_after = 0, uint32_t max_copies = 1);
   ~KvPool() override;
   KvPool(const KvPool&) = delete;
   KvPool& operator=(const KvPool&) = delete;
@@ -78,13 +78,16 @@ class KvPool final : public ReplayObserver {
   // Where member `reader` reads block b of tier `tier` from: its own copy if
   // it holds one, else the block's home.
   uint32_t source(uint32_t b, uint32_t tier, uint32_t reader) const {
-    return tier == 0 && !replica_.empty() && replica_[b] == reader ? reader : home(b, tier);
+    return tier == 0 && has_copy(b, reader) ? reader : home(b, tier);
   }
   // Member `reader` read block b of the top tier from another node: one more
   // read towards replicate_after, and a copy made for it when it gets there
-  // (a move from its GPU into its own share) if its share has room.
+  // (a move from its GPU into its own share) if its share has room and the
+  // block has fewer than max_copies copies (the k-th held at once after k x
+  // replicate_after such reads).
   void read_remotely(uint32_t b, uint32_t reader);
   uint32_t replicate_after() const { return replicate_after_; }
+  uint32_t max_copies() const { return max_copies_; }
   // Copies made so far, and held now.
   uint64_t replicas_made() const { return replicas_made_; }
   uint64_t replicas_held() const { return replicas_held_; }
@@ -115,7 +118,12 @@ class KvPool final : public ReplayObserver {
   uint32_t place(uint32_t tier, uint32_t preferred);
   // Placement::Hashed: the member block b belongs to.
   uint32_t hashed_member(uint32_t b) const;
-  void drop_replica(uint32_t b);
+  bool has_copy(uint32_t b, uint32_t m) const {
+    return !copy_bits_.empty() && (copy_bits_[size_t(b) * words_ + m / 64] >> (m % 64) & 1u);
+  }
+  // Block b's copy in member m's share, or every copy of b, gives its slot back.
+  void drop_copy(uint32_t b, uint32_t m);
+  void drop_copies(uint32_t b);
   // Member m's oldest copy gives its slot back (false: it holds none).
   bool yield_replica(uint32_t m);
   // A move of one block for member m (merged into one of the same route).
@@ -127,8 +135,10 @@ class KvPool final : public ReplayObserver {
   uint32_t tiers_ = 0;
   uint64_t blocks_ = 0;
   Placement placement_ = Placement::LocalFirst;
-  uint32_t replicate_after_ = 0;
-  std::vector<uint32_t> replica_;       // per block: the member holding a copy in the top tier
+  uint32_t replicate_after_ = 0, max_copies_ = 1;
+  size_t words_ = 0;                    // 64-bit words of members per block in copy_bits_
+  std::vector<uint64_t> copy_bits_;     // block x member: a copy in that member's share of the top tier
+  std::vector<uint32_t> copies_;        // per block: its copies now
   std::vector<uint32_t> remote_reads_;  // per block: reads from other nodes since it entered the top tier
   std::vector<std::vector<uint32_t>> replica_order_;  // per member: its copies, oldest first (some dropped since)
   std::vector<size_t> replica_head_;    // per member: where its oldest live copy may be in replica_order_

@@ -258,3 +258,27 @@ def test_hot_blocks_replicated_to_their_readers_are_read_locally(kvtier, tmp_pat
         assert 0 <= t["used_blocks"] <= t["capacity_blocks"]
     rows = list(csv.DictReader(open(out / "requests.csv")))
     assert sum(int(x["remote_hit_tokens"]) for x in rows) == kr["remote_hit_tokens"]
+
+
+def test_hot_blocks_get_copies_on_several_readers_nodes(kvtier, tmp_path):
+    # Four nodes, an instance of two GPUs on each, round robin: a hot block is
+    # read from three other nodes. With up to three copies at once, more of
+    # those reads stay on the reader's node than with one; the index, and so
+    # the hits, are the same; one copy is the default exactly.
+    hw = two_nodes().replace('"nodes": 2', '"nodes": 4')
+    four = ['cluster={"replicas": 4, "tp": 2, "router": "round_robin", "kv_pool": "pooled", '
+            '"kv_pool_replicate_after": 2, "gpus": ["n0.gpu0", "n0.gpu1", "n1.gpu0", "n1.gpu1", "n2.gpu0", '
+            '"n2.gpu1", "n3.gpu0", "n3.gpu1"]}', "serving.limit=300"]
+    one, _ = run(kvtier, tmp_path, "one", MOONCAKE, hw, *four)
+    same, _ = run(kvtier, tmp_path, "same", MOONCAKE, hw, *four, "cluster.kv_pool_copies=1")
+    assert one == same
+    three, _ = run(kvtier, tmp_path, "three", MOONCAKE, hw, *four, "cluster.kv_pool_copies=3")
+    k1, k3 = one["pooled_cache"], three["pooled_cache"]
+    assert k1["replicas"]["most_copies"] == 1 and k3["replicas"]["most_copies"] == 3
+    assert k3["replicas"]["made"] > k1["replicas"]["made"]
+    assert k3["replicas"]["hit_tokens"] > k1["replicas"]["hit_tokens"]
+    assert k3["remote_hit_tokens"] < k1["remote_hit_tokens"]
+    assert k3["fabric_read_bytes"] < k1["fabric_read_bytes"]
+    assert three["prefix_hit_tokens"] == one["prefix_hit_tokens"]
+    for t in k3["tiers"]:
+        assert 0 <= t["used_blocks"] <= t["capacity_blocks"]

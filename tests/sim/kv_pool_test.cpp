@@ -179,3 +179,27 @@ TEST_CASE("kv pool: a hot block gets a copy in its reader's share, which yields 
   CHECK((full.home(6, 0) == 1 && full.replicas_held() == 0 && full.used(1, 0) == 1));
   CHECK(full.source(5, 0, 1) == 0);
 }
+
+TEST_CASE("kv pool: a hot block gets copies on as many readers' nodes as it may hold, each made hot again") {
+  // Member 0 holds block 0; members 1 and 2 (other nodes) read it; copies after two reads.
+  KvPool pool(lru_tiers({6}), {member(0, {2}), member(1, {2}), member(2, {2})}, 8, KvPool::Placement::LocalFirst, 2,
+              2);
+  pool.act_as(0);
+  pool.index().reference(0);
+  pool.take_moves(0);
+  pool.read_remotely(0, 1);
+  pool.read_remotely(0, 1);  // two reads: the first copy, member 1's
+  CHECK((pool.replicas_held() == 1 && pool.source(0, 0, 1) == 1 && pool.source(0, 0, 2) == 0));
+  pool.read_remotely(0, 2);  // the second copy needs two reads more
+  CHECK(pool.replicas_held() == 1);
+  pool.read_remotely(0, 2);
+  CHECK((pool.replicas_held() == 2 && pool.replicas_made() == 2 && pool.source(0, 0, 2) == 2));
+  CHECK((pool.used(1, 0) == 1 && pool.used(2, 0) == 1));
+  // No third copy: at most two at once.
+  KvPool three(lru_tiers({8}), {member(0, {2}), member(1, {2}), member(2, {2}), member(3, {2})}, 8,
+               KvPool::Placement::LocalFirst, 1, 2);
+  three.act_as(0);
+  three.index().reference(0);
+  for (uint32_t r : {1u, 2u, 3u, 3u, 3u}) three.read_remotely(0, r);
+  CHECK((three.replicas_held() == 2 && three.source(0, 0, 3) == 0));
+}
