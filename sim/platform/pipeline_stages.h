@@ -31,6 +31,7 @@
 #include "sim/core/counters.h"
 #include "sim/core/timeline.h"
 #include "sim/platform/gpu_stream.h"
+#include "sim/platform/platform.h"
 
 namespace kvtier {
 

@@ -18,6 +18,19 @@ struct ServingTotals {
   uint64_t iterations = 0, layered_iterations = 0;
   uint64_t preemptions = 0, swapped_out = 0, swapped_in = 0, recomputed = 0;
   double slo_ttft_s = 0, slo_tpot_s = 0;  // 0: no limit
+  // Another engine's counts added to these (instances or virtual engines
+  // together); the SLOs are the same setting for all, taken as they are.
+  // The end and the GPU's busy time are the caller's to combine.
+  void add_counts(const ServingTotals& o) {
+    iterations += o.iterations;
+    layered_iterations += o.layered_iterations;
+    preemptions += o.preemptions;
+    swapped_out += o.swapped_out;
+    swapped_in += o.swapped_in;
+    recomputed += o.recomputed;
+    slo_ttft_s = o.slo_ttft_s;
+    slo_tpot_s = o.slo_tpot_s;
+  }
 };
 
 // The configured SLOs (0: no limit) and whether a finished request met them.

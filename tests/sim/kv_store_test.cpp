@@ -6,6 +6,7 @@
 
 #include <set>
 
+#include "kv_rig.h"
 #include "sim_fixture.h"
 #include "sim/core/counters.h"
 #include "sim/kv/kv_store.h"
@@ -72,18 +73,7 @@ struct KvRig {
     s.ctx = 1024;
     s.steps = 1;
     s.bt = 128;
-    json pol = {{"eviction", eviction}};
-    s.pol.create(pol, json{{"eviction", "lru"},
-                           {"promotion", "on_access"},
-                           {"placement", "top"},
-                           {"prefetch", "none"},
-                           {"evaluation", "exact"},
-                           {"compression", "none"}});
-    s.bind_gpu();
-    s.bind_host_devices();
-    kv = std::make_unique<KvStore>(s, c);
-    s.pol.setup(kv->table());
-    kv->start(sink);
+    kv = start_store(s, c, sink, json{{"eviction", eviction}});
     REQUIRE(kv->table().size() == 9);
     REQUIRE(kv->table().tiers[0].capacity_blocks == gpu_blocks);
     REQUIRE(kv->table().tiers[1].capacity_blocks == dram_blocks);

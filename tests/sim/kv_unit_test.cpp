@@ -9,6 +9,7 @@
 #include "sim/core/counters.h"
 #include "sim/kv/kv_store.h"
 #include "sim/serving/serving.h"
+#include "kv_rig.h"
 #include "sim_fixture.h"
 
 using namespace kvtier;
@@ -63,18 +64,7 @@ struct Rig {
     s.ctx = 1024;
     s.steps = 1;
     s.bt = 128;
-    json pol = json::object();
-    s.pol.create(pol, json{{"eviction", "lru"},
-                           {"promotion", "on_access"},
-                           {"placement", "top"},
-                           {"prefetch", "none"},
-                           {"evaluation", "exact"},
-                           {"compression", "none"}});
-    s.bind_gpu();
-    s.bind_host_devices();
-    kv = std::make_unique<KvStore>(s, c);
-    s.pol.setup(kv->table());
-    kv->start(sink);
+    kv = start_store(s, c, sink, json::object());
   }
 };
 
