@@ -125,10 +125,11 @@ TEST_CASE("a collective over one rank does nothing; a repeated rank is refused",
 
 namespace {
 
-// `count` all-reduces of `bytes` back to back over gpu0..gpu<ranks-1>, run
-// alone (closed forms) or as flows: their time and every link's bytes and
-// busy time.
-json run_repeated(int ranks, double bytes, CollectiveAlgorithm algo, size_t count, bool alone) {
+// In a child: the NVLink node's platform, `body(p, gpus)` as one actor from
+// 0.25 s on (not at time 0: busy times start where the clock is) over
+// gpu0..gpu<ranks-1>, then what `result(p, gpus)` reads once it has run.
+template <class Body, class Result>
+json on_nvlink(int ranks, Body body, Result result) {
   return in_child([&] {
     json hwc = hgx_nvlink();
     Hardware h = parse_hardware(hwc, "hardware");
@@ -136,13 +137,25 @@ json run_repeated(int ranks, double bytes, CollectiveAlgorithm algo, size_t coun
     start_simgrid();
     Platform p(h, topo);
     const std::vector<size_t> gpus = first_gpus(h, ranks);
-    double t = 0, t2 = 0;
     sg4::Actor::create("allreduce", p.controller(), [&] {
-      sg4::this_actor::sleep_for(0.25);  // not at time 0: busy times start where the clock is
-      t = allreduce_repeated(p, gpus, bytes, algo, count, alone);
-      t2 = allreduce_repeated(p, gpus, bytes / 3, algo, 1, alone);
+      sg4::this_actor::sleep_for(0.25);
+      body(p, gpus);
     });
     sg4::Engine::get_instance()->run();
+    return result(p, gpus);
+  });
+}
+
+// `count` all-reduces of `bytes` back to back over gpu0..gpu<ranks-1>, run
+// alone (closed forms) or as flows: their time and every link's bytes and
+// busy time.
+json run_repeated(int ranks, double bytes, CollectiveAlgorithm algo, size_t count, bool alone) {
+  double t = 0, t2 = 0;
+  auto body = [&](Platform& p, const std::vector<size_t>& gpus) {
+    t = allreduce_repeated(p, gpus, bytes, algo, count, alone);
+    t2 = allreduce_repeated(p, gpus, bytes / 3, algo, 1, alone);
+  };
+  return on_nvlink(ranks, body, [&](Platform& p, const std::vector<size_t>& gpus) {
     CollectivePlan one = allreduce_plan(p, gpus, bytes, algo);
     CollectivePlan uneven = one;
     if (uneven.flows.size() > 1) uneven.flows[0].bytes *= 2;
@@ -199,25 +212,17 @@ TEST_CASE("a link is as busy under all-reduces run one by one as under one repea
     for (int n : {2, 4, 8})
       for (bool alone : {false, true}) {
         CAPTURE(int(algo), n, alone);
-        json r = in_child([&] {
-          json hwc = hgx_nvlink();
-          Hardware h = parse_hardware(hwc, "hardware");
-          Topology topo(h);
-          start_simgrid();
-          Platform p(h, topo);
-          const std::vector<size_t> gpus = first_gpus(h, n);
-          double one_by_one = 0, repeated = 0;
-          std::vector<double> busy_after_singles;
-          sg4::Actor::create("allreduce", p.controller(), [&] {
-            sg4::this_actor::sleep_for(0.25);
-            const double t0 = sg4::Engine::get_clock();
-            for (size_t i = 0; i < count; ++i) allreduce_repeated(p, gpus, S, algo, 1, alone);
-            one_by_one = sg4::Engine::get_clock() - t0;
-            for (const LinkStat& s : p.stats()) busy_after_singles.push_back(s.busy_s);
-            sg4::this_actor::sleep_for(0.25);
-            repeated = allreduce_repeated(p, gpus, S, algo, count, alone);
-          });
-          sg4::Engine::get_instance()->run();
+        double one_by_one = 0, repeated = 0;
+        std::vector<double> busy_after_singles;
+        auto body = [&](Platform& p, const std::vector<size_t>& gpus) {
+          const double t0 = sg4::Engine::get_clock();
+          for (size_t i = 0; i < count; ++i) allreduce_repeated(p, gpus, S, algo, 1, alone);
+          one_by_one = sg4::Engine::get_clock() - t0;
+          for (const LinkStat& s : p.stats()) busy_after_singles.push_back(s.busy_s);
+          sg4::this_actor::sleep_for(0.25);
+          repeated = allreduce_repeated(p, gpus, S, algo, count, alone);
+        };
+        json r = on_nvlink(n, body, [&](Platform& p, const std::vector<size_t>&) {
           json links = json::array();
           for (size_t i = 0; i < p.stats().size(); ++i)
             links.push_back({busy_after_singles[i], p.stats()[i].busy_s - busy_after_singles[i]});
