@@ -524,12 +524,14 @@ void ClusterSimulation::route_all() {
 // to the instance (all its virtual engines: they share its GPUs) that have
 // not been prefilled, each as if alone and uncached, times the model's
 // layers. Service: the prompt's prefill less its cached prefix, on the
-// instance's kernel model; its cached blocks load layer by layer from the
+// instance's kernel model with each layer's tensor-parallel all-reduces and
+// a pipeline's hand-overs between stages as they take on an idle platform;
+// its cached blocks load layer by layer from the
 // devices they lie on (its own host memory or drives, or with a pool another
 // node's, over the fabric) at the route's rate and latency when alone, and
 // layer l computes once its KV is in: with L equal layers, the longer of the
-// two sides plus one layer of the shorter. All-reduces, the running
-// sequences' decode and contention are not in the estimate.
+// two sides plus one layer of the shorter. The running sequences' decode
+// and contention are not in the estimate.
 void ClusterSimulation::estimate_first_token(size_t i, const ServingRequest& q, InstanceLoad& load) {
   Instance& in = *inst_[i];
   double layers = 0;
@@ -550,12 +552,11 @@ void ClusterSimulation::estimate_first_token(size_t i, const ServingRequest& q, 
     const size_t dev = hit_from_[a].first;
     double tokens = 0;
     for (; a < hit_from_.size() && hit_from_[a].first == dev; ++a) tokens += hit_from_[a].second;
-    const double bytes = tokens * per_token;  // one layer's
-    const PlatformRoute& r = platform_->route(dev, in.gpu_dev);
-    const double rate = r.bottleneck_Bps * platform_->bandwidth_factor(dev, in.gpu_dev, bytes);
-    if (rate > 0) loading += layers * (r.latency_s * platform_->latency_factor(dev, in.gpu_dev, bytes) + bytes / rate);
+    loading += layers * e.prefix_load_layer_s(dev, tokens * per_token);  // one layer's, each rank's share
   }
-  load.service_s = std::max(compute, loading) + std::min(compute, loading) / std::max(1.0, layers);
+  // A pipeline hands the prompt's computed tokens from stage to stage.
+  const double handovers = in.stages ? in.stages->handovers_idle_s(double(q.input_tokens - cached)) : 0.0;
+  load.service_s = std::max(compute, loading) + std::min(compute, loading) / std::max(1.0, layers) + handovers;
 }
 
 // A prefill instance's request is done: on to a decode instance, which pulls

@@ -127,6 +127,19 @@ std::vector<double> alone_durations(const Platform& p, const CollectivePlan& pla
   return out;
 }
 
+double idle_duration_s(const Platform& p, const CollectivePlan& plan) {
+  if (plan.flows.empty()) return 0.0;
+  std::vector<double> each = alone_durations(p, plan);
+  if (each.empty())
+    for (const CollectiveFlow& f : plan.flows) {
+      const PlatformRoute& r = p.route(f.from, f.to);
+      const double bytes = static_cast<double>(static_cast<uint64_t>(f.bytes));
+      each.push_back(r.latency_s * p.latency_factor(f.from, f.to, bytes) +
+                     bytes / (r.bottleneck_Bps * p.bandwidth_factor(f.from, f.to, bytes)));
+    }
+  return *std::max_element(each.begin(), each.end()) + plan.extra_latency_s;
+}
+
 std::vector<uint32_t> collective_links(const Platform& p, const CollectivePlan& plan) {
   std::vector<uint32_t> links;
   for (const CollectiveFlow& f : plan.flows) {

@@ -85,6 +85,10 @@ double allreduce_repeated(Platform& p, const std::vector<size_t>& gpus, double b
 // Run alone, each flow's duration (CollectiveRun above); empty where the
 // flows must run as flows.
 std::vector<double> alone_durations(const Platform& p, const CollectivePlan& plan);
+// What the plan takes on an otherwise idle platform: its longest flow as
+// alone_durations times it, plus its latency steps; where its flows share
+// links unevenly, each flow as if it had its route to itself (a lower bound).
+double idle_duration_s(const Platform& p, const CollectivePlan& plan);
 // The links the plan's flows cross (LinkStat indices, sorted, each once).
 std::vector<uint32_t> collective_links(const Platform& p, const CollectivePlan& plan);
 

@@ -47,15 +47,26 @@ void PipelineStages::enter(size_t s) { busy_[s]->lock(); }
 
 void PipelineStages::leave(size_t s) { busy_[s]->unlock(); }
 
-double PipelineStages::send(size_t s, double tokens) {
+// Rank r of one stage to rank r of the next, each its slice (stages of one
+// instance have as many ranks each).
+CollectivePlan PipelineStages::send_plan(size_t s, double tokens) const {
   const std::vector<size_t>& from = stages_[s].gpus;
   const std::vector<size_t>& to = stages_[s + 1].gpus;
   const double bytes = tokens * bytes_per_token_;
   CollectivePlan plan;
-  // Rank r of one stage to rank r of the next, each its slice (stages of one
-  // instance have as many ranks each).
   for (size_t r = 0; r < from.size(); ++r)
     plan.flows.push_back(CollectiveFlow{from[r], to[r], bytes / static_cast<double>(from.size())});
+  return plan;
+}
+
+CollectivePlan PipelineStages::receive_plan(size_t s, double tokens) const {
+  const std::vector<size_t>& g = stages_[s].gpus;
+  if (g.size() < 2) return {};
+  return allgather_plan(platform_, g, tokens * bytes_per_token_);
+}
+
+double PipelineStages::send(size_t s, double tokens) {
+  CollectivePlan plan = send_plan(s, tokens);
   for (const CollectiveFlow& f : plan.flows) activation_bytes_ += f.bytes;
   const double t = collective_start(platform_, std::move(plan)).wait();
   activation_s_ += t;
@@ -63,12 +74,18 @@ double PipelineStages::send(size_t s, double tokens) {
 }
 
 double PipelineStages::receive(size_t s, double tokens) {
-  const std::vector<size_t>& g = stages_[s].gpus;
-  if (g.size() < 2) return 0.0;
-  CollectivePlan plan = allgather_plan(platform_, g, tokens * bytes_per_token_);
+  CollectivePlan plan = receive_plan(s, tokens);
+  if (plan.flows.empty()) return 0.0;
   for (const CollectiveFlow& f : plan.flows) activation_bytes_ += f.bytes;
   const double t = collective_start(platform_, std::move(plan)).wait();
   activation_s_ += t;
+  return t;
+}
+
+double PipelineStages::handovers_idle_s(double tokens) const {
+  double t = 0;
+  for (size_t s = 0; s + 1 < stages_.size(); ++s)
+    t += idle_duration_s(platform_, send_plan(s, tokens)) + idle_duration_s(platform_, receive_plan(s + 1, tokens));
   return t;
 }
 

@@ -30,6 +30,7 @@
 
 #include "sim/core/counters.h"
 #include "sim/core/timeline.h"
+#include "sim/platform/collective.h"
 #include "sim/platform/gpu_stream.h"
 #include "sim/platform/platform.h"
 
@@ -78,6 +79,9 @@ class PipelineStages {
   // From an actor holding stage s (s > 0): the all-gather of the received
   // slices among its ranks (nothing without tensor parallelism).
   double receive(size_t s, double tokens);
+  // A batch of `tokens` handed from the first stage to the last on an
+  // otherwise idle platform: every send and all-gather, s.
+  double handovers_idle_s(double tokens) const;
 
   // After the run.
   double busy_s(size_t s) const { return counters_[s].gpu_busy_s; }
@@ -91,6 +95,8 @@ class PipelineStages {
   uint64_t micro_batches() const { return batches_; }
 
  private:
+  CollectivePlan send_plan(size_t s, double tokens) const;
+  CollectivePlan receive_plan(size_t s, double tokens) const;
   Platform& platform_;
   std::vector<Stage> stages_;
   double bytes_per_token_ = 0;

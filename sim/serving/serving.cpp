@@ -14,6 +14,7 @@
 #include "sim/engine/layer_pipeline.h"
 #include "sim/engine/paged_pipeline.h"
 #include "sim/kv/kv_store.h"
+#include "sim/platform/collective.h"
 #include "sim/platform/job_watch.h"
 #include "sim/platform/platform.h"
 #include "sim/platform/streams.h"
@@ -496,7 +497,15 @@ uint32_t ServingSimulation::cached_prefix_tokens(const ServingRequest& r) const 
 
 double ServingSimulation::prefill_layer_s(uint32_t cached, uint32_t tokens) const {
   const std::vector<KernelSeq> one{KernelSeq{cached, tokens, true}};
-  return iteration_kernel_s(s_, limits_.block_tokens, one) + weight_restore_s(s_);
+  double s = iteration_kernel_s(s_, limits_.block_tokens, one) + weight_restore_s(s_);
+  // A tensor-parallel layer's two all-reduces of the computed tokens' hidden
+  // states follow its kernel on the critical path (PagedPipeline::all_reduce).
+  if (s_.tp_gpus.size() > 1 && platform_) {
+    const CollectiveAlgorithm algo = s_.tp_switch ? CollectiveAlgorithm::Switch : CollectiveAlgorithm::Ring;
+    s += idle_duration_s(*platform_, allreduce_repeated_plan(*platform_, s_.tp_gpus,
+                                                             double(tokens) * s_.tp_allreduce_bytes_per_token, algo, 2));
+  }
+  return s;
 }
 
 uint32_t ServingSimulation::prefix_hit_sources(const ServingRequest& r,
@@ -505,6 +514,19 @@ uint32_t ServingSimulation::prefix_hit_sources(const ServingRequest& r,
 }
 
 double ServingSimulation::prefix_load_bytes_per_token_layer() const { return cache_->load_bytes_per_token_layer(); }
+
+// Every rank reads its share at once, each over its own route (the ranks'
+// reads share what links their routes share: a PCIe switch two GPUs hang
+// from), as the transfer planner mirrors a move.
+double ServingSimulation::prefix_load_layer_s(size_t dev, double bytes) const {
+  if (!platform_) return 0.0;
+  CollectivePlan plan;
+  plan.flows.push_back(CollectiveFlow{dev, s_.gpu_dev, bytes});
+  if (!rank_devices_.empty())
+    for (size_t r = 0; r < rank_devices_[dev].size(); ++r)
+      plan.flows.push_back(CollectiveFlow{rank_devices_[dev][r], rank_devices_[s_.gpu_dev][r], bytes});
+  return idle_duration_s(*platform_, plan);
+}
 
 bool ServingSimulation::gpu_prefix_cache() const { return cache_->has_gpu(); }
 

@@ -151,6 +151,9 @@ class ServingSimulation {
   double queued_prefill_layer_s() const { return queued_prefill_layer_s_ > 0 ? queued_prefill_layer_s_ : 0.0; }
   uint32_t prefix_hit_sources(const ServingRequest& r, std::vector<std::pair<size_t, uint32_t>>& from) const;
   double prefix_load_bytes_per_token_layer() const;
+  // One layer's load of `bytes` a rank from device `dev` on an otherwise
+  // idle platform, every rank reading its share at once.
+  double prefix_load_layer_s(size_t dev, double bytes) const;
   size_t queued() const;
   // After the run: this instance's metrics, without the platform's links and
   // energy (the cluster reports those once).

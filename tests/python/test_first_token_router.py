@@ -1,6 +1,8 @@
 """Routing by estimated first token (cluster.router "min_ttft", docs/cluster.md):
 the estimate a request was routed on (requests.csv estimated_ttft_s) is its
-TTFT exactly when it runs alone, with or without a cached prefix to load;
+TTFT exactly when it runs alone, with or without a cached prefix to load,
+on one GPU, on tensor-parallel ranks (their all-reduces, their loads
+sharing PCIe switches) and through pipeline stages (their hand-overs);
 the router weighs where cached blocks lie, so a slower fabric sends fewer
 prompts to read their prefix from another node; a decode instance's router
 cannot be one that estimates a prefill."""
@@ -15,6 +17,9 @@ from conftest import ROOT, run_metrics as run
 FARM = ROOT / "configs" / "cluster" / "replica_farm.json"
 MOONCAKE = ROOT / "configs" / "serving" / "mooncake.json"
 HGX = ROOT / "configs" / "hardware" / "hgx_h100x8.json"
+TP = ROOT / "configs" / "cluster" / "hgx_node.json"
+PP = ROOT / "configs" / "cluster" / "hgx_pipeline.json"
+INSTANCES = pytest.mark.parametrize("preset", [FARM, TP, PP], ids=["one_gpu", "tp4", "pp2_tp4"])
 
 
 def rows(out):
@@ -22,14 +27,16 @@ def rows(out):
         return list(csv.DictReader(f))
 
 
-def test_a_lone_prompt_gets_the_first_token_it_was_routed_on(kvtier, tmp_path):
-    _, out = run(kvtier, tmp_path, "one", FARM, "serving.limit=1", "cluster.router=min_ttft")
+@INSTANCES
+def test_a_lone_prompt_gets_the_first_token_it_was_routed_on(kvtier, tmp_path, preset):
+    _, out = run(kvtier, tmp_path, "one", preset, "serving.limit=1", "cluster.router=min_ttft")
     (r,) = rows(out)
     assert float(r["queueing_s"]) == 0
     assert float(r["estimated_ttft_s"]) == pytest.approx(float(r["ttft_s"]), rel=1e-9)
 
 
-def test_a_cached_prefix_loads_beside_the_prefill_as_estimated(kvtier, tmp_path):
+@INSTANCES
+def test_a_cached_prefix_loads_beside_the_prefill_as_estimated(kvtier, tmp_path, preset):
     # The second prompt, long after the first has finished, finds the
     # first's eight blocks in its instance's DRAM: each layer's share loads
     # from there while the layers before it compute.
@@ -37,7 +44,7 @@ def test_a_cached_prefix_loads_beside_the_prefill_as_estimated(kvtier, tmp_path)
     trace.write_text('{"timestamp": 0, "input_length": 4096, "output_length": 2, "hash_ids": [1,2,3,4,5,6,7,8]}\n'
                      '{"timestamp": 100000, "input_length": 4600, "output_length": 2, '
                      '"hash_ids": [1,2,3,4,5,6,7,8,9]}\n')
-    _, out = run(kvtier, tmp_path, "two", FARM, "serving.requests.path=%s" % trace, "serving.time_scale=1",
+    _, out = run(kvtier, tmp_path, "two", preset, "serving.requests.path=%s" % trace, "serving.time_scale=1",
                  "cluster.router=min_ttft")
     first, second = rows(out)
     assert int(second["hit_tokens_dram0"]) == 4096 and second["instance"] == first["instance"]
