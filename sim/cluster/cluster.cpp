@@ -157,31 +157,38 @@ ClusterSimulation::ClusterSimulation(json& cfg) : cfg_(cfg) {
 // size as each instance's own cache, each share as big as that cache.
 void ClusterSimulation::build_pool() {
   const Hardware& hw = inst_[0]->sim->setup().hw;
+  // A member per serving engine: a pipeline-parallel instance's virtual
+  // engines each bring the share of the devices their own prefix cache has.
   std::vector<KvPool::Member> members;
-  for (auto& in : inst_) {
-    const PrefixCache& pc = in->sim->prefix_cache();
-    if (!pc.replay_config())
-      throw ConfigError("cluster.kv_pool: \"pooled\" needs a prefix cache below each instance's GPU "
-                        "(serving.prefix_cache.enabled, a tier below the GPU in hardware.tiers, and requests with "
-                        "prefix blocks)");
-    KvPool::Member m;
-    m.gpu = in->gpu_dev;
-    m.gpu_node = static_cast<uint32_t>(hw.node_of(in->gpu_dev));
-    for (size_t u = 0; u < pc.devices().size(); ++u) {
-      m.devs.push_back(pc.devices()[u]);
-      m.nodes.push_back(static_cast<uint32_t>(hw.node_of(pc.devices()[u])));
-      m.capacity.push_back(pc.replay_config()->tiers[u].capacity_blocks);
+  for (auto& in : inst_)
+    for (size_t v = 0; v < in->engines(); ++v) {
+      const PrefixCache& pc = in->engine(v).prefix_cache();
+      if (!pc.replay_config())
+        throw ConfigError("cluster.kv_pool: \"pooled\" needs a prefix cache below each instance's GPU "
+                          "(serving.prefix_cache.enabled, a tier below the GPU in hardware.tiers, and requests with "
+                          "prefix blocks)");
+      KvPool::Member m;
+      m.gpu = in->gpu_dev;
+      m.gpu_node = static_cast<uint32_t>(hw.node_of(in->gpu_dev));
+      for (size_t u = 0; u < pc.devices().size(); ++u) {
+        m.devs.push_back(pc.devices()[u]);
+        m.nodes.push_back(static_cast<uint32_t>(hw.node_of(pc.devices()[u])));
+        m.capacity.push_back(pc.replay_config()->tiers[u].capacity_blocks);
+      }
+      members.push_back(std::move(m));
     }
-    members.push_back(std::move(m));
-  }
   const KvPool::Placement placement = cfg_["cluster"]["kv_pool_placement"] == "hashed" ? KvPool::Placement::Hashed
                                                                                      : KvPool::Placement::LocalFirst;
   pool_ = std::make_unique<KvPool>(*inst_[0]->sim->prefix_cache().replay_config(), std::move(members),
                                    stream_.distinct_blocks, placement,
                                    cfg_["cluster"]["kv_pool_replicate_after"].get<uint32_t>(),
                                    cfg_["cluster"]["kv_pool_copies"].get<uint32_t>());
-  const uint32_t ranks = cfg_["cluster"]["tp"].get<uint32_t>();
-  for (size_t i = 0; i < inst_.size(); ++i) inst_[i]->sim->prefix_cache().join(*pool_, static_cast<uint32_t>(i), ranks);
+  // Every GPU of an instance moves its share (its stage's layers, its
+  // rank's heads): the bytes a member's engine counts, times them.
+  const uint32_t ranks = cfg_["cluster"]["tp"].get<uint32_t>() * cfg_["cluster"]["pp"].get<uint32_t>();
+  uint32_t member = 0;
+  for (auto& in : inst_)
+    for (size_t v = 0; v < in->engines(); ++v) in->engine(v).prefix_cache().join(*pool_, member++, ranks);
 }
 
 // An instance reads and writes every share from its GPU (loads, writes,
@@ -195,14 +202,23 @@ void ClusterSimulation::connect_pool() {
     for (size_t j = 0; j < pool_->members(); ++j) {
       const KvPool::Member& m = pool_->member(j);
       for (size_t u = 0; u < m.devs.size(); ++u) {
-        if (j != i) {
+        if (m.gpu != g || m.devs[u] != inst_[i]->rank_tiers[0][u + 1]) {
           pairs.emplace_back(m.devs[u], g);
           pairs.emplace_back(g, m.devs[u]);
         }
         if (hw.devices[m.devs[u]].model->is_storage()) drives.emplace_back(m.devs[u], u + 1);
       }
     }
-    inst_[i]->sim->pool_streams(std::move(pairs), std::move(drives));
+    // Several members on one device (a pipeline's virtual engines): a pair once, in the order first met.
+    auto once = [](std::vector<std::pair<size_t, size_t>>& v) {
+      std::vector<std::pair<size_t, size_t>> seen;
+      for (const auto& p : v)
+        if (std::find(seen.begin(), seen.end(), p) == seen.end()) seen.push_back(p);
+      v = std::move(seen);
+    };
+    once(pairs);
+    once(drives);
+    for (size_t v = 0; v < inst_[i]->engines(); ++v) inst_[i]->engine(v).pool_streams(pairs, drives);
   }
 }
 
@@ -283,9 +299,6 @@ void ClusterSimulation::place_instances() {
     if (pp > whole.layers)
       throw ConfigError("cluster.pp: " + std::to_string(pp) + " stages for the model's " + std::to_string(whole.layers) +
                         " layers (a stage holds at least one)");
-    if (cl["kv_pool"] == "pooled")
-      throw ConfigError("cluster.pp: a pipeline-parallel instance with cluster.kv_pool \"pooled\" is not modelled; set "
-                        "cluster.pp 1 or kv_pool \"local\"");
   }
   if (hw.tiers.empty() || hw.tiers[0] != hw.gpu)
     throw ConfigError("hardware.tiers: a cluster's instances keep running KV on their GPU: the first tier must be the GPU (" +

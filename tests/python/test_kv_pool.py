@@ -282,3 +282,47 @@ def test_hot_blocks_get_copies_on_several_readers_nodes(kvtier, tmp_path):
     assert three["prefix_hit_tokens"] == one["prefix_hit_tokens"]
     for t in k3["tiers"]:
         assert 0 <= t["used_blocks"] <= t["capacity_blocks"]
+
+
+def test_a_pipelines_virtual_engines_read_each_others_blocks_from_the_pool(kvtier, tmp_path):
+    # One instance of two stages, two virtual engines. Prompts A and B come
+    # together (A to the first engine, B to the second), then again once
+    # both have finished, the other way round: with a cache per engine each
+    # finds nothing the second time; pooled, each reads what the other wrote.
+    trace = tmp_path / "ab.jsonl"
+    a, b = list(range(1, 9)), list(range(11, 19))
+    rows = [(0, a), (0, b), (600000, b), (600000, a)]
+    trace.write_text("".join(json.dumps({"timestamp": t, "input_length": 4096, "output_length": 2, "hash_ids": h}) + "\n"
+                             for t, h in rows))
+    hw = 'hardware={"preset": "%s", "tiers": ["gpu0", "dram0"]}' % HGX
+    sets = [hw, "serving.requests.path=%s" % trace, "serving.time_scale=1"]
+    local, _ = run(kvtier, tmp_path, "local", MOONCAKE, *sets, 'cluster={"pp": 2, "replicas": 1}')
+    pool, out = run(kvtier, tmp_path, "pooled", MOONCAKE, *sets, 'cluster={"pp": 2, "replicas": 1, "kv_pool": "pooled"}')
+    assert local["prefix_hit_tokens"] == 0
+    hit = 2 * 4095  # the prompt's last token is computed (it yields the first token)
+    assert pool["prefix_hit_tokens"] == hit
+    assert pool["pooled_cache"]["members"] == 2
+    assert pool["pooled_cache"]["local_hit_tokens"] == hit and pool["pooled_cache"]["fabric_read_bytes"] == 0
+    assert pool["computed_prompt_tokens"] == local["computed_prompt_tokens"] - hit
+
+
+def test_pipeline_stages_on_two_nodes_pool_their_blocks_and_the_fabric_carries_each_gpus_share(kvtier, tmp_path):
+    # Two instances of two stages (one GPU each), one per node, round robin.
+    sets = ['cluster={"replicas": 2, "pp": 2, "router": "round_robin", '
+            '"gpus": ["n0.gpu0", "n0.gpu1", "n1.gpu0", "n1.gpu1"]}', "serving.limit=300"]
+    local, _ = run(kvtier, tmp_path, "local", MOONCAKE, two_nodes(), *sets)
+    pool, _ = run(kvtier, tmp_path, "pooled", MOONCAKE, two_nodes(), *pooled(sets))
+    kp = pool["pooled_cache"]
+    assert kp["members"] == 4
+    assert pool["prefix_hit_tokens"] > local["prefix_hit_tokens"]
+    assert kp["remote_hit_tokens"] > 0
+    assert kp["local_hit_tokens"] + kp["remote_hit_tokens"] == pool["prefix_hit_tokens"]
+    # Each stage's GPU reads its layers' share: together, every layer of every remote token, once.
+    tp1, _ = run(kvtier, tmp_path, "tp", MOONCAKE, two_nodes(), *pooled(TWO))
+    per_token = tp1["pooled_cache"]["fabric_read_bytes"] / tp1["pooled_cache"]["remote_hit_tokens"]
+    assert kp["fabric_read_bytes"] == pytest.approx(kp["remote_hit_tokens"] * per_token, rel=1e-12)
+    up = pool["links"]["n0.fabric:up"]["bytes"] + pool["links"]["n1.fabric:up"]["bytes"]
+    assert up == pytest.approx(kp["fabric_read_bytes"] + kp["fabric_write_bytes"], rel=1e-9)
+    slow, _ = run(kvtier, tmp_path, "slow", MOONCAKE, two_nodes(5), *pooled(sets))
+    assert slow["simulated_time_s"] >= pool["simulated_time_s"] * (1 - 1e-12)
+    assert slow["ttft_s"]["mean"] >= pool["ttft_s"]["mean"] * (1 - 1e-12)
