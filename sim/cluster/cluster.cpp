@@ -112,25 +112,24 @@ ClusterSimulation::ClusterSimulation(json& cfg) : cfg_(cfg) {
     throw ConfigError("cluster.prefill_replicas: " + std::to_string(prefill_) + " prefill instances leave none of the " +
                       std::to_string(inst_.size()) + " to decode");
   // Streaming pushes into a decode instance's paged pool (a cluster's instances refuse serving.kv "tiered").
-  if (cfg_["cluster"]["kv_transfer"] == "layerwise" && prefill_ > 0) {
-    if (cfg_["cluster"]["pp"].get<size_t>() > 1)
-      throw ConfigError("cluster.kv_transfer: \"layerwise\" with cluster.pp > 1 is not modelled (a stage streams "
-                        "only its own layers); expected cluster.kv_transfer \"after_prefill\" with pipeline stages");
+  if (cfg_["cluster"]["kv_transfer"] == "layerwise" && prefill_ > 0)
     layerwise_ = std::make_unique<LayerwiseTransfer>(stream_.reqs.size());
-  }
   for (size_t i = 0; i < inst_.size() && prefill_ > 0; ++i) {
     inst_[i]->role = i < prefill_ ? "prefill" : "decode";
     for (size_t v = 0; i < prefill_ && !layerwise_ && v < inst_[i]->engines(); ++v)
       inst_[i]->engine(v).on_finish([this, i, v](uint32_t local) { hand_over(i, v, local); });
-    // Streaming: instances of one engine (pipeline parallelism is refused with it).
-    if (i >= prefill_ && layerwise_)
-      inst_[i]->sim->on_reserved([this, i](uint32_t local) { layerwise_->reserved(inst_[i]->global[0][local]); });
-    if (i < prefill_ && layerwise_) {
-      inst_[i]->sim->on_schedule([this, i](uint32_t local) { stream_over(i, local); });
-      inst_[i]->sim->on_finish([this, i](uint32_t local) {
-        const uint32_t k = inst_[i]->global[0][local];
-        if (decode_of_[k] != UINT32_MAX) layerwise_->prefilled(k);
-      });
+    // Streaming: every virtual engine of a pipeline streams what it prefills.
+    for (size_t v = 0; layerwise_ && v < inst_[i]->engines(); ++v) {
+      ServingSimulation& e = inst_[i]->engine(v);
+      if (i >= prefill_)
+        e.on_reserved([this, i, v](uint32_t local) { layerwise_->reserved(inst_[i]->global[v][local]); });
+      if (i < prefill_) {
+        e.on_schedule([this, i, v](uint32_t local) { stream_over(i, v, local); });
+        e.on_finish([this, i, v](uint32_t local) {
+          const uint32_t k = inst_[i]->global[v][local];
+          if (decode_of_[k] != UINT32_MAX) layerwise_->prefilled(k);
+        });
+      }
     }
   }
   instance_of_.assign(stream_.reqs.size(), 0);
@@ -606,14 +605,14 @@ std::pair<size_t, size_t> ClusterSimulation::pick_decode(uint32_t k) {
 
 // Layer-wise: the prompt's prefill starts; its decode instance is picked now
 // and reserves its blocks when it can, and the prefill streams the KV to it.
-void ClusterSimulation::stream_over(size_t from, uint32_t local) {
-  const uint32_t k = inst_[from]->global[0][local];
+void ClusterSimulation::stream_over(size_t from, size_t engine, uint32_t local) {
+  const uint32_t k = inst_[from]->global[engine][local];
   const ServingRequest& q = stream_.reqs[k];
   if (q.output_tokens <= 1) return;  // the first token is the last: nothing to decode
   const auto [j, v] = pick_decode(k);
   ServingSimulation& d = inst_[j]->engine(v);
   d.accept_streamed(q);
-  layerwise_->start(k, *inst_[from]->sim, local, d, decode_local_[k], inst_[j]->gpu_dev);
+  layerwise_->start(k, inst_[from]->engine(engine), local, d, decode_local_[k], inst_[j]->gpu_dev);
   d.wake();
   if (++handed_over_ == to_hand_over_ && routed_all_) close_decode_side();
 }
@@ -827,7 +826,8 @@ json ClusterSimulation::run(const std::string& timeline_path) {
   for (size_t i = prefill_; i < inst_.size() && prefill_ > 0; ++i) decode_gpus.push_back(inst_[i]->gpu_dev);
   for (size_t i = prefill_; i < inst_.size() && prefill_ > 0 && !layerwise_; ++i)
     for (size_t v = 0; v < inst_[i]->engines(); ++v) inst_[i]->engine(v).pulls_from(prefill_gpus);
-  for (size_t i = 0; i < prefill_ && layerwise_; ++i) inst_[i]->sim->pushes_to(decode_gpus);
+  for (size_t i = 0; i < prefill_ && layerwise_; ++i)
+    for (size_t v = 0; v < inst_[i]->engines(); ++v) inst_[i]->engine(v).pushes_to(decode_gpus);
   if (pool_) connect_pool();
   build_stages();
   for (auto& in : inst_)

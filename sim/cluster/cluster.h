@@ -69,7 +69,7 @@ class ClusterSimulation {
   void hand_over(size_t from, size_t engine, uint32_t local);
   // cluster.kv_transfer "layerwise": request `local` of prefill instance
   // `from` is first scheduled; its decode instance is picked now.
-  void stream_over(size_t from, uint32_t local);
+  void stream_over(size_t from, size_t engine, uint32_t local);
   // The decode instance (by the decode router) and its virtual engine that
   // request k goes to, which accepts it next.
   std::pair<size_t, size_t> pick_decode(uint32_t k);

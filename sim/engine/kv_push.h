@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "sim/core/job.h"
 
@@ -20,15 +21,24 @@ namespace kvtier {
 struct KvPush {
   size_t to = 0;                  // the receiving GPU (the first rank's; each rank pushes its share to its peer)
   double token_layer_bytes = 0;   // one token's KV of one layer, one rank's share
-  uint64_t layers = 0;            // the model's layers
-  uint64_t total = 0;             // token-layers to send: the prompt's whole blocks' tokens x layers
+  uint64_t tokens = 0;            // the prompt's whole blocks' tokens: what goes of every layer
   uint64_t skip = 0;              // tokens already counted that a recomputed prefill computes again (not resent)
   bool room = false;              // the receiver holds the blocks: layers go as they are computed
   bool started = false;           // a prefill chunk of the prompt has been computed here
-  uint64_t computed = 0;          // token-layers whose KV the prefill has computed (or found cached)
-  uint64_t sent = 0;              // token-layers submitted for transfer (a prefix of the computed ones)
-  JobId last = kNoJob;            // the last transfer submitted (one stream, in order: it lands last)
-  bool complete() const { return sent == total; }
+  // Per pipeline stage (one without stages): each stage's GPUs hold their
+  // layers' KV and send it to their peers on the decode side, on their own.
+  struct Stage {
+    uint64_t layers = 0;          // the layers it computes
+    uint64_t computed = 0;        // token-layers whose KV it has computed (or found cached)
+    uint64_t sent = 0;            // token-layers submitted for transfer (a prefix of the computed ones)
+    JobId last = kNoJob;          // the last transfer submitted (one stream per rank, in order: it lands last)
+  };
+  std::vector<Stage> stages;
+  bool complete() const {
+    for (const Stage& s : stages)
+      if (s.sent != tokens * s.layers) return false;
+    return true;
+  }
 };
 
 // One iteration's part of a pushed prompt: the tokens of each layer's KV it

@@ -90,9 +90,12 @@ bool PagedPipeline::run_stages(const PagedIteration& it, double layer_s, const s
   bool layered = false;
   ps.begin_batch();
   ps.enter(0);
+  stage_first_layer_ = 0;
   for (size_t st = 0; st < ps.size(); ++st) {
     if (st > 0) ps.receive(st, tokens);
+    stage_ = st;
     layered = compute(it, layer_s, loads, ps.gpu(st), ps.stage(st).gpus, ps.stage(st).layers) || layered;
+    stage_first_layer_ += ps.stage(st).layers;
     if (st + 1 < ps.size()) {
       ps.enter(st + 1);
       ps.send(st, tokens);
@@ -153,14 +156,23 @@ void PagedPipeline::run_layers(const PagedIteration& it, double layer_s, const s
 // kernel and all-reduces are done (the next layer's input is ready then
 // too). What was computed while the receiver had no room goes with it, in
 // one transfer.
+// Through pipeline stages, the stage computing (stage_) sends from its own
+// GPUs its layers' KV.
 void PagedPipeline::push_layer(const PagedIteration& it, uint32_t layer) {
   for (const PushChunk& c : it.pushes) {
     KvPush& p = *c.push;
-    p.computed += c.tokens;
+    KvPush::Stage& st = p.stages[stage_];
+    st.computed += c.tokens;
     if (!p.room) continue;
-    const double bytes = double(p.computed - p.sent) * p.token_layer_bytes;
-    p.last = tp_.move(s_.gpu_dev, p.to, bytes, {}, "kv push", static_cast<int32_t>(layer));
-    p.sent = p.computed;
+    const double bytes = double(st.computed - st.sent) * p.token_layer_bytes;
+    if (stages_) {
+      const size_t tp = stages_->stage(stage_).gpus.size();
+      st.last = tp_.move_ranks(stage_ * tp, tp, s_.gpu_dev, p.to, bytes, {}, "kv push",
+                               static_cast<int32_t>(stage_first_layer_ + layer));
+    } else {
+      st.last = tp_.move(s_.gpu_dev, p.to, bytes, {}, "kv push", static_cast<int32_t>(layer));
+    }
+    st.sent = st.computed;
   }
 }
 

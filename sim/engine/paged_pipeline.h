@@ -106,6 +106,8 @@ class PagedPipeline {
   bool stream_weights_ = false;  // policies.weights streams layers in: every iteration runs layer by layer
   double moved_in_s_ = 0;
   PipelineStages* stages_ = nullptr;
+  size_t stage_ = 0;               // the stage computing now (0 without stages)
+  size_t stage_first_layer_ = 0;   // its first layer in the model
 };
 
 }  // namespace kvtier

@@ -12,4 +12,11 @@ void when_done(Platform& platform, JobBoard& board, JobId j, std::function<void(
   });
 }
 
+void when_done(Platform& platform, JobBoard& board, std::vector<JobId> jobs, std::function<void()> then) {
+  sg4::Actor::create("kv arrival", platform.controller(), [&board, jobs = std::move(jobs), then = std::move(then)] {
+    for (JobId j : jobs) board.wait(j);
+    then();
+  });
+}
+
 }  // namespace kvtier

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <functional>
+#include <vector>
 
 #include "sim/core/job.h"
 
@@ -16,5 +17,7 @@ class Platform;
 // Calls `then` once job `j` of `board` is done (at once, from the new actor,
 // if it already is).
 void when_done(Platform& platform, JobBoard& board, JobId j, std::function<void()> then);
+// Once every job of `jobs` is done.
+void when_done(Platform& platform, JobBoard& board, std::vector<JobId> jobs, std::function<void()> then);
 
 }  // namespace kvtier

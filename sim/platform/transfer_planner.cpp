@@ -388,6 +388,18 @@ JobId TransferPlanner::move(size_t from, size_t to, double bytes, std::vector<Jo
   return j;
 }
 
+JobId TransferPlanner::move_ranks(size_t first, size_t count, size_t from, size_t to, double bytes,
+                                  std::vector<JobId> deps, const char* what, int32_t layer) {
+  const JobId j = board_.create();
+  board_.expect(j, static_cast<uint32_t>(count));
+  for (size_t r = first; r < first + count; ++r) {
+    TransferJob m{j, r == 0 ? from : mirrors_[from][r - 1], r == 0 ? to : mirrors_[to][r - 1], bytes, deps, -1, 0, what};
+    m.layer = layer;
+    move_stream(m.from, m.to).submit(std::move(m));
+  }
+  return j;
+}
+
 void TransferPlanner::flush(std::vector<JobId>* waits, double* gpu_codec_s) {
   const size_t n = s_.tiers();
   // Demand fetches first: streams are FIFO, so predicted blocks queue behind them.

@@ -53,6 +53,11 @@ class TransferPlanner final : public MoveSink {
   // transfer on that pair's stream after `deps`, named `what` on the
   // timeline, of layer `layer` (-1: all). Bytes written into a drive wear it.
   JobId move(size_t from, size_t to, double bytes, std::vector<JobId> deps, const char* what, int32_t layer = -1);
+  // The same on ranks first .. first+count-1 only (a pipeline stage's
+  // GPUs, rank 0 being the instance's first GPU), each its share to its
+  // peer: a copy between GPUs, no drive written.
+  JobId move_ranks(size_t first, size_t count, size_t from, size_t to, double bytes, std::vector<JobId> deps,
+                   const char* what, int32_t layer = -1);
   // Hidden states, and CPU attention's query and output (policies.weights):
   // copies of activations, which FlexGen issues on the kernels' own CUDA
   // stream, so they queue apart from the KV's and the weights' transfers

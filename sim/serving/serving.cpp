@@ -16,6 +16,7 @@
 #include "sim/kv/kv_store.h"
 #include "sim/platform/collective.h"
 #include "sim/platform/job_watch.h"
+#include "sim/platform/pipeline_stages.h"
 #include "sim/platform/platform.h"
 #include "sim/platform/streams.h"
 #include "sim/platform/transfer_planner.h"
@@ -102,7 +103,8 @@ void ServingSimulation::paged_iteration(const IterationPlan& p, uint64_t index, 
   for (uint32_t id : p.recomputed)
     if (id < push_of_.size() && push_of_[id]) {
       KvPush& push = *push_of_[id];
-      push.skip = push.computed / push.layers;  // whole iterations counted so far: tokens of every layer
+      // Whole iterations counted so far (every stage has run them): tokens of every layer.
+      push.skip = push.stages[0].computed / push.stages[0].layers;
       push.started = false;
     }
   for (uint32_t id : p.pulled_in)
@@ -454,21 +456,37 @@ void ServingSimulation::stream_kv(uint32_t id, KvPush* push) {
   push_of_[id] = push;
   reqs_[id].hold_kv = true;
   // One rank's share of the prompt's KV, token-layer by token-layer: what a
-  // pull would move (whole blocks), by layers and tokens.
-  push->layers = s_.model.layers;
-  push->token_layer_bytes = double(s_.model.kv_bytes_per_token()) / double(push->layers);
-  push->total = sched_->blocks_for(reqs_[id].input_tokens) * uint64_t(limits_.block_tokens) * push->layers;
+  // pull would move (whole blocks), by layers and tokens; through pipeline
+  // stages, each stage's layers from its own GPUs.
+  push->token_layer_bytes = double(s_.model.kv_bytes_per_token()) / double(s_.model.layers);
+  push->tokens = sched_->blocks_for(reqs_[id].input_tokens) * uint64_t(limits_.block_tokens);
+  push->stages.clear();
+  if (stages_)
+    for (size_t st = 0; st < stages_->size(); ++st) push->stages.push_back(KvPush::Stage{stages_->stage(st).layers});
+  else
+    push->stages.push_back(KvPush::Stage{s_.model.layers});
 }
 
 void ServingSimulation::push_computed(KvPush& push) {
   push.room = true;
-  if (push.computed == push.sent) return;
-  push.last = planner_->move(s_.gpu_dev, push.to, double(push.computed - push.sent) * push.token_layer_bytes, {}, "kv push");
-  push.sent = push.computed;
+  for (size_t st = 0; st < push.stages.size(); ++st) {
+    KvPush::Stage& p = push.stages[st];
+    if (p.computed == p.sent) continue;
+    const double bytes = double(p.computed - p.sent) * push.token_layer_bytes;
+    if (stages_) {
+      const size_t tp = stages_->stage(st).gpus.size();
+      p.last = planner_->move_ranks(st * tp, tp, s_.gpu_dev, push.to, bytes, {}, "kv push");
+    } else {
+      p.last = planner_->move(s_.gpu_dev, push.to, bytes, {}, "kv push");
+    }
+    p.sent = p.computed;
+  }
 }
 
 void ServingSimulation::when_pushed(const KvPush& push, std::function<void()> then) {
-  when_done(*platform_, *board_, push.last, std::move(then));
+  std::vector<JobId> last;
+  for (const KvPush::Stage& p : push.stages) last.push_back(p.last);
+  when_done(*platform_, *board_, std::move(last), std::move(then));
 }
 
 void ServingSimulation::release_kv(uint32_t id) {

@@ -187,3 +187,60 @@ def test_with_a_full_decode_pool_the_prompts_wait_on_their_prefill_gpus(kvtier, 
                    for t, v in i["tiers"].items() if t == i["gpu"])
     assert peak(lw, "decode") >= 0.99 * peak(after, "decode")  # the decode pools full in both
     assert peak(lw, "prefill") > 1.2 * peak(after, "prefill")
+
+
+def stages(mode, pp):
+    gpus = ["n%d.gpu%d" % (n, g) for n in (0, 1) for g in range(pp)]
+    return ('cluster={"replicas": 2, "prefill_replicas": 1, "pp": %d, "gpus": %s, "kv_transfer": "%s"}'
+            % (pp, str(gpus).replace("'", '"'), mode))
+
+
+def test_pipeline_stages_stream_their_own_layers_from_their_own_gpus(kvtier, tmp_path):
+    # Two stages of 40 layers on n0.gpu0 and n0.gpu1 prefill; n1.gpu0 and
+    # n1.gpu1 decode. Each stage sends the KV of its layers as it computes
+    # them, from its GPU to its peer's: at 50 GB/s a layer's transfer is
+    # shorter than its compute, so the last (stage 1's last layer) lands one
+    # transfer after the prefill's end.
+    hw = two_nodes(50)
+    colo, _ = run(kvtier, tmp_path, "colo", MOONCAKE, hw, ONE_REQUEST,
+                  'cluster={"replicas": 1, "pp": 2, "gpus": ["n0.gpu0", "n0.gpu1"]}')
+    lw, _ = run(kvtier, tmp_path, "lw", MOONCAKE, hw, ONE_REQUEST, stages("layerwise", 2))
+    after, _ = run(kvtier, tmp_path, "after", MOONCAKE, hw, ONE_REQUEST, stages("after_prefill", 2))
+    prefill = colo["ttft_s"]["mean"]
+    assert lw["ttft_s"]["mean"] == pytest.approx(prefill + 6e-6 + KV / LAYERS / 50e9, rel=1e-9)
+    assert lw["ttft_s"]["mean"] < after["ttft_s"]["mean"]
+    for link in ("n0.fabric:up", "n1.fabric:down"):
+        assert lw["links"][link]["bytes"] == pytest.approx(KV, rel=1e-12), link
+    for g in (0, 1):
+        out = "n0.pcie_gpu%d:n0.gpu%d->n0.pcie_sw0" % (g, g)
+        into = "n1.pcie_gpu%d:n1.pcie_sw0->n1.gpu%d" % (g, g)
+        assert lw["links"][out]["bytes"] == pytest.approx(KV / 2, rel=1e-12), out
+        assert lw["links"][into]["bytes"] == pytest.approx(KV / 2, rel=1e-12), into
+
+
+@pytest.mark.parametrize("gbps", [50, 0.25])
+def test_an_uneven_pipeline_streams_each_stages_share_and_never_loses_to_the_pull(kvtier, tmp_path, gbps):
+    # Three stages of 27, 27 and 26 layers: each stage GPU sends its layers' share.
+    hw = two_nodes(gbps)
+    lw, _ = run(kvtier, tmp_path, "lw", MOONCAKE, hw, ONE_REQUEST, stages("layerwise", 3))
+    after, _ = run(kvtier, tmp_path, "after", MOONCAKE, hw, ONE_REQUEST, stages("after_prefill", 3))
+    assert [s["layers"] for s in lw["instances"][0]["stages"]] == [27, 27, 26]
+    assert lw["ttft_s"]["mean"] <= after["ttft_s"]["mean"]
+    for g, layers in ((0, 27), (1, 27), (2, 26)):
+        sw = g // 2
+        out = "n0.pcie_gpu%d:n0.gpu%d->n0.pcie_sw%d" % (g, g, sw)
+        assert lw["links"][out]["bytes"] == pytest.approx(KV * layers / LAYERS, rel=1e-12), out
+    assert lw["links"]["n0.fabric:up"]["bytes"] == pytest.approx(KV, rel=1e-12)
+    slower, _ = run(kvtier, tmp_path, "slower", MOONCAKE, two_nodes(gbps / 2), ONE_REQUEST, stages("layerwise", 3))
+    assert slower["ttft_s"]["mean"] >= lw["ttft_s"]["mean"]
+
+
+def test_a_pipelined_streaming_run_repeats_and_serves_every_request(kvtier, tmp_path):
+    sets = ["serving.limit=60", 'cluster.kv_transfer="layerwise"', "cluster.pp=2", "cluster.tp=2"]
+    a, aout = run(kvtier, tmp_path, "a", DISAGGREGATED, *sets)
+    b, bout = run(kvtier, tmp_path, "b", DISAGGREGATED, *sets)
+    assert a == b and a["requests"] == 60
+    assert (aout / "requests.csv").read_text() == (bout / "requests.csv").read_text()
+    after, _ = run(kvtier, tmp_path, "after", DISAGGREGATED, *sets[:1], "cluster.pp=2", "cluster.tp=2")
+    assert a["output_tokens"] == after["output_tokens"]
+    assert a["nodes"][0]["fabric_bytes_out"] == pytest.approx(after["nodes"][0]["fabric_bytes_out"], rel=1e-9)
