@@ -86,6 +86,10 @@ const IterationPlan& Scheduler::plan() {
   plan_ = IterationPlan{};
   uint64_t budget = limits_.max_batched_tokens;
   bool preempted = false;
+  if (limits_.prefill_first) {
+    admit_waiting(budget);
+    if (!plan_.items.empty()) return plan_;
+  }
   // 1. Running sequences, in priority order.
   for (size_t i = 0; i < running_.size(); ++i) {
     const uint32_t id = running_[i];
@@ -175,8 +179,13 @@ const IterationPlan& Scheduler::plan() {
     ++in_flight_;
     plan_.reserved.push_back(id);
   }
-  // 3. New (and recomputing) requests, in queue order, while they fit.
-  while (!preempted && swapped_.empty() && !waiting_.empty() && running_.size() < limits_.max_running && budget > 0) {
+  // 3. New (and recomputing) requests; first, and alone, when prefills go first.
+  if (!preempted && !limits_.prefill_first) admit_waiting(budget);
+  return plan_;
+}
+
+void Scheduler::admit_waiting(uint64_t& budget) {
+  while (swapped_.empty() && !waiting_.empty() && running_.size() < limits_.max_running && budget > 0) {
     const uint32_t id = waiting_.front();
     ServingRequest& r = reqs_[id];
     const uint32_t cached = std::min<uint32_t>(lookup_(r), r.prefill_target - 1);
@@ -200,7 +209,6 @@ const IterationPlan& Scheduler::plan() {
     plan_.computed_tokens += k;
     budget -= k;
   }
-  return plan_;
 }
 
 namespace {

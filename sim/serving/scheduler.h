@@ -28,6 +28,10 @@ struct SchedulerLimits {
   uint32_t max_running = 256;         // sequences in one iteration (vLLM max_num_seqs)
   uint32_t max_batched_tokens = 8192; // tokens computed in one iteration (max_num_batched_tokens)
   bool chunked_prefill = false;
+  // An iteration that admits new prompts computes them alone; the running
+  // sequences' decode steps wait for the next iteration without any (vLLM
+  // V0's scheduler). Otherwise prompts join the decode steps' iterations.
+  bool prefill_first = false;
   QueueOrder order = QueueOrder::Fcfs;
   PreemptionMode preemption = PreemptionMode::Swap;
   uint32_t block_tokens = 16;         // tokens per paged KV block on the GPU
@@ -136,6 +140,8 @@ class Scheduler {
   uint64_t blocks_for(uint64_t tokens) const { return (tokens + limits_.block_tokens - 1) / limits_.block_tokens; }
 
  private:
+  // Step 3 of plan(): new (and recomputing) requests, in queue order, while they fit.
+  void admit_waiting(uint64_t& budget);
   bool before(uint32_t a, uint32_t b) const;
   void preempt(uint32_t id);
   void insert_waiting(uint32_t id);

@@ -41,6 +41,11 @@ ParamList serving_params() {
           "default 0.01)",
           0, 0.5),
       boolean("chunked_prefill", false, "split prompts longer than the iteration's token budget over iterations"),
+      str("batching", "mixed",
+          "mixed (new prompts join the running sequences' decode iterations, as vLLM V1 and Sarathi batch them) or "
+          "prefill_first (an iteration that admits new prompts computes them alone and the decode steps wait, vLLM "
+          "V0's scheduler)",
+          {"mixed", "prefill_first"}),
       str("order", "fcfs", "waiting queue order: fcfs (arrival) or shortest_prompt", {"fcfs", "shortest_prompt"}),
       str("preemption", "swap",
           "when the GPU's KV pool runs out: swap (whole sequences to host memory and back, vLLM swap) or recompute "
@@ -165,6 +170,10 @@ void ServingSimulation::read_limits(const json& sv) {
   limits_.max_running = static_cast<uint32_t>(get_int(sv, "max_running"));
   limits_.max_batched_tokens = static_cast<uint32_t>(get_int(sv, "max_batched_tokens"));
   limits_.chunked_prefill = sv["chunked_prefill"].get<bool>();
+  limits_.prefill_first = sv["batching"] == "prefill_first";
+  if (limits_.prefill_first && limits_.chunked_prefill)
+    throw ConfigError("serving.batching: \"prefill_first\" computes whole prompts alone (vLLM V0); expected "
+                      "serving.chunked_prefill false with it");
   limits_.watermark = sv["watermark"].get<double>();
   limits_.order = sv["order"] == "fcfs" ? QueueOrder::Fcfs : QueueOrder::ShortestPrompt;
   limits_.preemption = sv["preemption"] == "swap" ? PreemptionMode::Swap : PreemptionMode::Recompute;
