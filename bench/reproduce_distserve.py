@@ -198,6 +198,7 @@ def main(argv=None):
         for (s, x), p in zip(work, got):
             grid[s][x] = p
         prefill_s, step_s = alone(a.binary, folder)
+    os.makedirs(os.path.dirname(os.path.abspath(a.doc)), exist_ok=True)
     write_section(section(grid, prefill_s, step_s, a.requests), a.doc, HEAD)
     print("reproduce_distserve.py: wrote %s" % a.doc)
 

@@ -33,6 +33,8 @@ SHRINK = [
      "writes its table to out/ instead of docs/policies.md"),
     (r"^build/kvtier sweep configs/sweeps/mooncake_prefix_cache\.json", "--set serving.limit=400",
      "five points of the whole trace take about a minute; 400 requests each"),
+    (r"^python3 bench/reproduce_distserve\.py", "--requests 100 --doc out/reproductions.md",
+     "100 requests a rate instead of 1,000, its section written to out/ instead of docs/reproductions.md"),
     (r"^build/kvtier run configs/cluster/", "--set serving.limit=300",
      "the first 300 of the trace's requests: the whole trace on several tensor-parallel instances takes about a minute"),
 ]
