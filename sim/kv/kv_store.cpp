@@ -184,28 +184,6 @@ void KvStore::waste_prefetch(BlockId b) {
   motion_[b].predicted = 0;
 }
 
-void KvStore::move(BlockId b, TierId from, TierId to) {
-  s_.pol.evict->on_remove(b, from);
-  --t_.tiers[from].used_blocks;
-  if (from == 0 && motion_[b].predicted) waste_prefetch(b);  // predicted, never used, and now gone
-  t_.tier[b] = to;
-  count_use(to);
-  s_.pol.evict->on_insert(b, to);
-  if (to < from && !exclusive_) add_copy(b, from);
-}
-
-void KvStore::add_copy(BlockId b, TierId t) {
-  t_.copies[b] = static_cast<uint8_t>(t_.copies[b] | (1u << t));
-  copy_lists_[t].push_front(b, 0);
-  count_use(t);
-}
-
-void KvStore::drop_copy(BlockId b, TierId t) {
-  t_.copies[b] = static_cast<uint8_t>(t_.copies[b] & ~(1u << t));
-  copy_lists_[t].unlink(b, 0);
-  --t_.tiers[t].used_blocks;
-}
-
 bool KvStore::drop_oldest_copy(TierId t) {
   const BlockId c = copy_lists_[t].tail[0];
   if (c == kNoBlock) return false;
@@ -348,7 +326,7 @@ void KvStore::take_room_waits(std::vector<JobId>& into) {
 }
 
 bool KvStore::make_room(TierId t) {
-  if (full(t)) reclaim(t);
+  if (full(t) && !drains_[t].empty()) reclaim(t);
   while (full(t)) {
     if (drop_oldest_copy(t)) continue;
     if (!drains_[t].empty() && claim_drain(t)) continue;

@@ -94,14 +94,48 @@ class KvStore {
   // The prompt's attention is what b has been used for so far (prefill).
   void seed_prompt(BlockId b, float mass);
   // Attention uses b (not dropped) with `mass`: its history and the
-  // eviction and promotion policies see the access.
-  void touch(BlockId b, float mass);
+  // eviction and promotion policies see the access. Defined inline (here
+  // and below for hit, read_up and the moves they make): they run once or
+  // twice for every block access, and a call each costs about as much as
+  // what they do.
+  void touch(BlockId b, float mass) {
+    t_.last_access[b] = t_.clock;
+    ++t_.access_count[b];
+    t_.mass[b] += mass;
+    t_.last_mass[b] = mass;
+    s_.pol.evict->on_access(b, t_.tier[b]);
+    s_.pol.promote->on_access(b, t_.tier[b], t_);
+  }
   // A use of b by attention counts as a hit where its data is read, and
-  // settles what a prediction did for it; returns that tier.
-  TierId hit(BlockId b);
+  // settles what a prediction did for it; returns that tier. A block still
+  // being written down is read where its data is: the tier it is leaving,
+  // which keeps the memory until the write lands.
+  TierId hit(BlockId b) {
+    Motion& m = motion_[b];
+    const TierId at = (m.src != kNoSource && !planner_->done(m.job)) ? static_cast<TierId>(m.src) : t_.tier[b];
+    ++c_.hits[at];
+    const bool on_gpu = s_.gpu_tier && at == 0;
+    if (m.predicted) {
+      m.predicted = 0;
+      ++c_.prefetch.used_blocks;
+      if (on_gpu) {
+        ++c_.prefetch.covered_blocks;
+        ++c_.prefetch.needed_blocks;
+      }
+    } else if (!on_gpu) {
+      ++c_.prefetch.needed_blocks;
+    }
+    return at;
+  }
   // b's data moves up from tier `from` to tier `to` (to < from, room made
   // there by the caller): the job moving it, which b waits for from now.
-  JobId read_up(BlockId b, TierId from, TierId to, uint32_t layer);
+  JobId read_up(BlockId b, TierId from, TierId to, uint32_t layer) {
+    const JobId j = planner_->add(from, to, layer, data_bytes(b), motion_[b].job);
+    move(b, from, to);
+    motion_[b].job = j;
+    motion_[b].src = kNoSource;
+    return j;
+  }
   // A prediction brings b (below the GPU tier, not predicted yet) to the
   // GPU tier if room can be made there; whether it did.
   bool prefetch_up(BlockId b, uint32_t layer);
@@ -169,11 +203,27 @@ class KvStore {
   void commit_block_table(uint64_t blocks, ValidationCache* validating) const;
   // Moves b's own tier. A read up (to < from) leaves the copy it was read
   // from in place; a move down finds the room already made by the caller.
-  void move(BlockId b, TierId from, TierId to);
+  void move(BlockId b, TierId from, TierId to) {
+    s_.pol.evict->on_remove(b, from);
+    --t_.tiers[from].used_blocks;
+    if (from == 0 && motion_[b].predicted) waste_prefetch(b);  // predicted, never used, and now gone
+    t_.tier[b] = to;
+    count_use(to);
+    s_.pol.evict->on_insert(b, to);
+    if (to < from && !exclusive_) add_copy(b, from);
+  }
   // b leaves its own tier and every copy below (the policy is told).
   void leave_tier(BlockId b);
-  void add_copy(BlockId b, TierId t);
-  void drop_copy(BlockId b, TierId t);
+  void add_copy(BlockId b, TierId t) {
+    t_.copies[b] = static_cast<uint8_t>(t_.copies[b] | (1u << t));
+    copy_lists_[t].push_front(b, 0);
+    count_use(t);
+  }
+  void drop_copy(BlockId b, TierId t) {
+    t_.copies[b] = static_cast<uint8_t>(t_.copies[b] & ~(1u << t));
+    copy_lists_[t].unlink(b, 0);
+    --t_.tiers[t].used_blocks;
+  }
   bool drop_oldest_copy(TierId t);
   // b leaves tier `from`: to the highest valid copy below, or written down.
   // `mark`: room_waits_ from there on are the waits of the room made below
