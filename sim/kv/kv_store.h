@@ -204,12 +204,11 @@ class KvStore {
   // Moves b's own tier. A read up (to < from) leaves the copy it was read
   // from in place; a move down finds the room already made by the caller.
   void move(BlockId b, TierId from, TierId to) {
-    s_.pol.evict->on_remove(b, from);
     --t_.tiers[from].used_blocks;
     if (from == 0 && motion_[b].predicted) waste_prefetch(b);  // predicted, never used, and now gone
     t_.tier[b] = to;
     count_use(to);
-    s_.pol.evict->on_insert(b, to);
+    s_.pol.evict->on_move(b, from, to);
     if (to < from && !exclusive_) add_copy(b, from);
   }
   // b leaves its own tier and every copy below (the policy is told).
