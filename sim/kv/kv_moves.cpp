@@ -32,6 +32,7 @@ bool KvStore::prefetch_up(BlockId b, uint32_t layer) {
   motion_[b].job = j;
   motion_[b].src = kNoSource;
   motion_[b].predicted = 1;
+  ++predicted_blocks_;
   motion_[b].predicted_from = t;
   ++c_.prefetch.prefetched_blocks;
   return true;

@@ -164,6 +164,7 @@ void KvStore::start(MoveSink& sink) {
   exclusive_ = s_.pol.evict->exclusive();
   drops_ = s_.pol.evict->drops();
   motion_.assign(t_.size(), Motion{});
+  predicted_blocks_ = 0;
   copy_lists_.assign(t_.tiers.size(), RecencyLists{});
   drains_.assign(t_.tiers.size(), {});
   room_waits_.clear();
@@ -182,6 +183,7 @@ uint64_t KvStore::unused_prefetch_bytes() const {
 void KvStore::waste_prefetch(BlockId b) {
   c_.prefetch.wasted_bytes += static_cast<uint64_t>(t_.block_bytes * s_.fraction(motion_[b].predicted_from, t_.layer_of(b)));
   motion_[b].predicted = 0;
+  --predicted_blocks_;
 }
 
 bool KvStore::drop_oldest_copy(TierId t) {
