@@ -91,13 +91,13 @@ uint64_t KvStore::choose_layout(uint64_t capacity_blocks) {
 }
 
 // The block table's memory, committed before it is allocated: the table's
-// per-block arrays, the store's (a block's move state, a copy-list node per
-// tier) and what the policies keep per block, measured on copies of them;
+// per-block arrays, the store's (a block's move state with its node in tier
+// 1's copy list, a copy-list node for each tier below that) and what the policies keep per block, measured on copies of them;
 // chunked, the map of every (sequence, layer)'s chunks.
 void KvStore::commit_block_table(uint64_t blocks, ValidationCache* validating) const {
   const double table = sizeof(TierId) + sizeof(uint64_t) + sizeof(uint32_t) + 2 * sizeof(float) + sizeof(uint64_t) +
                        2 * sizeof(uint8_t);
-  const double store = sizeof(Motion) + double(t_.tiers.size()) * sizeof(RecencyLists::Links);
+  const double store = sizeof(Motion) + double(t_.tiers.size() > 2 ? t_.tiers.size() - 2 : 0) * sizeof(RecencyLists::Links);
   const double policies = validating ? validating->policy_state_bytes(s_.pol, t_) : s_.pol.state_bytes_per_block(t_);
   const double per_block = table + store + policies;
   const std::string knob = s_.admitted_by_scheduler
@@ -165,10 +165,10 @@ void KvStore::start(MoveSink& sink) {
   drops_ = s_.pol.evict->drops();
   motion_.assign(t_.size(), Motion{});
   predicted_blocks_ = 0;
-  copy_lists_.assign(t_.tiers.size(), RecencyLists{});
+  copy_lists_.assign(t_.tiers.size(), CopyList{});
   drains_.assign(t_.tiers.size(), {});
   room_waits_.clear();
-  for (auto& l : copy_lists_) l.setup(t_.size(), 1);
+  for (size_t t = 2; t < copy_lists_.size(); ++t) copy_lists_[t].deeper.assign(t_.size(), RecencyLists::Links{});
   c_.peak_blocks.assign(t_.tiers.size(), 0);
 }
 
@@ -187,7 +187,7 @@ void KvStore::waste_prefetch(BlockId b) {
 }
 
 bool KvStore::drop_oldest_copy(TierId t) {
-  const BlockId c = copy_lists_[t].tail[0];
+  const BlockId c = copy_lists_[t].tail;
   if (c == kNoBlock) return false;
   drop_copy(c, t);
   ++c_.copies_dropped;

@@ -219,12 +219,24 @@ class KvStore {
   void leave_tier(BlockId b);
   void add_copy(BlockId b, TierId t) {
     t_.copies[b] = static_cast<uint8_t>(t_.copies[b] | (1u << t));
-    copy_lists_[t].push_front(b, 0);
+    CopyList& l = copy_lists_[t];
+    RecencyLists::Links& n = copy_node(b, t);
+    n.prev = kNoBlock;
+    n.next = l.head;
+    if (l.head != kNoBlock) copy_node(l.head, t).prev = b;
+    l.head = b;
+    if (l.tail == kNoBlock) l.tail = b;
     count_use(t);
   }
   void drop_copy(BlockId b, TierId t) {
     t_.copies[b] = static_cast<uint8_t>(t_.copies[b] & ~(1u << t));
-    copy_lists_[t].unlink(b, 0);
+    CopyList& l = copy_lists_[t];
+    RecencyLists::Links& n = copy_node(b, t);
+    if (n.prev != kNoBlock) copy_node(n.prev, t).next = n.next;
+    else if (l.head == b) l.head = n.next;
+    if (n.next != kNoBlock) copy_node(n.next, t).prev = n.prev;
+    else if (l.tail == b) l.tail = n.prev;
+    n.prev = n.next = kNoBlock;
     --t_.tiers[t].used_blocks;
   }
   bool drop_oldest_copy(TierId t);
@@ -266,16 +278,28 @@ class KvStore {
   bool exclusive_ = false, drops_ = false;
   // Per block, together (a move reads and writes them at once): the job
   // moving it and, while that is a write down, the endpoint still holding
-  // the data; whether a prediction brought it to the GPU, and from where.
+  // the data; whether a prediction brought it to the GPU, and from where;
+  // and its node in tier 1's copy list. A read up into the GPU writes the
+  // job and the copy it leaves in tier 1, a demotion with a copy there
+  // drops it and checks the prediction: one cache line, not two.
   struct Motion {
     JobId job = kNoJob;
     uint8_t src = kNoSource;
     uint8_t predicted = 0;
     TierId predicted_from = 0;
+    RecencyLists::Links copy1;
   };
   std::vector<Motion> motion_;
   uint64_t predicted_blocks_ = 0;  // blocks whose Motion says predicted
-  std::vector<RecencyLists> copy_lists_;  // per tier
+  // Per tier, the blocks holding a copy there, newest at the head (tier 0,
+  // the top, holds none): a block's node is in its Motion for tier 1, in
+  // `deeper` for the tiers below.
+  struct CopyList {
+    BlockId head = kNoBlock, tail = kNoBlock;
+    std::vector<RecencyLists::Links> deeper;
+  };
+  std::vector<CopyList> copy_lists_;
+  RecencyLists::Links& copy_node(BlockId b, TierId t) { return t == 1 ? motion_[b].copy1 : copy_lists_[t].deeper[b]; }
   std::vector<PooledFifo<Drain>> drains_;  // per tier, oldest first
   std::vector<JobId> room_waits_;
   std::vector<uint64_t> capacity_;  // per tier: its capacity with no room reserved
