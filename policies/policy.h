@@ -70,6 +70,14 @@ class EvictionPolicy {
   // place in the table may be given to another block. A cache of a few
   // blocks out of millions then needs state for what it holds only.
   virtual bool forgets_departed() const { return false; }
+  // b left tier `from` for tier `to` (a read up or a demotion): one call
+  // where the store moves a block, which a policy whose removal and
+  // insertion are list operations can do at once. Default: on_remove, then
+  // on_insert.
+  virtual void on_move(BlockId b, TierId from, TierId to) {
+    on_remove(b, from);
+    on_insert(b, to);
+  }
 };
 KVTIER_REGISTRY_FAMILY(EvictionPolicy, "eviction policy")
 

@@ -20,6 +20,10 @@ class LruEviction : public EvictionPolicy {
     lists_.push_front(b, t);
   }
   void on_remove(BlockId b, TierId t) override { lists_.unlink(b, t); }
+  void on_move(BlockId b, TierId from, TierId to) override {
+    lists_.unlink(b, from);
+    lists_.push_front(b, to);
+  }
   bool forgets_departed() const override { return true; }
   BlockId victim(TierId t) override {
     // Accesses move blocks to the front, so if the tail is pinned (used by a

@@ -266,7 +266,7 @@ void LayerPipeline::use_blocks(uint32_t step, uint32_t layer, uint32_t s, uint32
     if (i >= n) throw std::logic_error("evaluation policy selected block " + std::to_string(i) + " of " + std::to_string(n));
     BlockId b = t_.id(s, layer, i);
     const float m = rec ? mass_of_[i] : 0.f;
-    obs_mass_.push_back(m);
+    if (rec) obs_mass_.push_back(m);  // the prefetch policy sees masses only where a trace gives them
     ++c_.accesses;
     if (t_.tier[b] == kDropped) {
       ++c_.dropped_accesses;

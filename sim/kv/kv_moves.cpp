@@ -24,42 +24,6 @@ void KvStore::seed_prompt(BlockId b, float mass) {
   t_.access_count[b] = 1;
 }
 
-void KvStore::touch(BlockId b, float mass) {
-  t_.last_access[b] = t_.clock;
-  ++t_.access_count[b];
-  t_.mass[b] += mass;
-  t_.last_mass[b] = mass;
-  s_.pol.evict->on_access(b, t_.tier[b]);
-  s_.pol.promote->on_access(b, t_.tier[b], t_);
-}
-
-// A block still being written down is read where its data is: the tier it
-// is leaving, which keeps the memory until the write lands.
-TierId KvStore::hit(BlockId b) {
-  const TierId at = draining(b) ? static_cast<TierId>(motion_[b].src) : t_.tier[b];
-  ++c_.hits[at];
-  const bool on_gpu = s_.gpu_tier && at == 0;
-  if (motion_[b].predicted) {
-    motion_[b].predicted = 0;
-    ++c_.prefetch.used_blocks;
-    if (on_gpu) {
-      ++c_.prefetch.covered_blocks;
-      ++c_.prefetch.needed_blocks;
-    }
-  } else if (!on_gpu) {
-    ++c_.prefetch.needed_blocks;
-  }
-  return at;
-}
-
-JobId KvStore::read_up(BlockId b, TierId from, TierId to, uint32_t layer) {
-  const JobId j = planner_->add(from, to, layer, data_bytes(b), motion_[b].job);
-  move(b, from, to);
-  motion_[b].job = j;
-  motion_[b].src = kNoSource;
-  return j;
-}
-
 bool KvStore::prefetch_up(BlockId b, uint32_t layer) {
   const TierId t = t_.tier[b];
   if (t >= t_.tiers.size() || t == 0 || motion_[b].predicted || !make_room(0)) return false;
@@ -68,6 +32,7 @@ bool KvStore::prefetch_up(BlockId b, uint32_t layer) {
   motion_[b].job = j;
   motion_[b].src = kNoSource;
   motion_[b].predicted = 1;
+  ++predicted_blocks_;
   motion_[b].predicted_from = t;
   ++c_.prefetch.prefetched_blocks;
   return true;

@@ -91,13 +91,13 @@ uint64_t KvStore::choose_layout(uint64_t capacity_blocks) {
 }
 
 // The block table's memory, committed before it is allocated: the table's
-// per-block arrays, the store's (a block's move state, a copy-list node per
-// tier) and what the policies keep per block, measured on copies of them;
+// per-block arrays, the store's (a block's move state with its node in tier
+// 1's copy list, a copy-list node for each tier below that) and what the policies keep per block, measured on copies of them;
 // chunked, the map of every (sequence, layer)'s chunks.
 void KvStore::commit_block_table(uint64_t blocks, ValidationCache* validating) const {
   const double table = sizeof(TierId) + sizeof(uint64_t) + sizeof(uint32_t) + 2 * sizeof(float) + sizeof(uint64_t) +
                        2 * sizeof(uint8_t);
-  const double store = sizeof(Motion) + double(t_.tiers.size()) * sizeof(RecencyLists::Links);
+  const double store = sizeof(Motion) + double(t_.tiers.size() > 2 ? t_.tiers.size() - 2 : 0) * sizeof(RecencyLists::Links);
   const double policies = validating ? validating->policy_state_bytes(s_.pol, t_) : s_.pol.state_bytes_per_block(t_);
   const double per_block = table + store + policies;
   const std::string knob = s_.admitted_by_scheduler
@@ -164,10 +164,11 @@ void KvStore::start(MoveSink& sink) {
   exclusive_ = s_.pol.evict->exclusive();
   drops_ = s_.pol.evict->drops();
   motion_.assign(t_.size(), Motion{});
-  copy_lists_.assign(t_.tiers.size(), RecencyLists{});
+  predicted_blocks_ = 0;
+  copy_lists_.assign(t_.tiers.size(), CopyList{});
   drains_.assign(t_.tiers.size(), {});
   room_waits_.clear();
-  for (auto& l : copy_lists_) l.setup(t_.size(), 1);
+  for (size_t t = 2; t < copy_lists_.size(); ++t) copy_lists_[t].deeper.assign(t_.size(), RecencyLists::Links{});
   c_.peak_blocks.assign(t_.tiers.size(), 0);
 }
 
@@ -182,32 +183,11 @@ uint64_t KvStore::unused_prefetch_bytes() const {
 void KvStore::waste_prefetch(BlockId b) {
   c_.prefetch.wasted_bytes += static_cast<uint64_t>(t_.block_bytes * s_.fraction(motion_[b].predicted_from, t_.layer_of(b)));
   motion_[b].predicted = 0;
-}
-
-void KvStore::move(BlockId b, TierId from, TierId to) {
-  s_.pol.evict->on_remove(b, from);
-  --t_.tiers[from].used_blocks;
-  if (from == 0 && motion_[b].predicted) waste_prefetch(b);  // predicted, never used, and now gone
-  t_.tier[b] = to;
-  count_use(to);
-  s_.pol.evict->on_insert(b, to);
-  if (to < from && !exclusive_) add_copy(b, from);
-}
-
-void KvStore::add_copy(BlockId b, TierId t) {
-  t_.copies[b] = static_cast<uint8_t>(t_.copies[b] | (1u << t));
-  copy_lists_[t].push_front(b, 0);
-  count_use(t);
-}
-
-void KvStore::drop_copy(BlockId b, TierId t) {
-  t_.copies[b] = static_cast<uint8_t>(t_.copies[b] & ~(1u << t));
-  copy_lists_[t].unlink(b, 0);
-  --t_.tiers[t].used_blocks;
+  --predicted_blocks_;
 }
 
 bool KvStore::drop_oldest_copy(TierId t) {
-  const BlockId c = copy_lists_[t].tail[0];
+  const BlockId c = copy_lists_[t].tail;
   if (c == kNoBlock) return false;
   drop_copy(c, t);
   ++c_.copies_dropped;
@@ -348,7 +328,7 @@ void KvStore::take_room_waits(std::vector<JobId>& into) {
 }
 
 bool KvStore::make_room(TierId t) {
-  if (full(t)) reclaim(t);
+  if (full(t) && !drains_[t].empty()) reclaim(t);
   while (full(t)) {
     if (drop_oldest_copy(t)) continue;
     if (!drains_[t].empty() && claim_drain(t)) continue;

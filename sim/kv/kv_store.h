@@ -94,14 +94,49 @@ class KvStore {
   // The prompt's attention is what b has been used for so far (prefill).
   void seed_prompt(BlockId b, float mass);
   // Attention uses b (not dropped) with `mass`: its history and the
-  // eviction and promotion policies see the access.
-  void touch(BlockId b, float mass);
+  // eviction and promotion policies see the access. Defined inline (here
+  // and below for hit, read_up and the moves they make): they run once or
+  // twice for every block access, and a call each costs about as much as
+  // what they do.
+  void touch(BlockId b, float mass) {
+    t_.last_access[b] = t_.clock;
+    ++t_.access_count[b];
+    t_.mass[b] += mass;
+    t_.last_mass[b] = mass;
+    s_.pol.evict->on_access(b, t_.tier[b]);
+    s_.pol.promote->on_access(b, t_.tier[b], t_);
+  }
   // A use of b by attention counts as a hit where its data is read, and
-  // settles what a prediction did for it; returns that tier.
-  TierId hit(BlockId b);
+  // settles what a prediction did for it; returns that tier. A block still
+  // being written down is read where its data is: the tier it is leaving,
+  // which keeps the memory until the write lands.
+  TierId hit(BlockId b) {
+    Motion& m = motion_[b];
+    const TierId at = (m.src != kNoSource && !planner_->done(m.job)) ? static_cast<TierId>(m.src) : t_.tier[b];
+    ++c_.hits[at];
+    const bool on_gpu = s_.gpu_tier && at == 0;
+    if (m.predicted) {
+      m.predicted = 0;
+      --predicted_blocks_;
+      ++c_.prefetch.used_blocks;
+      if (on_gpu) {
+        ++c_.prefetch.covered_blocks;
+        ++c_.prefetch.needed_blocks;
+      }
+    } else if (!on_gpu) {
+      ++c_.prefetch.needed_blocks;
+    }
+    return at;
+  }
   // b's data moves up from tier `from` to tier `to` (to < from, room made
   // there by the caller): the job moving it, which b waits for from now.
-  JobId read_up(BlockId b, TierId from, TierId to, uint32_t layer);
+  JobId read_up(BlockId b, TierId from, TierId to, uint32_t layer) {
+    const JobId j = planner_->add(from, to, layer, data_bytes(b), motion_[b].job);
+    move(b, from, to);
+    motion_[b].job = j;
+    motion_[b].src = kNoSource;
+    return j;
+  }
   // A prediction brings b (below the GPU tier, not predicted yet) to the
   // GPU tier if room can be made there; whether it did.
   bool prefetch_up(BlockId b, uint32_t layer);
@@ -169,11 +204,41 @@ class KvStore {
   void commit_block_table(uint64_t blocks, ValidationCache* validating) const;
   // Moves b's own tier. A read up (to < from) leaves the copy it was read
   // from in place; a move down finds the room already made by the caller.
-  void move(BlockId b, TierId from, TierId to);
+  void move(BlockId b, TierId from, TierId to) {
+    --t_.tiers[from].used_blocks;
+    // Predicted, never used, and now gone. A demotion out of the GPU reads
+    // the block's Motion only while some prediction is unused: without
+    // predictions, that is one cache line fewer per victim.
+    if (from == 0 && predicted_blocks_ != 0 && motion_[b].predicted) waste_prefetch(b);
+    t_.tier[b] = to;
+    count_use(to);
+    s_.pol.evict->on_move(b, from, to);
+    if (to < from && !exclusive_) add_copy(b, from);
+  }
   // b leaves its own tier and every copy below (the policy is told).
   void leave_tier(BlockId b);
-  void add_copy(BlockId b, TierId t);
-  void drop_copy(BlockId b, TierId t);
+  void add_copy(BlockId b, TierId t) {
+    t_.copies[b] = static_cast<uint8_t>(t_.copies[b] | (1u << t));
+    CopyList& l = copy_lists_[t];
+    RecencyLists::Links& n = copy_node(b, t);
+    n.prev = kNoBlock;
+    n.next = l.head;
+    if (l.head != kNoBlock) copy_node(l.head, t).prev = b;
+    l.head = b;
+    if (l.tail == kNoBlock) l.tail = b;
+    count_use(t);
+  }
+  void drop_copy(BlockId b, TierId t) {
+    t_.copies[b] = static_cast<uint8_t>(t_.copies[b] & ~(1u << t));
+    CopyList& l = copy_lists_[t];
+    RecencyLists::Links& n = copy_node(b, t);
+    if (n.prev != kNoBlock) copy_node(n.prev, t).next = n.next;
+    else if (l.head == b) l.head = n.next;
+    if (n.next != kNoBlock) copy_node(n.next, t).prev = n.prev;
+    else if (l.tail == b) l.tail = n.prev;
+    n.prev = n.next = kNoBlock;
+    --t_.tiers[t].used_blocks;
+  }
   bool drop_oldest_copy(TierId t);
   // b leaves tier `from`: to the highest valid copy below, or written down.
   // `mark`: room_waits_ from there on are the waits of the room made below
@@ -213,15 +278,28 @@ class KvStore {
   bool exclusive_ = false, drops_ = false;
   // Per block, together (a move reads and writes them at once): the job
   // moving it and, while that is a write down, the endpoint still holding
-  // the data; whether a prediction brought it to the GPU, and from where.
+  // the data; whether a prediction brought it to the GPU, and from where;
+  // and its node in tier 1's copy list. A read up into the GPU writes the
+  // job and the copy it leaves in tier 1, a demotion with a copy there
+  // drops it and checks the prediction: one cache line, not two.
   struct Motion {
     JobId job = kNoJob;
     uint8_t src = kNoSource;
     uint8_t predicted = 0;
     TierId predicted_from = 0;
+    RecencyLists::Links copy1;
   };
   std::vector<Motion> motion_;
-  std::vector<RecencyLists> copy_lists_;  // per tier
+  uint64_t predicted_blocks_ = 0;  // blocks whose Motion says predicted
+  // Per tier, the blocks holding a copy there, newest at the head (tier 0,
+  // the top, holds none): a block's node is in its Motion for tier 1, in
+  // `deeper` for the tiers below.
+  struct CopyList {
+    BlockId head = kNoBlock, tail = kNoBlock;
+    std::vector<RecencyLists::Links> deeper;
+  };
+  std::vector<CopyList> copy_lists_;
+  RecencyLists::Links& copy_node(BlockId b, TierId t) { return t == 1 ? motion_[b].copy1 : copy_lists_[t].deeper[b]; }
   std::vector<PooledFifo<Drain>> drains_;  // per tier, oldest first
   std::vector<JobId> room_waits_;
   std::vector<uint64_t> capacity_;  // per tier: its capacity with no room reserved
