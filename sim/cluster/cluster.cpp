@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <unordered_set>
 
 #include "models/hardware.h"
 #include "models/kv_capacity.h"
@@ -210,10 +211,11 @@ void ClusterSimulation::connect_pool() {
     }
     // Several members on one device (a pipeline's virtual engines): a pair once, in the order first met.
     auto once = [](std::vector<std::pair<size_t, size_t>>& v) {
-      std::vector<std::pair<size_t, size_t>> seen;
+      std::unordered_set<uint64_t> seen;
+      size_t kept = 0;
       for (const auto& p : v)
-        if (std::find(seen.begin(), seen.end(), p) == seen.end()) seen.push_back(p);
-      v = std::move(seen);
+        if (seen.insert((uint64_t(p.first) << 32) | uint64_t(p.second)).second) v[kept++] = p;
+      v.resize(kept);
     };
     once(pairs);
     once(drives);

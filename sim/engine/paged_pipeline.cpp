@@ -165,13 +165,8 @@ void PagedPipeline::push_layer(const PagedIteration& it, uint32_t layer) {
     st.computed += c.tokens;
     if (!p.room) continue;
     const double bytes = double(st.computed - st.sent) * p.token_layer_bytes;
-    if (stages_) {
-      const size_t tp = stages_->stage(stage_).gpus.size();
-      st.last = tp_.move_ranks(stage_ * tp, tp, s_.gpu_dev, p.to, bytes, {}, "kv push",
-                               static_cast<int32_t>(stage_first_layer_ + layer));
-    } else {
-      st.last = tp_.move(s_.gpu_dev, p.to, bytes, {}, "kv push", static_cast<int32_t>(layer));
-    }
+    st.last = tp_.move_stage(stages_, stage_, s_.gpu_dev, p.to, bytes, "kv push",
+                             static_cast<int32_t>(stage_first_layer_ + layer));
     st.sent = st.computed;
   }
 }

@@ -1,6 +1,7 @@
 #include "sim/platform/transfer_planner.h"
 
 #include <unordered_map>
+#include "sim/platform/pipeline_stages.h"
 #include "sim/platform/weight_stream.h"
 
 #include <algorithm>
@@ -398,6 +399,13 @@ JobId TransferPlanner::move_ranks(size_t first, size_t count, size_t from, size_
     move_stream(m.from, m.to).submit(std::move(m));
   }
   return j;
+}
+
+JobId TransferPlanner::move_stage(const PipelineStages* stages, size_t stage, size_t from, size_t to, double bytes,
+                                  const char* what, int32_t layer) {
+  if (!stages) return move(from, to, bytes, {}, what, layer);
+  const size_t tp = stages->stage(stage).gpus.size();
+  return move_ranks(stage * tp, tp, from, to, bytes, {}, what, layer);
 }
 
 void TransferPlanner::flush(std::vector<JobId>* waits, double* gpu_codec_s) {

@@ -21,6 +21,8 @@
 
 namespace kvtier {
 
+class PipelineStages;
+
 class TransferPlanner final : public MoveSink {
  public:
   TransferPlanner(const EngineSetup& s, EngineCounters& c, Platform& platform, JobBoard& board, Timeline& timeline);
@@ -58,6 +60,11 @@ class TransferPlanner final : public MoveSink {
   // peer: a copy between GPUs, no drive written.
   JobId move_ranks(size_t first, size_t count, size_t from, size_t to, double bytes, std::vector<JobId> deps,
                    const char* what, int32_t layer = -1);
+  // One pipeline stage's share of a move from the instance's first GPU to
+  // another's: each of the stage's ranks its part to its peer (without
+  // stages, every rank's: a whole move).
+  JobId move_stage(const PipelineStages* stages, size_t stage, size_t from, size_t to, double bytes, const char* what,
+                   int32_t layer = -1);
   // Hidden states, and CPU attention's query and output (policies.weights):
   // copies of activations, which FlexGen issues on the kernels' own CUDA
   // stream, so they queue apart from the KV's and the weights' transfers

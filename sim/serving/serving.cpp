@@ -473,12 +473,7 @@ void ServingSimulation::push_computed(KvPush& push) {
     KvPush::Stage& p = push.stages[st];
     if (p.computed == p.sent) continue;
     const double bytes = double(p.computed - p.sent) * push.token_layer_bytes;
-    if (stages_) {
-      const size_t tp = stages_->stage(st).gpus.size();
-      p.last = planner_->move_ranks(st * tp, tp, s_.gpu_dev, push.to, bytes, {}, "kv push");
-    } else {
-      p.last = planner_->move(s_.gpu_dev, push.to, bytes, {}, "kv push");
-    }
+    p.last = planner_->move_stage(stages_, st, s_.gpu_dev, push.to, bytes, "kv push");
     p.sent = p.computed;
   }
 }
