@@ -60,6 +60,11 @@ ParamList cluster_run_params() {
               "with cluster.pp: the tensors of hidden size a stage hands the next per token (2: the hidden states "
               "and the residual, as vLLM's Llama-family models send them; 1: the hidden states alone)",
               1, 16),
+      boolean("fold_ranks", true,
+              "a tensor-parallel instance's copies (each rank its share over its own route, at once) run as one "
+              "SimGrid flow where every rank's route is the first rank's seen from another GPU, as on an HGX node; "
+              "the same results (each rank's flow gets the same rate), one flow instead of one per rank; false: a "
+              "flow per rank, the reference"),
       str("allreduce", "ring",
           "how a tensor-parallel instance's GPUs all-reduce: ring (NCCL's ring over the routes between consecutive "
           "ranks) or switch (NVSwitch: every rank to every other through the switch)",
@@ -224,6 +229,71 @@ void ClusterSimulation::connect_pool() {
 }
 
 ClusterSimulation::~ClusterSimulation() = default;
+
+// Each device's part on ranks 1..T-1, per instance: a rank's GPU for the
+// first rank's, its nearest host memory or drive for the first rank's,
+// another instance's ranks for its first GPU (KV pulled between instances);
+// anything else is itself on every rank.
+std::vector<std::vector<std::vector<size_t>>> ClusterSimulation::rank_parts(size_t ranks) const {
+  const size_t devices = inst_[0]->sim->setup().hw.devices.size();
+  std::vector<std::vector<size_t>> part(devices);
+  for (size_t d = 0; d < part.size(); ++d) part[d].assign(ranks - 1, d);
+  for (const auto& in : inst_)
+    for (size_t r = 1; r < ranks; ++r) part[in->gpu_dev][r - 1] = in->gpus[r];
+  std::vector<std::vector<std::vector<size_t>>> parts;
+  for (const auto& in : inst_) {
+    std::vector<std::vector<size_t>> mine = part;
+    // Pooled: another member's share is on its ranks' devices, rank by
+    // rank (this instance's own tiers, set next, win where they coincide).
+    for (const auto& other : inst_)
+      for (size_t t = 1; pool_ && other != in && t < other->rank_tiers[0].size(); ++t)
+        for (size_t r = 1; r < ranks; ++r) mine[other->rank_tiers[0][t]][r - 1] = other->rank_tiers[r][t];
+    for (size_t t = 1; t < in->rank_tiers[0].size(); ++t)
+      for (size_t r = 1; r < ranks; ++r) mine[in->rank_tiers[0][t]][r - 1] = in->rank_tiers[r][t];
+    parts.push_back(std::move(mine));
+  }
+  return parts;
+}
+
+// Every pair of rank layouts a run may copy between, each device as the
+// copying instance's ranks play it: an instance's GPU and tiers among
+// themselves, prefill GPUs to decode GPUs, and with a pool every share to
+// and from each GPU and between shares.
+std::vector<std::pair<std::vector<size_t>, std::vector<size_t>>> ClusterSimulation::fold_pairs(
+    const std::vector<std::vector<std::vector<size_t>>>& parts) const {
+  std::vector<size_t> shares;
+  for (const auto& in : inst_)
+    if (pool_) shares.insert(shares.end(), in->rank_tiers[0].begin() + 1, in->rank_tiers[0].end());
+  std::vector<std::pair<std::vector<size_t>, std::vector<size_t>>> pairs;
+  for (size_t i = 0; i < inst_.size(); ++i) {
+    const std::vector<std::vector<size_t>>& mine = parts[i];
+    auto layout = [&](size_t d) {
+      std::vector<size_t> l{d};
+      l.insert(l.end(), mine[d].begin(), mine[d].end());
+      return l;
+    };
+    auto pair = [&](size_t a, size_t b) {
+      if (a != b) pairs.emplace_back(layout(a), layout(b));
+    };
+    const size_t g = inst_[i]->gpu_dev;
+    const std::vector<size_t>& own = inst_[i]->rank_tiers[0];  // the GPU, then the tiers
+    for (size_t a : own)
+      for (size_t b : own) pair(a, b);
+    for (size_t p = 0; p < prefill_; ++p) {
+      if (i >= prefill_ && !layerwise_) pair(inst_[p]->gpu_dev, g);
+      if (i < prefill_ && layerwise_)
+        for (size_t d = prefill_; d < inst_.size(); ++d) pair(g, inst_[d]->gpu_dev);
+    }
+    for (size_t a : shares) {
+      pair(a, g);
+      pair(g, a);
+      for (size_t b : shares) pair(a, b);
+    }
+  }
+  std::sort(pairs.begin(), pairs.end());
+  pairs.erase(std::unique(pairs.begin(), pairs.end()), pairs.end());
+  return pairs;
+}
 
 namespace {
 
@@ -780,46 +850,51 @@ void ClusterSimulation::build_stages() {
 json ClusterSimulation::run(const std::string& timeline_path) {
   start_simgrid();
   const EngineSetup& s0 = inst_[0]->sim->setup();
-  platform_ = std::make_unique<Platform>(s0.hw, *s0.topo);
-  platform_->set_request_bytes(double(s0.model.kv_bytes_per_token()) * get_int(cfg_["workload"], "block_tokens"));
-  timeline_ = std::make_unique<Timeline>();
-  if (!timeline_path.empty()) timeline_->open(timeline_path);
   const json& cl = cfg_["cluster"];
   // Every GPU of an instance (each stage's tensor-parallel ranks) makes its
   // share of every copy.
   const size_t tp = cl["tp"].get<size_t>();
   const size_t ranks = tp * cl["pp"].get<size_t>();
+  std::vector<std::vector<std::vector<size_t>>> parts;  // per instance: each device's part on ranks 1..T-1
+  if (ranks > 1) parts = rank_parts(ranks);
+  // Copies fold (one flow for every rank's) where nothing else runs a flow
+  // per rank beside them: no pipeline stages handing activations over, the
+  // all-reduces closed forms (checked below, once the platform exists), and
+  // between nodes only over a star fabric.
+  const bool fold = ranks > 1 && cl["fold_ranks"].get<bool>() && cl["pp"].get<size_t>() == 1 &&
+                    cfg_["serving"]["coarsen"].get<bool>() &&
+                    (s0.hw.nodes() == 1 || s0.hw.cluster.fabric.topology == FabricTopology::Star);
+  const auto pairs = fold ? fold_pairs(parts) : std::vector<std::pair<std::vector<size_t>, std::vector<size_t>>>{};
+  std::vector<std::vector<size_t>> layouts;
+  for (const auto& [a, b] : pairs) {
+    layouts.push_back(a);
+    layouts.push_back(b);
+  }
+  platform_ = std::make_unique<Platform>(s0.hw, *s0.topo, std::move(layouts));
+  platform_->set_request_bytes(double(s0.model.kv_bytes_per_token()) * get_int(cfg_["workload"], "block_tokens"));
+  timeline_ = std::make_unique<Timeline>();
+  if (!timeline_path.empty()) timeline_->open(timeline_path);
   if (ranks > 1) {
-    // Each device's part on ranks 1..T-1: a rank's GPU for the first rank's,
-    // its nearest host memory or drive for the first rank's, another
-    // instance's ranks for its first GPU (KV pulled between instances);
-    // anything else is itself on every rank.
-    std::vector<std::vector<size_t>> part(s0.hw.devices.size());
-    for (size_t d = 0; d < part.size(); ++d) part[d].assign(ranks - 1, d);
-    for (auto& in : inst_)
-      for (size_t r = 1; r < ranks; ++r) part[in->gpu_dev][r - 1] = in->gpus[r];
     json m = cfg_["model"];
     const LlmSpec whole = parse_llm(m, "model");
     const double hidden = double(whole.model_dim()) * whole.dtype_bytes;
-    for (auto& in : inst_) {
-      std::vector<std::vector<size_t>> mine = part;
-      // Pooled: another member's share is on its ranks' devices, rank by
-      // rank (this instance's own tiers, set next, win where they coincide).
-      for (auto& other : inst_)
-        for (size_t t = 1; pool_ && other != in && t < other->rank_tiers[0].size(); ++t)
-          for (size_t r = 1; r < ranks; ++r) mine[other->rank_tiers[0][t]][r - 1] = other->rank_tiers[r][t];
-      for (size_t t = 1; t < in->rank_tiers[0].size(); ++t)
-        for (size_t r = 1; r < ranks; ++r) mine[in->rank_tiers[0][t]][r - 1] = in->rank_tiers[r][t];
+    for (size_t i = 0; i < inst_.size(); ++i) {
+      Instance& in = *inst_[i];
       // The all-reduces run among the first stage's ranks (each stage's among its own: sim/platform/pipeline_stages.h).
-      const std::vector<size_t> group(in->gpus.begin(), in->gpus.begin() + static_cast<std::ptrdiff_t>(tp));
-      for (size_t v = 0; v < in->engines(); ++v)
-        in->engine(v).tensor_parallel(group, hidden, cl["allreduce"] == "switch", mine);
+      const std::vector<size_t> group(in.gpus.begin(), in.gpus.begin() + static_cast<std::ptrdiff_t>(tp));
+      for (size_t v = 0; v < in.engines(); ++v)
+        in.engine(v).tensor_parallel(group, hidden, cl["allreduce"] == "switch", parts[i]);
     }
     // serving.coarsen false: every all-reduce as flows, the reference the closed forms are checked against.
     if (cfg_["serving"]["coarsen"].get<bool>()) {
       const std::vector<bool> alone = allreduce_alone(cl["allreduce"] == "switch");
+      const bool all_alone = std::find(alone.begin(), alone.end(), false) == alone.end();
+      const bool folds = fold && all_alone && platform_->folds_all(pairs);
       for (size_t i = 0; i < inst_.size(); ++i)
-        for (size_t v = 0; v < inst_[i]->engines(); ++v) inst_[i]->engine(v).allreduce_alone(alone[i]);
+        for (size_t v = 0; v < inst_[i]->engines(); ++v) {
+          inst_[i]->engine(v).allreduce_alone(alone[i]);
+          inst_[i]->engine(v).fold_ranks(fold && all_alone && folds);
+        }
     }
   }
   std::vector<size_t> prefill_gpus;

@@ -59,6 +59,9 @@ class ClusterSimulation {
   struct Instance;
   void place_instances();
   std::vector<bool> allreduce_alone(bool through_switch) const;
+  std::vector<std::vector<std::vector<size_t>>> rank_parts(size_t ranks) const;
+  std::vector<std::pair<std::vector<size_t>, std::vector<size_t>>> fold_pairs(
+      const std::vector<std::vector<std::vector<size_t>>>& parts) const;
   void build_pool();
   // Before attach, pooled: each instance's streams to and from the other
   // members' shares, and each rank's part of them.

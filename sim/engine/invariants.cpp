@@ -9,6 +9,11 @@ InvariantChecker::InvariantChecker(const EngineSetup& s, const KvStore& kv, JobB
   submitted_.assign(platform_.stats().size(), 0.0);
   Stream::observe([this](const TransferJob& j) {
     if (j.exec_on >= 0 || j.from == j.to) return;
+    if (j.fold) {
+      for (const PlatformRoute* r : j.fold->ranks)
+        for (uint32_t st : r->stats) submitted_[st] += j.bytes;
+      return;
+    }
     for (uint32_t st : platform_.route(j.from, j.to).stats) submitted_[st] += j.bytes;
   });
 }

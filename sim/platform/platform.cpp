@@ -112,6 +112,7 @@ SgLinks make_links(sg4::NetZone* zone, const Hardware& hw, std::vector<LinkStat>
                    std::unordered_map<const sg4::Link*, uint32_t>* index = nullptr) {
   auto new_link = [&](const std::string& name, double bw, double lat, sg4::Link::SharingPolicy pol) {
     stats.push_back(LinkStat{name, bw});
+    stats.back().latency_s = lat;
     auto* l = zone->create_link(name, bw)->set_latency(lat)->set_sharing_policy(pol);
     if (index) index->emplace(l, static_cast<uint32_t>(stats.size() - 1));
     return SgLink{l, static_cast<uint32_t>(stats.size() - 1)};
@@ -223,8 +224,15 @@ std::vector<SgLink> make_route(const Hardware& hw, const SgLinks& k, const Route
 }
 }  // namespace
 
-Platform::Platform(const Hardware& hw, const Topology& topo)
+Platform::Platform(const Hardware& hw, const Topology& topo, std::vector<std::vector<size_t>> folds)
     : n_(hw.devices.size()), nodes_(hw.nodes()), node_devices_(hw.nodes() > 1 ? hw.cluster.node_devices : n_), hw_(&hw) {
+  for (std::vector<size_t>& f : folds) {
+    // A layout of one rank, or with a device off its first rank's node, never folds.
+    bool ok = f.size() > 1;
+    for (size_t d : f) ok = ok && d < n_ && (d / node_devices_) == (f[0] / node_devices_);
+    if (ok && fold_of_.emplace(f, static_cast<uint32_t>(folds_.size())).second) folds_.push_back(std::move(f));
+  }
+  fold_hosts_.assign(folds_.size(), nullptr);
   hosts_.assign(n_, nullptr);
   cores_.assign(n_, 1);
   work_s_.assign(n_, 0.0);
@@ -236,6 +244,12 @@ Platform::Platform(const Hardware& hw, const Topology& topo)
   windows_ = ActivityWindows(n_, stats_.size());
   for (size_t i = 0; i < n_; ++i)
     if (hosts_[i]) device_of_.emplace(hosts_[i], static_cast<uint32_t>(i));
+  // A folded flow's factors are its first rank's.
+  for (size_t i = 0; i < folds_.size(); ++i)
+    if (fold_hosts_[i]) {
+      device_of_.emplace(fold_hosts_[i], static_cast<uint32_t>(folds_[i][0]));
+      fold_host_set_.insert(fold_hosts_[i]);
+    }
   install_callbacks();
 }
 
@@ -259,6 +273,7 @@ void Platform::build_one_node(sg4::NetZone* zone, const Hardware& hw, const Topo
   const SgLinks links = make_links(zone, hw, stats_);
   routes_.assign(n_ * n_, PlatformRoute{});
   factors_.assign(n_ * n_, RouteFactors{});
+  std::vector<std::vector<sg4::Link*>> paths(folds_.empty() ? 0 : n_ * n_);
   for (size_t a = 0; a < n_; ++a) {
     for (size_t b = 0; b < n_; ++b) {
       if (a == b || !hosts_[a] || !hosts_[b]) continue;
@@ -266,9 +281,12 @@ void Platform::build_one_node(sg4::NetZone* zone, const Hardware& hw, const Topo
           make_route(hw, links, topo.route(a, b), a, b, routes_[a * n_ + b], factors_[a * n_ + b]);
       std::vector<sg4::LinkInRoute> sg;
       for (const auto& l : path) sg.emplace_back(l.link);
+      if (!paths.empty())
+        for (const auto& l : path) paths[a * n_ + b].push_back(l.link);
       zone->add_route(hosts_[a]->get_netpoint(), hosts_[b]->get_netpoint(), nullptr, nullptr, sg, false);
     }
   }
+  add_folds(zone, 0, n_, paths, FabricPort{});
   zone->seal();
 }
 
@@ -289,6 +307,7 @@ void Platform::build_cluster(const Hardware& hw, const Topology& topo) {
   const size_t nic = static_cast<size_t>(hw.device_index(0, f.nic)) % D;
   auto stat = [this](sg4::Link* l) {
     stats_.push_back(LinkStat{l->get_name(), l->get_bandwidth()});
+    stats_.back().latency_s = l->get_latency();
     link_stat_.emplace(l, static_cast<uint32_t>(stats_.size() - 1));
     fabric_stats_.push_back(static_cast<uint32_t>(stats_.size() - 1));
     return l;
@@ -303,10 +322,17 @@ void Platform::build_cluster(const Hardware& hw, const Topology& topo) {
     for (size_t k = 0; k < nodes_; ++k) {
       auto* zone = sg4::create_full_zone("n" + std::to_string(k));
       zone->set_parent(root);
-      build_node(zone, hw, k, local);
-      const std::string port = "n" + std::to_string(k) + ".fabric";
-      auto* up = stat(root->create_link(port + ":up", f.nic_Bps)->set_latency(f.latency_s));
-      auto* down = stat(root->create_link(port + ":down", f.nic_Bps)->set_latency(f.latency_s));
+      // The node's port exists before its zone is sealed (folded routes
+      // list it) and is counted after the node's own links.
+      const std::string name = "n" + std::to_string(k) + ".fabric";
+      FabricPort port;
+      port.up = root->create_link(name + ":up", f.nic_Bps)->set_latency(f.latency_s);
+      port.down = root->create_link(name + ":down", f.nic_Bps)->set_latency(f.latency_s);
+      port.core = core;
+      port.gateway = nic;
+      build_node(zone, hw, k, local, port);
+      auto* up = stat(port.up);
+      auto* down = stat(port.down);
       auto* gw = hosts_[k * D + nic]->get_netpoint();
       root->add_route(zone->get_netpoint(), nullptr, gw, nullptr, {sg4::LinkInRoute(up), sg4::LinkInRoute(core)}, false);
       root->add_route(nullptr, zone->get_netpoint(), nullptr, gw, {sg4::LinkInRoute(core), sg4::LinkInRoute(down)}, false);
@@ -318,7 +344,7 @@ void Platform::build_cluster(const Hardware& hw, const Topology& topo) {
     sg4::ClusterCallbacks cb([&](sg4::NetZone* ft, const std::vector<unsigned long>& /*coord*/, unsigned long id) {
       auto* zone = sg4::create_full_zone("n" + std::to_string(id));
       zone->set_parent(ft);
-      build_node(zone, hw, id, local);
+      build_node(zone, hw, id, local, FabricPort{});
       return std::make_pair(zone->get_netpoint(), hosts_[id * D + nic]->get_netpoint());
     });
     const sg4::FatTreeParams params(static_cast<unsigned>(f.down.size()), f.down, f.up, f.link_count);
@@ -336,7 +362,8 @@ void Platform::build_cluster(const Hardware& hw, const Topology& topo) {
 
 // Node `node` in its zone: its hosts, links and the explicit routes between
 // its devices (node 0's routes moved to this node's links).
-void Platform::build_node(sg4::NetZone* zone, const Hardware& hw, size_t node, const std::vector<Route>& local) {
+void Platform::build_node(sg4::NetZone* zone, const Hardware& hw, size_t node, const std::vector<Route>& local,
+                          const FabricPort& port) {
   const size_t D = node_devices_, d0 = node * D;
   if (node == 0) controller_ = zone->create_host("kvtier.controller", 1e9);
   for (size_t i = 0; i < D; ++i) {
@@ -345,6 +372,7 @@ void Platform::build_node(sg4::NetZone* zone, const Hardware& hw, size_t node, c
     hosts_[d0 + i] = zone->create_host(d.name, d.model->flops() > 0 ? d.model->flops() : 1e9);
   }
   const SgLinks links = make_links(zone, hw, stats_, node, &link_stat_);
+  std::vector<std::vector<sg4::Link*>> paths(folds_.empty() ? 0 : D * D);
   for (size_t a = 0; a < D; ++a) {
     for (size_t b = 0; b < D; ++b) {
       if (a == b || !hosts_[d0 + a] || !hosts_[d0 + b]) continue;
@@ -353,10 +381,140 @@ void Platform::build_node(sg4::NetZone* zone, const Hardware& hw, size_t node, c
                                                   node == 0 ? factors_[a * D + b] : other);
       std::vector<sg4::LinkInRoute> sg;
       for (const auto& l : path) sg.emplace_back(l.link);
+      if (!paths.empty())
+        for (const auto& l : path) paths[a * D + b].push_back(l.link);
       zone->add_route(hosts_[d0 + a]->get_netpoint(), hosts_[d0 + b]->get_netpoint(), nullptr, nullptr, sg, false);
     }
   }
+  add_folds(zone, node, D, paths, port);
   zone->seal();
+}
+
+// Each layout of this node gets a host, and a route to every other layout
+// of the node whose ranks' devices all differ from its own: every rank's
+// route, one after the other (a link two ranks cross is listed twice). With
+// a star fabric, a route to the gateway and back: every rank's route to it,
+// and each fabric link the ranks' flows cross once more per rank beyond the
+// first (the fabric's own route adds it once; the core with the way out).
+void Platform::add_folds(sg4::NetZone* zone, size_t node, size_t D, const std::vector<std::vector<sg4::Link*>>& paths,
+                         const FabricPort& port) {
+  const size_t d0 = node * D;
+  std::vector<uint32_t> here;
+  for (size_t i = 0; i < folds_.size(); ++i) {
+    if (folds_[i][0] / D != node) continue;
+    bool ok = true;
+    for (size_t d : folds_[i]) ok = ok && hosts_[d];
+    if (!ok) continue;
+    fold_hosts_[i] = zone->create_host("fold" + std::to_string(i) + ":" + hw_->devices[folds_[i][0]].name, 1e9);
+    here.push_back(static_cast<uint32_t>(i));
+  }
+  auto chain = [&](const std::vector<size_t>& from, const std::vector<size_t>& to, size_t from_gw, size_t to_gw,
+                   std::vector<sg4::LinkInRoute>& out) {
+    for (size_t r = 0; r < from.size(); ++r) {
+      const size_t a = from_gw < D ? from_gw : from[r] - d0, b = to_gw < D ? to_gw : to[r] - d0;
+      if (a == b) return false;
+      for (sg4::Link* l : paths[a * D + b]) out.emplace_back(l);
+    }
+    return true;
+  };
+  for (uint32_t i : here)
+    for (uint32_t j : here) {
+      if (i == j || folds_[i].size() != folds_[j].size()) continue;
+      std::vector<sg4::LinkInRoute> sg;
+      if (chain(folds_[i], folds_[j], D, D, sg))
+        zone->add_route(fold_hosts_[i]->get_netpoint(), fold_hosts_[j]->get_netpoint(), nullptr, nullptr, sg, false);
+    }
+  if (!port.up) return;
+  sg4::Host* gw = hosts_[d0 + port.gateway];
+  for (uint32_t i : here) {
+    const std::vector<size_t>& f = folds_[i];
+    std::vector<sg4::LinkInRoute> out, in;
+    if (!chain(f, f, D, port.gateway, out) || !chain(f, f, port.gateway, D, in)) continue;
+    for (size_t r = 1; r < f.size(); ++r) {
+      out.emplace_back(port.up);
+      out.emplace_back(port.core);
+      in.emplace_back(port.down);
+    }
+    zone->add_route(fold_hosts_[i]->get_netpoint(), gw->get_netpoint(), nullptr, nullptr, out, false);
+    zone->add_route(gw->get_netpoint(), fold_hosts_[i]->get_netpoint(), nullptr, nullptr, in, false);
+  }
+}
+
+// Every pair folds, and the ranks' routes agree across pairs: for each rank
+// r, the link at a position of the first rank's route is always the same
+// link at that position of rank r's route, and no two of the first rank's
+// links stand for one of rank r's. Then seeing the node from rank r is a
+// renaming of its links that maps every rank's flow of every copy to a flow
+// of the same copy, and the flows of one copy share alike: one flow per copy
+// carrying each link's count of ranks is the same system. (Checked pair by
+// pair only, a host's memory reaching the fabric through the first rank's
+// adapter would pass, and slow the first rank's copies alone.)
+bool Platform::folds_all(const std::vector<std::pair<std::vector<size_t>, std::vector<size_t>>>& pairs) const {
+  if (pairs.empty()) return false;
+  const size_t T = pairs[0].first.size();
+  std::vector<std::unordered_map<uint32_t, uint32_t>> to_rank(T), from_rank(T);
+  for (const auto& [from, to] : pairs) {
+    if (from.size() != T || to.size() != T) return false;
+    const FoldedPair* p = folded(from, to);
+    if (!p) return false;
+    const std::vector<uint32_t>& first = p->ranks[0]->stats;
+    for (size_t r = 1; r < T; ++r) {
+      const std::vector<uint32_t>& mine = p->ranks[r]->stats;
+      for (size_t k = 0; k < first.size(); ++k) {
+        const auto a = to_rank[r].emplace(first[k], mine[k]);
+        const auto b = from_rank[r].emplace(mine[k], first[k]);
+        if (a.first->second != mine[k] || b.first->second != first[k]) return false;
+      }
+    }
+  }
+  return true;
+}
+
+const Platform::FoldedPair* Platform::folded(const std::vector<size_t>& from, const std::vector<size_t>& to) const {
+  const auto a = fold_of_.find(from);
+  const auto b = fold_of_.find(to);
+  if (a == fold_of_.end() || b == fold_of_.end() || !fold_hosts_[a->second] || !fold_hosts_[b->second]) return nullptr;
+  auto [it, fresh] = fold_pairs_.emplace(std::make_pair(a->second, b->second), nullptr);
+  if (!fresh) return it->second.get();
+  if (!fold_matches(from, to)) return nullptr;
+  auto p = std::make_unique<FoldedPair>();
+  p->src = fold_hosts_[a->second];
+  p->dst = fold_hosts_[b->second];
+  for (size_t r = 0; r < from.size(); ++r) p->ranks.push_back(&route(from[r], to[r]));
+  it->second = std::move(p);
+  return it->second.get();
+}
+
+// Whether every rank sees the first rank's route: hop by hop the same
+// bandwidth and latency, and as many of the ranks' flows on it; and the
+// same size factors (media efficiency, calibrated curves).
+bool Platform::fold_matches(const std::vector<size_t>& from, const std::vector<size_t>& to) const {
+  const size_t T = from.size();
+  if (to.size() != T) return false;
+  const bool across = crosses(from[0], to[0]);
+  for (size_t r = 0; r < T; ++r)
+    if (from[r] == to[r] || !hosts_[from[r]] || !hosts_[to[r]] || crosses(from[r], to[r]) != across) return false;
+  std::unordered_map<uint32_t, uint32_t> crossing;
+  for (size_t r = 0; r < T; ++r)
+    for (uint32_t st : route(from[r], to[r]).stats) ++crossing[st];
+  const PlatformRoute& r0 = route(from[0], to[0]);
+  if (r0.stats.empty()) return false;
+  static constexpr double kSizes[] = {4096.0, 1048576.0, 1073741824.0};
+  for (size_t r = 1; r < T; ++r) {
+    const PlatformRoute& rr = route(from[r], to[r]);
+    if (rr.stats.size() != r0.stats.size()) return false;
+    for (size_t k = 0; k < rr.stats.size(); ++k) {
+      const LinkStat &x = stats_[rr.stats[k]], &y = stats_[r0.stats[k]];
+      if (x.bandwidth_Bps != y.bandwidth_Bps || x.latency_s != y.latency_s ||
+          crossing[rr.stats[k]] != crossing[r0.stats[k]])
+        return false;
+    }
+    for (double bytes : kSizes)
+      if (bandwidth_factor(from[r], to[r], bytes) != bandwidth_factor(from[0], to[0], bytes) ||
+          latency_factor(from[r], to[r], bytes) != latency_factor(from[0], to[0], bytes))
+        return false;
+  }
+  return true;
 }
 
 // A route between nodes, as SimGrid routes it (the source's node to its
@@ -490,11 +648,19 @@ double Platform::bandwidth_cb(double size, const sg4::Host* src, const sg4::Host
 }
 
 double Platform::latency_cb(double size, const sg4::Host* src, const sg4::Host* dst,
-                            const std::vector<sg4::Link*>& /*links*/,
+                            const std::vector<sg4::Link*>& links,
                             const std::unordered_set<sg4::NetZone*>& /*zones*/) {
   size_t a = 0, b = 0;
   if (!g_active || !g_active->ends(src, dst, &a, &b)) return 1.0;
-  return g_active->latency_factor(a, b, size);
+  const double factor = g_active->latency_factor(a, b, size);
+  if (g_active->fold_host_set_.empty() || !g_active->fold_host_set_.count(src)) return factor;
+  // A folded flow's route repeats links SimGrid adds the latency of each
+  // time: its latency is the first rank's route's.
+  double repeated = 0;
+  for (const sg4::Link* l : links) repeated += l->get_latency();
+  const double own = g_active->route(a, b).latency_s;
+  if (!(repeated > 0) || !(own > 0)) return factor;
+  return std::max(factor * own / repeated, kMinFactor);
 }
 
 std::vector<double> time_transfers_us(const Hardware& hw, size_t from, size_t to, const std::vector<TimedTransfer>& transfers) {

@@ -14,6 +14,8 @@
 
 #include <simgrid/s4u.hpp>
 #include <functional>
+#include <map>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -42,6 +44,7 @@ struct LinkStat {
   // which carries no bytes of its own). -1: not that kind.
   int32_t link = -1, device = -1;
   bool forward = true, write = false, both = false;
+  double latency_s = 0;  // the SimGrid link's
 };
 
 struct PlatformRoute {
@@ -103,7 +106,9 @@ class Platform {
   // media (the device models carry no queue-depth limit of their own).
   static constexpr int kMaxQueueDepth = 32;
 
-  Platform(const Hardware& hw, const Topology& topo);
+  // `folds`: rank layouts whose copies may run folded (see folded()), each
+  // a device per rank of a tensor-parallel instance, the first rank's first.
+  Platform(const Hardware& hw, const Topology& topo, std::vector<std::vector<size_t>> folds = {});
   ~Platform();
   Platform(const Platform&) = delete;
   Platform& operator=(const Platform&) = delete;
@@ -120,6 +125,31 @@ class Platform {
   }
   std::vector<LinkStat>& stats() { return stats_; }
   const std::vector<LinkStat>& stats() const { return stats_; }
+  // A tensor-parallel copy: every rank moves the same bytes from its device
+  // of `from` to its device of `to`, all at once. Where the node is the same
+  // seen from every rank (each rank's route has the first rank's links'
+  // bandwidths, latencies, size curves and, counted over all ranks' routes,
+  // the number of ranks crossing each), max-min sharing gives every rank's
+  // flow the same rate, and one SimGrid flow stands for all of them: it runs
+  // between two hosts of the layouts, over a route that lists each link of
+  // the ranks' routes once per rank crossing it (SimGrid 3.32 counts a link
+  // a route lists k times k times in its sharing, the flow using k times its
+  // rate there), its latency that of the first rank's route (the latency
+  // factor undoes the repeats). `ranks` are the routes the bytes cross, for
+  // the links' metrics. nullptr: not foldable (the ranks run their own
+  // flows). Layouts must have been given to the constructor.
+  struct FoldedPair {
+    sg4::Host* src = nullptr;
+    sg4::Host* dst = nullptr;
+    std::vector<const PlatformRoute*> ranks;
+  };
+  const FoldedPair* folded(const std::vector<size_t>& from, const std::vector<size_t>& to) const;
+  // Whether copies between these pairs of layouts (every pair a run may copy
+  // between) may fold: each pair folds, and the ranks' routes agree across
+  // pairs (platform.cpp says how). Only then may copies fold: a folded flow
+  // beside per-rank flows would load the first rank's links alone with what
+  // every rank's carry.
+  bool folds_all(const std::vector<std::pair<std::vector<size_t>, std::vector<size_t>>>& pairs) const;
   // The fabric's links between nodes (LinkStat indices; empty in one node).
   const std::vector<uint32_t>& fabric_links() const { return fabric_stats_; }
   // Work executed on each device so far, in seconds of the whole device at
@@ -212,7 +242,26 @@ class Platform {
   size_t slot(size_t from, size_t to) const { return nodes_ == 1 ? from * n_ + to : pair_index(from, to); }
   void build_one_node(sg4::NetZone* zone, const Hardware& hw, const Topology& topo);
   void build_cluster(const Hardware& hw, const Topology& topo);
-  void build_node(sg4::NetZone* zone, const Hardware& hw, size_t node, const std::vector<Route>& local);
+  // The star fabric's links of a node, for the folded layouts' routes to
+  // and from its gateway (none: no folded copy leaves the node).
+  struct FabricPort {
+    sg4::Link* up = nullptr;
+    sg4::Link* down = nullptr;
+    sg4::Link* core = nullptr;
+    size_t gateway = 0;  // the gateway device, within the node
+  };
+  void build_node(sg4::NetZone* zone, const Hardware& hw, size_t node, const std::vector<Route>& local,
+                  const FabricPort& port);
+  // The folded layouts' hosts of node `node` (devices d0 .. d0 + D - 1) and
+  // their routes, `paths` being the node's routes by local pair.
+  void add_folds(sg4::NetZone* zone, size_t node, size_t D, const std::vector<std::vector<sg4::Link*>>& paths,
+                 const FabricPort& port);
+  bool fold_matches(const std::vector<size_t>& from, const std::vector<size_t>& to) const;
+  std::vector<std::vector<size_t>> folds_;           // each layout: a device per rank
+  std::map<std::vector<size_t>, uint32_t> fold_of_;  // layout -> its index
+  std::vector<sg4::Host*> fold_hosts_;               // by layout (nullptr: none made)
+  std::unordered_set<const sg4::Host*> fold_host_set_;
+  mutable std::map<std::pair<uint32_t, uint32_t>, std::unique_ptr<FoldedPair>> fold_pairs_;  // null: checked, not foldable
   void install_callbacks();
 
   // Device indices of a SimGrid transfer's ends; false if either is not a device.

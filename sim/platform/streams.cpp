@@ -131,12 +131,16 @@ void Stream::run() {
       board_.finish(job.id, t1 - t0);
       continue;
     }
-    const PlatformRoute& route = platform_.route(job.from, job.to);
-    for (uint32_t s : route.stats) {
-      LinkStat& st = stats[s];
-      if (st.active++ == 0) st.busy_since = t0;
-      st.bytes += job.bytes;
-    }
+    // The routes the bytes cross: every rank's where the copy is folded.
+    const PlatformRoute* one = &platform_.route(job.from, job.to);
+    const PlatformRoute* const* routes = job.fold ? job.fold->ranks.data() : &one;
+    const size_t n_routes = job.fold ? job.fold->ranks.size() : 1;
+    for (size_t k = 0; k < n_routes; ++k)
+      for (uint32_t s : routes[k]->stats) {
+        LinkStat& st = stats[s];
+        if (st.active++ == 0) st.busy_since = t0;
+        st.bytes += job.bytes;
+      }
     // Keep the CommPtr: the raw pointer start() returns dies with the temporary.
     sg4::ExecPtr relay;
     if (job.relay_Bps > 0) {
@@ -150,21 +154,25 @@ void Stream::run() {
     // time, and the only jobs that set a size (the FPGA's key reads) go
     // SmartSSD -> FPGA, a pair no other stream uses.
     platform_.set_route_request_bytes(job.from, job.to, job.request_bytes);
-    sg4::CommPtr c = sg4::Comm::sendto_async(platform_.host(job.from), platform_.host(job.to),
+    sg4::CommPtr c = sg4::Comm::sendto_async(job.fold ? job.fold->src : platform_.host(job.from),
+                                             job.fold ? job.fold->dst : platform_.host(job.to),
                                              static_cast<uint64_t>(job.bytes));
     c->wait();
     if (relay) relay->wait();
     const double t1 = sg4::Engine::get_clock();
-    for (uint32_t s : route.stats) {
-      LinkStat& st = stats[s];
-      if (--st.active == 0) st.busy_s += t1 - st.busy_since;
+    for (size_t k = 0; k < n_routes; ++k) {
+      for (uint32_t s : routes[k]->stats) {
+        LinkStat& st = stats[s];
+        if (--st.active == 0) st.busy_s += t1 - st.busy_since;
+      }
+      platform_.transferred(*routes[k], job.bytes, t0, t1);
     }
-    platform_.transferred(route, job.bytes, t0, t1);
     if (timeline_.enabled()) {
       const std::string name = slice_name(job);
       const json args = slice_args(job);
       timeline_.slice(track_, name, t0, t1, args);
-      for (uint32_t s : route.stats) timeline_.transfer(stats[s].track, name, t0, t1, job.bytes, args);
+      for (size_t k = 0; k < n_routes; ++k)
+        for (uint32_t s : routes[k]->stats) timeline_.transfer(stats[s].track, name, t0, t1, job.bytes, args);
     }
     board_.finish(job.id, t1 - t0);
   }

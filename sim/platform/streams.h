@@ -67,6 +67,9 @@ struct TransferJob {
   // Size of the requests the transfer is issued as, where it is not made of
   // whole blocks (Platform::set_request_bytes); 0: whole blocks.
   double request_bytes = 0;
+  // Every rank of a tensor-parallel instance moves `bytes`, as one folded
+  // flow (Platform::folded); from and to are the first rank's devices.
+  const Platform::FoldedPair* fold = nullptr;
 };
 
 class Stream {

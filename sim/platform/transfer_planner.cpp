@@ -99,10 +99,14 @@ void TransferPlanner::make_streams(const std::vector<std::pair<size_t, size_t>>&
 }
 
 // Each other rank's streams, shared between pairs as the first rank's are
-// (one copy engine a direction).
+// (one copy engine a direction). A rank's streams are its own even where
+// its devices are another rank's too (two GPUs' shares written from one
+// host memory to one drive): each rank's process copies its share at the
+// same time as the others, not after them.
 void TransferPlanner::mirror_streams() {
   if (mirrors_.empty()) return;
   const size_t ranks = mirrors_[s_.gpu_dev].size();
+  rank_streams_.assign(ranks, {});
   // The first rank's pairs in (from, to) order, so that streams are made in
   // the same order every run.
   std::vector<std::pair<uint64_t, Stream*>> pairs(streams_.begin(), streams_.end());
@@ -113,14 +117,14 @@ void TransferPlanner::mirror_streams() {
       const size_t a = static_cast<size_t>(k >> 32), b = static_cast<size_t>(k & 0xffffffffu);
       if (mirrors_[a].empty() || mirrors_[b].empty()) continue;
       const size_t ma = mirrors_[a][r], mb = mirrors_[b][r];
-      if (find_stream(ma, mb)) continue;
+      if (rank_streams_[r].count(pair_key(ma, mb))) continue;
       Stream*& m = made[st];
       if (!m) {
         owned_.push_back(std::make_unique<Stream>(s_.hw.devices[ma].name + "->" + s_.hw.devices[mb].name, platform_,
                                                   board_, timeline_));
         m = owned_.back().get();
       }
-      streams_[pair_key(ma, mb)] = m;
+      rank_streams_[r][pair_key(ma, mb)] = m;
     }
   }
 }
@@ -136,13 +140,18 @@ void TransferPlanner::start() {
   started_ = true;
 }
 
-Stream& TransferPlanner::move_stream(size_t from, size_t to) {
-  if (Stream* st = find_stream(from, to)) return *st;
-  if (!on_demand_) return stream(from, to);  // throws: no such stream
+Stream& TransferPlanner::move_stream(size_t from, size_t to, size_t rank) {
+  std::unordered_map<uint64_t, Stream*>& map = rank == 0 ? streams_ : rank_streams_[rank - 1];
+  if (const auto it = map.find(pair_key(from, to)); it != map.end()) return *it->second;
+  if (!on_demand_) {
+    if (rank == 0) return stream(from, to);  // throws: no such stream
+    throw std::logic_error("kvtier: no stream " + s_.hw.devices[from].name + "->" + s_.hw.devices[to].name +
+                           " for rank " + std::to_string(rank));
+  }
   owned_.push_back(std::make_unique<Stream>(s_.hw.devices[from].name + "->" + s_.hw.devices[to].name, platform_, board_,
                                             timeline_));
   Stream* st = owned_.back().get();
-  streams_[pair_key(from, to)] = st;
+  map[pair_key(from, to)] = st;
   if (started_) st->start();
   return *st;
 }
@@ -358,18 +367,32 @@ void TransferPlanner::record_write(size_t tier, double bytes) {
   c_.wear[tier].record_write(bytes);
 }
 
+const Platform::FoldedPair* TransferPlanner::fold_of(size_t from, size_t to) {
+  const auto [it, fresh] = folds_.emplace(pair_key(from, to), nullptr);
+  if (!fresh) return it->second;
+  std::vector<size_t> a{from}, b{to};
+  a.insert(a.end(), mirrors_[from].begin(), mirrors_[from].end());
+  b.insert(b.end(), mirrors_[to].begin(), mirrors_[to].end());
+  it->second = platform_.folded(a, b);
+  return it->second;
+}
+
 JobId TransferPlanner::move(size_t from, size_t to, double bytes, std::vector<JobId> deps, const char* what,
                             int32_t layer) {
   const JobId j = board_.create();
   const size_t ranks = mirrors_.empty() ? 0 : mirrors_[s_.gpu_dev].size();
-  if (ranks > 0) board_.expect(j, static_cast<uint32_t>(ranks + 1));
-  for (size_t r = 0; r < ranks; ++r) {
-    TransferJob m{j, mirrors_[from][r], mirrors_[to][r], bytes, deps, -1, 0, what};
-    m.layer = layer;
-    move_stream(m.from, m.to).submit(std::move(m));
+  const Platform::FoldedPair* fold = ranks > 0 && fold_ ? fold_of(from, to) : nullptr;
+  if (ranks > 0 && !fold) {
+    board_.expect(j, static_cast<uint32_t>(ranks + 1));
+    for (size_t r = 0; r < ranks; ++r) {
+      TransferJob m{j, mirrors_[from][r], mirrors_[to][r], bytes, deps, -1, 0, what};
+      m.layer = layer;
+      move_stream(m.from, m.to, r + 1).submit(std::move(m));
+    }
   }
   TransferJob job{j, from, to, bytes, std::move(deps), -1, 0, what};
   job.layer = layer;
+  job.fold = fold;
   move_stream(from, to).submit(std::move(job));
   // Tiers are distinct devices (hardware.tiers lists each once): one tier wears.
   // Every rank's shard is written (the tier stands for its ranks' drives).
@@ -396,7 +419,7 @@ JobId TransferPlanner::move_ranks(size_t first, size_t count, size_t from, size_
   for (size_t r = first; r < first + count; ++r) {
     TransferJob m{j, r == 0 ? from : mirrors_[from][r - 1], r == 0 ? to : mirrors_[to][r - 1], bytes, deps, -1, 0, what};
     m.layer = layer;
-    move_stream(m.from, m.to).submit(std::move(m));
+    move_stream(m.from, m.to, r).submit(std::move(m));
   }
   return j;
 }

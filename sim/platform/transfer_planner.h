@@ -38,6 +38,10 @@ class TransferPlanner final : public MoveSink {
   // rank's). Every move() then runs once per rank, each rank's shard on its
   // own devices and streams, at once; the move is done when all are.
   void mirror(std::vector<std::vector<size_t>> ranks) { mirrors_ = std::move(ranks); }
+  // Every rank's part of a move() runs as one folded flow where the
+  // platform can fold the ranks' layouts of its two ends (Platform::folded);
+  // the same times, one SimGrid flow instead of one per rank.
+  void fold_ranks(bool on) { fold_ = on; }
   // Writes into device `dev` (another instance's share of a KV pool, on a
   // drive like tier `tier`'s) wear as writes into that tier: this engine
   // wrote them.
@@ -136,8 +140,14 @@ class TransferPlanner final : public MoveSink {
   std::vector<std::vector<size_t>> mirrors_;  // by device: its part on ranks 1..T-1 (empty: one rank)
   std::vector<std::pair<size_t, size_t>> wear_alias_;  // (device, tier): see wears_as
   bool on_demand_ = false;
+  bool fold_ = false;
+  // By (from, to) device: the folded pair of their layouts, or nullptr.
+  std::unordered_map<uint64_t, const Platform::FoldedPair*> folds_;
+  const Platform::FoldedPair* fold_of(size_t from, size_t to);
   bool started_ = false;
-  Stream& move_stream(size_t from, size_t to);
+  // The stream of (from, to) for rank `rank` (0: the first rank's, shared
+  // with the planner's other uses).
+  Stream& move_stream(size_t from, size_t to, size_t rank = 0);
   EngineCounters& c_;
   Platform& platform_;
   JobBoard& board_;
@@ -147,6 +157,7 @@ class TransferPlanner final : public MoveSink {
   // every pair is 16 million entries on a 4,096-device cluster); pairs may
   // share a stream (GPU copy engines).
   std::unordered_map<uint64_t, Stream*> streams_;
+  std::vector<std::unordered_map<uint64_t, Stream*>> rank_streams_;  // ranks 1..T-1: theirs, by (from, to)
   static uint64_t pair_key(size_t from, size_t to) { return (uint64_t(from) << 32) | uint64_t(to); }
   Stream* find_stream(size_t from, size_t to) const {
     const auto it = streams_.find(pair_key(from, to));

@@ -369,6 +369,7 @@ void ServingSimulation::attach_engines(bool own_links) {
     cache_->pool_board(*board_);
   }
   if (!rank_devices_.empty()) planner_->mirror(rank_devices_);
+  planner_->fold_ranks(fold_ranks_);
   planner_->make_streams(pulls);
   planner_->start();
 }

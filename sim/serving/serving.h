@@ -115,6 +115,9 @@ class ServingSimulation {
   // Before attach: nothing but this instance's all-reduces crosses their
   // links (the cluster engine checks), so they run as closed forms.
   void allreduce_alone(bool alone) { s_.tp_alone = alone; }
+  // Before attach: its ranks' copies may run as one folded flow each
+  // (TransferPlanner::fold_ranks).
+  void fold_ranks(bool on) { fold_ranks_ = on; }
   // Before attach: the devices prefilled KV may be pulled from (each gets a stream to this GPU).
   void pulls_from(const std::vector<size_t>& devices) { pull_devices_ = devices; }
   // Before attach: a KV pool's member (sim/serving/kv_pool.h): the device
@@ -243,6 +246,7 @@ class ServingSimulation {
   std::vector<size_t> pull_devices_;
   std::vector<std::pair<size_t, size_t>> pool_pairs_, pool_drives_;
   bool pooled_ = false;
+  bool fold_ranks_ = false;
   std::vector<std::vector<size_t>> rank_devices_;  // tensor parallelism: each device's part on the other ranks
   PipelineStages* stages_ = nullptr;               // pipeline parallelism: the instance's stages
   // GPUs that each make their share of every copy (tensor and pipeline ranks).

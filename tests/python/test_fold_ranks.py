@@ -1,0 +1,104 @@
+"""A tensor-parallel instance's copies as one folded flow (cluster.fold_ranks,
+docs/cluster.md): where every rank's route is the first rank's seen from
+another GPU, max-min sharing gives every rank's flow the same rate, so the
+folded run gives the per-rank run's results. Each case runs both ways and
+compares every metric; the timeline shows the folded run made one flow for
+all ranks (the other ranks' streams carry no copies)."""
+
+import json
+import math
+
+import pytest
+
+from conftest import ROOT
+
+CLUSTER = ROOT / "configs" / "cluster"
+
+
+def run(kvtier, tmp_path, name, config, *sets):
+    out = tmp_path / name
+    trace = tmp_path / (name + ".trace.json")
+    args = ["run", config, "--out", out, "-q", "--timeline", trace]
+    for s in sets:
+        args += ["--set", s]
+    p = kvtier(*args, cwd=tmp_path, timeout=900)
+    assert p.returncode == 0, p.stderr
+    return json.loads((out / "result.json").read_text())["metrics"], json.loads(trace.read_text())
+
+
+def copies_by_stream(trace):
+    """Transfer slices per stream (the timeline's "streams" process; its
+    "links" process repeats each transfer on the links it crosses)."""
+    events = trace["traceEvents"]
+    streams = {e["pid"] for e in events if e.get("ph") == "M" and e.get("name") == "process_name"
+               and e["args"]["name"] == "streams"}
+    names = {(e["pid"], e["tid"]): e["args"]["name"] for e in events
+             if e.get("ph") == "M" and e.get("name") == "thread_name"}
+    count = {}
+    for e in events:
+        if e.get("ph") == "X" and e["pid"] in streams and "bytes" in e.get("args", {}):
+            n = names.get((e["pid"], e["tid"]), "")
+            count[n] = count.get(n, 0) + 1
+    return count
+
+
+def on(device, stream):
+    """Whether a stream's copies go from or to `device` ("a->b", or a GPU's "... copies in")."""
+    return device in stream.split(" ")[0].split("->")
+
+
+def flat(d, prefix=""):
+    out = {}
+    items = d.items() if isinstance(d, dict) else enumerate(d)
+    for k, v in items:
+        if isinstance(v, (dict, list)):
+            out.update(flat(v, prefix + str(k) + "."))
+        else:
+            out[prefix + str(k)] = v
+    return out
+
+
+def same(a, b, rel=1e-9):
+    fa, fb = flat(a), flat(b)
+    assert fa.keys() == fb.keys()
+    differ = []
+    for k, v in fa.items():
+        w = fb[k]
+        if isinstance(v, float) or isinstance(w, float):
+            if not math.isclose(v, w, rel_tol=rel, abs_tol=1e-12):
+                differ.append((k, v, w))
+        elif v != w:
+            differ.append((k, v, w))
+    return differ
+
+
+CASES = {
+    # Two TP=4 instances on one HGX node: swaps, prefix loads and cache writes, each rank over its own PCIe.
+    "hgx_node": (CLUSTER / "hgx_node.json", ["serving.limit=300"], "gpu1", True),
+    # Two nodes, each GPU pair's own adapter to the fabric: prompts' KV pulled across nodes rank by rank.
+    "disaggregated": (CLUSTER / "mooncake_disaggregated.json",
+                      ["serving.limit=300", "hardware.cluster.fabric.nic=port"], "n1.gpu1", True),
+    # One adapter per node, reached from the first GPUs' switch: the ranks' routes across nodes differ,
+    # so nothing folds (and the results are the per-rank run's).
+    "one_adapter": (CLUSTER / "mooncake_pool.json", ["serving.limit=300"], "n0.gpu1", False),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_folded_copies_give_the_per_rank_results(kvtier, tmp_path, case):
+    config, sets, rank1, folds = CASES[case]
+    folded, ftrace = run(kvtier, tmp_path, "folded", config, *sets)
+    per_rank, ptrace = run(kvtier, tmp_path, "per_rank", config, *sets, "cluster.fold_ranks=false")
+    differ = same(folded, per_rank)
+    assert not differ, differ[:8]
+    # The per-rank run's other ranks copy on their own streams; folded, they do not.
+    fc, pc = copies_by_stream(ftrace), copies_by_stream(ptrace)
+    rank1_per_rank = sum(v for k, v in pc.items() if on(rank1, k))
+    rank1_folded = sum(v for k, v in fc.items() if on(rank1, k))
+    assert rank1_per_rank > 0
+    if folds:
+        assert rank1_folded == 0
+        # Folded, the copies are fewer by about the ranks (4 per instance).
+        assert sum(fc.values()) * 3 < sum(pc.values())
+    else:
+        assert rank1_folded == rank1_per_rank
