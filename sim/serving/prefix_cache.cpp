@@ -37,8 +37,8 @@ ParamList PrefixCache::params() {
               "the cache starts holding every block of the request stream, written before time 0 (MatKV: the "
               "corpus's KV is precomputed on flash), as far as the tiers hold them. In a cluster: every instance's "
               "own cache starts so (each node holds the whole corpus), or with cluster.kv_pool \"pooled\" the pool "
-              "does, each block placed by the pool's placement (hashed: its hash's share; local_first: the share "
-              "with the most room)"),
+              "does, each block placed by the pool's placement (hashed: its hash's share; local_first: the slot the "
+              "tier's last victim freed, else the share with the most room) and none of them written"),
   };
 }
 
