@@ -156,6 +156,14 @@ ClusterSimulation::ClusterSimulation(json& cfg) : cfg_(cfg) {
   if (cfg_["cluster"]["kv_pool_copies"].get<uint32_t>() > 1 && cfg_["cluster"]["kv_pool_replicate_after"].get<uint64_t>() == 0)
     throw ConfigError("cluster.kv_pool_copies: the most copies of a hot block; expected cluster.kv_pool_replicate_after "
                       "above 0 with it (0 makes no copies)");
+  // serving.prefix_cache.warm: the pool, or else every engine's own cache
+  // (each node holds the whole precomputed corpus), starts holding the stream.
+  if (inst_[0]->sim->prefix_cache().warm_start()) {
+    if (pool_) pool_->warm(stream_.reqs);
+    else
+      for (auto& in : inst_)
+        for (size_t v = 0; v < in->engines(); ++v) in->engine(v).prefix_cache().warm(stream_.reqs);
+  }
 }
 
 // One cache of every instance's share: the same tiers, policy and block

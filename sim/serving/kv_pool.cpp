@@ -132,11 +132,24 @@ uint32_t KvPool::hashed_member(uint32_t b) const {
   return static_cast<uint32_t>(z % members_.size());
 }
 
+void KvPool::warm(const std::vector<ServingRequest>& reqs) {
+  warming_ = true;
+  for (const ServingRequest& q : reqs)
+    for (uint32_t b : q.prefix_blocks) index_->reference(b);
+  warming_ = false;
+}
+
 // A block enters a tier: written from the acting member's GPU into the top
 // tier (or every tier, inclusive), or demoted from the share above.
 void KvPool::entered(uint32_t b, uint32_t tier) {
   const bool from_gpu = tier == 0 || cfg_.inclusive;
   const uint32_t above = from_gpu ? kNoMember : home(b, tier - 1);
+  if (warming_) {  // there before time 0: placed, and nothing moves
+    const uint32_t m = place(tier, placement_ == Placement::Hashed ? hashed_member(b) : above);
+    home_[size_t(tier) * blocks_ + b] = m;
+    ++used_[size_t(m) * tiers_ + tier];
+    return;
+  }
   const uint32_t local = from_gpu ? actor_ : (above == kNoMember ? actor_ : above);
   const uint32_t m = place(tier, placement_ == Placement::Hashed ? hashed_member(b) : local);
   home_[size_t(tier) * blocks_ + b] = m;

@@ -35,6 +35,7 @@
 
 #include "sim/core/job.h"
 #include "sim/replay/replay.h"
+#include "sim/serving/scheduler.h"
 
 namespace kvtier {
 
@@ -93,6 +94,12 @@ class KvPool final : public ReplayObserver {
   uint64_t replicas_held() const { return replicas_held_; }
   // Member m references blocks next.
   void act_as(uint32_t m) { actor_ = m; }
+  // serving.prefix_cache.warm: the pool starts holding every block of `reqs`
+  // (the whole stream), referenced in stream order before time 0, as far as
+  // its tiers hold them. No member writes them: each is placed with no share
+  // preferred (hashed: its hash's; a demotion stays with the share above),
+  // no move is made, and each is landed.
+  void warm(const std::vector<ServingRequest>& reqs);
   // Blocks of member m's share of tier `tier` in use.
   uint64_t used(uint32_t m, uint32_t tier) const { return used_[size_t(m) * tiers_ + tier]; }
   // The moves made for member m since the last call, tier by tier, each
@@ -147,6 +154,7 @@ class KvPool final : public ReplayObserver {
   std::vector<uint64_t> used_;     // member x tier
   std::vector<uint32_t> freed_;    // per tier: the member whose share the tier's last victim left
   uint32_t actor_ = 0;
+  bool warming_ = false;  // warm(): blocks enter with no writer
   std::vector<std::vector<Move>> pending_;  // per member
   std::vector<std::vector<uint32_t>> brought_;  // per member: blocks its pending moves bring in
   std::vector<JobBoard*> boards_;

@@ -35,16 +35,29 @@ ParamList PrefixCache::params() {
           0.0, 1.0),
       boolean("warm", false,
               "the cache starts holding every block of the request stream, written before time 0 (MatKV: the "
-              "corpus's KV is precomputed on flash), as far as the tiers hold them"),
+              "corpus's KV is precomputed on flash), as far as the tiers hold them. In a cluster: every instance's "
+              "own cache starts so (each node holds the whole corpus), or with cluster.kv_pool \"pooled\" the pool "
+              "does, each block placed by the pool's placement (hashed: its hash's share; local_first: the slot the "
+              "tier's last victim freed, else the share with the most room) and none of them written"),
   };
 }
 
 PrefixCache::PrefixCache() = default;
 PrefixCache::~PrefixCache() = default;
 
-void PrefixCache::setup(json& pc, const EngineSetup& s, const std::vector<ServingRequest>& reqs, uint32_t block_tokens,
-                        uint64_t distinct_blocks, const Room& room, uint32_t pool_block_tokens) {
+// Precomputed before time 0, in stream order: what the tiers hold of it is
+// what they keep. Nothing moves for it, and it is not counted as written.
+void PrefixCache::warm(const std::vector<ServingRequest>& reqs) {
+  if (!cache_ || pool_) return;  // off, or a pool's member (the pool warms itself)
+  for (const ServingRequest& q : reqs)
+    for (uint32_t b : q.prefix_blocks) cache_->reference(b);
+  for (uint32_t u = 0; u < cache_->tiers(); ++u) inserted_seen_[u] = cache_->inserted(u);
+}
+
+void PrefixCache::setup(json& pc, const EngineSetup& s, uint32_t block_tokens, uint64_t distinct_blocks,
+                        const Room& room, uint32_t pool_block_tokens) {
   write_through_ = pc["write"] == "write_through";
+  warm_ = pc["warm"].get<bool>();
   match_any_ = pc["match"] == "any";
   inclusive_ = pc["inclusive"].get<bool>();
   block_tokens_ = block_tokens;
@@ -55,11 +68,6 @@ void PrefixCache::setup(json& pc, const EngineSetup& s, const std::vector<Servin
   if (enabled && s.tier_dev.size() > 1) {
     setup_tiers(pc, s, room);
     index_ = cache_.get();
-    if (pc["warm"].get<bool>()) {
-      // Precomputed before time 0, in stream order: what the tiers hold of it is what they keep.
-      for (const ServingRequest& q : reqs)
-        for (uint32_t b : q.prefix_blocks) cache_->reference(b);
-    }
     for (uint32_t u = 0; u < cache_->tiers(); ++u) inserted_seen_.push_back(cache_->inserted(u));
   }
   if (enabled && pc["gpu"].get<bool>()) {

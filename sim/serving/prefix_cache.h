@@ -47,8 +47,14 @@ class PrefixCache {
 
   // `pc`: serving.prefix_cache, resolved (its policy in place); `block_tokens`
   // and `distinct_blocks`: the request stream's prefix blocks (0: none to cache).
-  void setup(json& pc, const EngineSetup& s, const std::vector<ServingRequest>& reqs, uint32_t block_tokens,
-             uint64_t distinct_blocks, const Room& room, uint32_t pool_block_tokens);
+  void setup(json& pc, const EngineSetup& s, uint32_t block_tokens, uint64_t distinct_blocks, const Room& room,
+             uint32_t pool_block_tokens);
+  // serving.prefix_cache.warm: the cache starts holding every block of
+  // `reqs` (the whole stream), referenced in stream order before time 0, as
+  // far as its tiers hold them; no bytes move and nothing counts as written.
+  // A pool's member leaves it to the pool (KvPool::warm).
+  bool warm_start() const { return warm_; }
+  void warm(const std::vector<ServingRequest>& reqs);
   bool write_through() const { return write_through_; }
   bool has_gpu() const { return gpu_ != nullptr; }
 
@@ -132,7 +138,7 @@ class PrefixCache {
   uint64_t distinct_blocks_ = 0;
   double kv_bytes_per_token_layer_ = 0;
   uint32_t layers_ = 0;
-  bool write_through_ = true, inclusive_ = false, match_any_ = false;
+  bool write_through_ = true, inclusive_ = false, match_any_ = false, warm_ = false;
   JobId last_write_ = kNoJob;  // loads of blocks still being written wait for the write
   double write_bytes_ = 0, load_bytes_ = 0;
 };

@@ -157,9 +157,6 @@ void ServingSimulation::init(ValidationCache* validating, std::shared_ptr<const 
   if (fed_ && tiered_)
     throw ConfigError("serving.kv: a cluster's instances keep their KV in the GPU's paged pool (\"paged\"); \"tiered\" "
                       "runs on one GPU");
-  if (fed_ && sv["prefix_cache"]["warm"].get<bool>())
-    throw ConfigError("serving.prefix_cache.warm: a cluster's instances start cold (which instance would hold the "
-                      "precomputed blocks depends on the router); set false");
   if (tiered_) build_kv_store(validating);
   check_requests(fed_ ? rs.reqs : reqs_, source_name_, limits_, s_.model, tiered_ ? "tiers hold " : "GPU holds ");
   configure_prefix_cache(sv["prefix_cache"], swap_bytes, rs.prefix_block_tokens, rs.distinct_blocks);
@@ -275,7 +272,9 @@ void ServingSimulation::configure_prefix_cache(json& pc, double swap_bytes, uint
   for (size_t t = 0; t < s_.tier_dev.size(); ++t) room.weight_bytes.push_back(weight_bytes_in(s_.tier_dev[t]));
   room.kv_block_bytes = static_cast<double>(s_.model.kv_bytes_per_token()) * limits_.block_tokens;
   if (tiered_) room.share = cache_share_;
-  cache_->setup(pc, s_, reqs_, prefix_block_tokens, distinct_blocks, room, limits_.block_tokens);
+  cache_->setup(pc, s_, prefix_block_tokens, distinct_blocks, room, limits_.block_tokens);
+  // A cluster warms its instances' caches (or their pool) once it has built them.
+  if (!fed_ && cache_->warm_start()) cache_->warm(reqs_);
 }
 
 // policies.weights: the serving engine takes weight placement (weights

@@ -203,3 +203,46 @@ TEST_CASE("kv pool: a hot block gets copies on as many readers' nodes as it may 
   for (uint32_t r : {1u, 2u, 3u, 3u, 3u}) three.read_remotely(0, r);
   CHECK((three.replicas_held() == 2 && three.source(0, 0, 3) == 0));
 }
+
+TEST_CASE("kv pool: a warm pool holds the stream before time 0, placed with no writer and nothing moved") {
+  // Two requests naming blocks 0..5; tier 0 holds 3 of them, tier 1 the rest.
+  std::vector<ServingRequest> reqs(2);
+  reqs[0].prefix_blocks = {0, 1, 2, 3};
+  reqs[1].prefix_blocks = {0, 4, 5};
+  SECTION("local first: no share preferred, a demotion stays with its share") {
+    KvPool pool(lru_tiers({3, 4}), {member(0, {1, 2}), member(1, {2, 2})}, 8);
+    pool.act_as(1);
+    pool.warm(reqs);
+    const ReplaySession& ix = pool.index();
+    for (uint32_t b : {0u, 4u, 5u}) CHECK(ix.holder(b) == 0);  // the latest three, in stream order
+    for (uint32_t b : {1u, 2u, 3u}) CHECK(ix.holder(b) == 1);
+    // Block 0 first went to the share with the most room (member 1's), block
+    // 1 to the first of two equal ones, block 2 to member 1's last slot.
+    CHECK(pool.home(1, 1) == 0);
+    CHECK(pool.home(2, 1) == 1);
+    CHECK(pool.used(0, 0) + pool.used(1, 0) == 3);
+    CHECK(pool.used(0, 1) + pool.used(1, 1) == 3);
+    for (uint32_t m = 0; m < 2; ++m) CHECK(pool.take_moves(m).empty());
+    for (uint32_t b = 0; b < 6; ++b) CHECK((pool.writer(b) == KvPool::kNoMember && !pool.unsent(b)));
+    // Afterwards a member's own writes are moved as usual.
+    pool.act_as(0);
+    pool.index().reference(6);
+    const auto moves = pool.take_moves(0);
+    REQUIRE(moves.size() >= 1);
+    CHECK((moves[0].tier == 0 && moves[0].from == 100));
+    CHECK(pool.writer(6) == 0);
+  }
+  SECTION("hashed: every block in its hash's share, as a member's write would place it") {
+    KvPool warm(lru_tiers({8}), {member(0, {8}), member(1, {8})}, 8, KvPool::Placement::Hashed);
+    KvPool written(lru_tiers({8}), {member(0, {8}), member(1, {8})}, 8, KvPool::Placement::Hashed);
+    warm.warm(reqs);
+    written.act_as(1);
+    for (const ServingRequest& q : reqs)
+      for (uint32_t b : q.prefix_blocks) written.index().reference(b);
+    for (uint32_t b = 0; b < 6; ++b) CHECK(warm.home(b, 0) == written.home(b, 0));
+    CHECK(warm.used(0, 0) + warm.used(1, 0) == 6);
+    CHECK((warm.used(0, 0) > 0 && warm.used(1, 0) > 0));
+    CHECK((warm.take_moves(0).empty() && warm.take_moves(1).empty()));
+    CHECK(!written.take_moves(1).empty());
+  }
+}
