@@ -266,22 +266,20 @@ std::vector<std::vector<std::vector<size_t>>> ClusterSimulation::rank_parts(size
 // Every pair of rank layouts a run may copy between, each device as the
 // copying instance's ranks play it: an instance's GPU and tiers among
 // themselves, prefill GPUs to decode GPUs, and with a pool every share to
-// and from each GPU and between shares.
+// and from each GPU and each share of a tier to each share of the tier
+// below (a victim's demotion). A share is the same layout seen from any
+// instance (its owner's ranks), so the pairs between shares are listed once.
 std::vector<std::pair<std::vector<size_t>, std::vector<size_t>>> ClusterSimulation::fold_pairs(
     const std::vector<std::vector<std::vector<size_t>>>& parts) const {
-  std::vector<size_t> shares;
-  for (const auto& in : inst_)
-    if (pool_) shares.insert(shares.end(), in->rank_tiers[0].begin() + 1, in->rank_tiers[0].end());
   std::vector<std::pair<std::vector<size_t>, std::vector<size_t>>> pairs;
+  auto layout = [&](size_t i, size_t d) {
+    std::vector<size_t> l{d};
+    l.insert(l.end(), parts[i][d].begin(), parts[i][d].end());
+    return l;
+  };
   for (size_t i = 0; i < inst_.size(); ++i) {
-    const std::vector<std::vector<size_t>>& mine = parts[i];
-    auto layout = [&](size_t d) {
-      std::vector<size_t> l{d};
-      l.insert(l.end(), mine[d].begin(), mine[d].end());
-      return l;
-    };
     auto pair = [&](size_t a, size_t b) {
-      if (a != b) pairs.emplace_back(layout(a), layout(b));
+      if (a != b) pairs.emplace_back(layout(i, a), layout(i, b));
     };
     const size_t g = inst_[i]->gpu_dev;
     const std::vector<size_t>& own = inst_[i]->rank_tiers[0];  // the GPU, then the tiers
@@ -292,12 +290,18 @@ std::vector<std::pair<std::vector<size_t>, std::vector<size_t>>> ClusterSimulati
       if (i < prefill_ && layerwise_)
         for (size_t d = prefill_; d < inst_.size(); ++d) pair(g, inst_[d]->gpu_dev);
     }
-    for (size_t a : shares) {
-      pair(a, g);
-      pair(g, a);
-      for (size_t b : shares) pair(a, b);
-    }
+    for (size_t j = 0; pool_ && j < inst_.size(); ++j)
+      for (size_t t = 1; t < inst_[j]->rank_tiers[0].size(); ++t) {
+        pair(inst_[j]->rank_tiers[0][t], g);
+        pair(g, inst_[j]->rank_tiers[0][t]);
+      }
   }
+  for (size_t t = 1; pool_ && t + 1 < inst_[0]->rank_tiers[0].size(); ++t)
+    for (size_t j = 0; j < inst_.size(); ++j)
+      for (size_t k = 0; k < inst_.size(); ++k) {
+        const size_t a = inst_[j]->rank_tiers[0][t], b = inst_[k]->rank_tiers[0][t + 1];
+        if (a != b) pairs.emplace_back(layout(j, a), layout(k, b));
+      }
   std::sort(pairs.begin(), pairs.end());
   pairs.erase(std::unique(pairs.begin(), pairs.end()), pairs.end());
   return pairs;
