@@ -895,7 +895,8 @@ json ClusterSimulation::run(const std::string& timeline_path) {
       // The all-reduces run among the first stage's ranks (each stage's among its own: sim/platform/pipeline_stages.h).
       const std::vector<size_t> group(in.gpus.begin(), in.gpus.begin() + static_cast<std::ptrdiff_t>(tp));
       for (size_t v = 0; v < in.engines(); ++v)
-        in.engine(v).tensor_parallel(group, hidden, cl["allreduce"] == "switch", parts[i]);
+        in.engine(v).tensor_parallel(group, hidden, cl["allreduce"] == "switch",
+                                     v + 1 < in.engines() ? parts[i] : std::move(parts[i]));
     }
     // serving.coarsen false: every all-reduce as flows, the reference the closed forms are checked against.
     if (cfg_["serving"]["coarsen"].get<bool>()) {
