@@ -754,8 +754,10 @@ std::vector<bool> ClusterSimulation::allreduce_alone(bool through_switch) const 
       }
     }
   // Every byte between nodes crosses the fabric (an instance spanning nodes
-  // all-reduces over it).
+  // all-reduces over it), and a host memory's copies between nodes may go
+  // through any of its adapters (Platform::fabric_ends).
   for (uint32_t s : p.fabric_links()) used[s] = 1;
+  for (uint32_t s : p.view_links()) used[s] = 1;
   auto gateway = [&](size_t dev) { return static_cast<size_t>(hw.device_index(hw.node_of(dev), hw.cluster.fabric.nic)); };
   if (hw.nodes() > 1)
     for (const auto& in : inst_)

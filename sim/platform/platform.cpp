@@ -84,19 +84,10 @@ sg4::Engine& start_simgrid() {
   return engine;
 }
 
-namespace {
 struct SgLink {
   sg4::Link* link;
   uint32_t stat;
 };
-
-// The Platform whose routes the SimGrid factor callbacks describe. SimGrid
-// keeps a callback for the life of its network model, longer than a Platform;
-// a destroyed Platform clears this and the callbacks then return 1.
-const Platform* g_active = nullptr;
-
-// SimGrid rejects a zero bandwidth factor.
-constexpr double kMinFactor = 1e-12;
 
 // The SimGrid links of a platform: each topology link's directions (one
 // SimGrid link per direction for split duplex, `both` where the directions
@@ -105,6 +96,16 @@ struct SgLinks {
   std::vector<SgLink> fwd, back, both;
   std::vector<SgLink> media_read, media_write;  // per device
 };
+
+namespace {
+
+// The Platform whose routes the SimGrid factor callbacks describe. SimGrid
+// keeps a callback for the life of its network model, longer than a Platform;
+// a destroyed Platform clears this and the callbacks then return 1.
+const Platform* g_active = nullptr;
+
+// SimGrid rejects a zero bandwidth factor.
+constexpr double kMinFactor = 1e-12;
 
 // Node `node`'s links and media (all of them for one node); the SgLinks are
 // indexed by link and device within the node.
@@ -244,6 +245,7 @@ Platform::Platform(const Hardware& hw, const Topology& topo, std::vector<std::ve
   windows_ = ActivityWindows(n_, stats_.size());
   for (size_t i = 0; i < n_; ++i)
     if (hosts_[i]) device_of_.emplace(hosts_[i], static_cast<uint32_t>(i));
+  for (size_t k = 0; k < views_.size(); ++k) device_of_.emplace(views_[k].host, static_cast<uint32_t>(n_ + k));
   // A folded flow's factors are its first rank's.
   for (size_t i = 0; i < folds_.size(); ++i)
     if (fold_hosts_[i]) {
@@ -305,6 +307,7 @@ void Platform::build_cluster(const Hardware& hw, const Topology& topo) {
   route_request_.assign(nodes_ * D * D, 0.0);
   const Fabric& f = hw.cluster.fabric;
   const size_t nic = static_cast<size_t>(hw.device_index(0, f.nic)) % D;
+  find_memory_adapters(hw, topo, local, nic);
   auto stat = [this](sg4::Link* l) {
     stats_.push_back(LinkStat{l->get_name(), l->get_bandwidth()});
     stats_.back().latency_s = l->get_latency();
@@ -386,6 +389,7 @@ void Platform::build_node(sg4::NetZone* zone, const Hardware& hw, size_t node, c
       zone->add_route(hosts_[d0 + a]->get_netpoint(), hosts_[d0 + b]->get_netpoint(), nullptr, nullptr, sg, false);
     }
   }
+  add_views(zone, hw, node, local, links);
   add_folds(zone, node, D, paths, port);
   zone->seal();
 }
@@ -410,9 +414,15 @@ void Platform::add_folds(sg4::NetZone* zone, size_t node, size_t D, const std::v
   }
   auto chain = [&](const std::vector<size_t>& from, const std::vector<size_t>& to, size_t from_gw, size_t to_gw,
                    std::vector<sg4::LinkInRoute>& out) {
+    // To or from the gateway, each rank's end is its adapter view's where it has one.
+    const std::vector<size_t> ends = fabric_ends(from_gw < D ? to : from);
     for (size_t r = 0; r < from.size(); ++r) {
       const size_t a = from_gw < D ? from_gw : from[r] - d0, b = to_gw < D ? to_gw : to[r] - d0;
       if (a == b) return false;
+      if ((from_gw < D || to_gw < D) && ends[r] >= n_) {
+        for (sg4::Link* l : from_gw < D ? views_[ends[r] - n_].in : views_[ends[r] - n_].out) out.emplace_back(l);
+        continue;
+      }
       for (sg4::Link* l : paths[a * D + b]) out.emplace_back(l);
     }
     return true;
@@ -438,6 +448,138 @@ void Platform::add_folds(sg4::NetZone* zone, size_t node, size_t D, const std::v
     zone->add_route(fold_hosts_[i]->get_netpoint(), gw->get_netpoint(), nullptr, nullptr, out, false);
     zone->add_route(gw->get_netpoint(), fold_hosts_[i]->get_netpoint(), nullptr, nullptr, in, false);
   }
+}
+
+// A node whose gateway is a port where several adapters meet: each host
+// memory's adapters are those nearer to it than to any other host memory
+// (fewest hops, then least latency, then first listed), in the node's
+// order; memory_default_ the one its own routes to and from the gateway
+// both take (none where they take two).
+void Platform::find_memory_adapters(const Hardware& hw, const Topology& topo, const std::vector<Route>& local,
+                                    size_t gateway) {
+  const size_t D = node_devices_;
+  gateway_ = gateway;
+  memory_adapters_.assign(D, {});
+  auto role = [&](size_t d) { return hw.devices[d].model->role(); };
+  auto other_end = [&](const LinkEntry& le, size_t d) {
+    const int a = hw.device_index(le.a), b = hw.device_index(le.b);
+    return a == static_cast<int>(d) ? b : b == static_cast<int>(d) ? a : -1;
+  };
+  std::vector<size_t> adapters;
+  for (size_t l = 0; l < hw.cluster.node_links; ++l) {
+    const int e = other_end(hw.links[l], gateway);
+    if (e >= 0 && static_cast<size_t>(e) < D && role(static_cast<size_t>(e)) == DeviceRole::Network)
+      adapters.push_back(static_cast<size_t>(e));
+  }
+  if (adapters.size() < 2) return;
+  auto cost = [&](size_t a, size_t b) {
+    const Route r = topo.route(a, b);
+    double lat = 0;
+    for (const Hop& h : r) lat += hw.links[h.link].latency_s;
+    return std::make_pair(r.size(), lat);
+  };
+  std::sort(adapters.begin(), adapters.end());
+  for (size_t a : adapters) {
+    size_t best = D;
+    std::pair<size_t, double> best_cost{0, 0};
+    for (size_t m = 0; m < D; ++m) {
+      if (role(m) != DeviceRole::Memory) continue;
+      const auto c = cost(a, m);
+      if (best == D || c < best_cost) best = m, best_cost = c;
+    }
+    if (best < D) memory_adapters_[best].push_back(a);
+  }
+  memory_default_.assign(D, D);
+  for (size_t m = 0; m < D; ++m) {
+    std::vector<size_t>& mine = memory_adapters_[m];
+    const Route &out = local[m * D + gateway], &in = local[gateway * D + m];
+    // The adapters on the memory's own routes: the hop next to the gateway's other end
+    // (the two directions may take different ones where two are as near).
+    const int a = out.empty() ? -1 : other_end(hw.links[out.back().link], gateway);
+    const int b = in.empty() ? -1 : other_end(hw.links[in.front().link], gateway);
+    auto mine_has = [&](int x) { return x >= 0 && std::find(mine.begin(), mine.end(), static_cast<size_t>(x)) != mine.end(); };
+    if (mine.size() < 2 || !mine_has(a) || !mine_has(b)) {
+      mine.clear();  // one adapter, or its routes reach the gateway some other way: no views
+      continue;
+    }
+    // Its own routes stand for an adapter only where both directions take it.
+    if (a == b) memory_default_[m] = static_cast<size_t>(a);
+  }
+}
+
+// A host for each host memory and each of its adapters but its own route's, whose
+// routes to and from the gateway go through that adapter (the memory's own
+// route to it, then the adapter's to the gateway).
+void Platform::add_views(sg4::NetZone* zone, const Hardware& hw, size_t node, const std::vector<Route>& local,
+                         const SgLinks& links) {
+  const size_t D = node_devices_, d0 = node * D, gw = gateway_;
+  for (size_t m = 0; m < memory_adapters_.size(); ++m)
+    for (size_t a : memory_adapters_[m]) {
+      if (a == memory_default_[m] || !hosts_[d0 + m] || !hosts_[d0 + gw]) continue;
+      Route out = local[m * D + a], in = local[gw * D + a];
+      out.insert(out.end(), local[a * D + gw].begin(), local[a * D + gw].end());
+      in.insert(in.end(), local[a * D + m].begin(), local[a * D + m].end());
+      View v;
+      v.device = d0 + m;
+      v.adapter = a;
+      v.host = zone->create_host(hw.devices[d0 + m].name + "~" + hw.cluster.local_names[a], 1e9);
+      PlatformRoute pr;
+      RouteFactors rf;
+      std::vector<sg4::LinkInRoute> sg_out, sg_in;
+      for (const SgLink& l : make_route(hw, links, out, m, gw, pr, rf)) {
+        v.out.push_back(l.link);
+        v.stats.push_back(l.stat);
+        sg_out.emplace_back(l.link);
+      }
+      pr = PlatformRoute{};
+      rf = RouteFactors{};
+      for (const SgLink& l : make_route(hw, links, in, gw, m, pr, rf)) {
+        v.in.push_back(l.link);
+        v.stats.push_back(l.stat);
+        sg_in.emplace_back(l.link);
+      }
+      zone->add_route(v.host->get_netpoint(), hosts_[d0 + gw]->get_netpoint(), nullptr, nullptr, sg_out, false);
+      zone->add_route(hosts_[d0 + gw]->get_netpoint(), v.host->get_netpoint(), nullptr, nullptr, sg_in, false);
+      view_of_.emplace(std::make_pair(d0 + m, a), n_ + views_.size());
+      views_.push_back(std::move(v));
+    }
+}
+
+std::vector<size_t> Platform::fabric_ends(const std::vector<size_t>& layout) const {
+  std::vector<size_t> ends(layout);
+  if (views_.empty()) return ends;
+  for (size_t r = 0; r < layout.size(); ++r) {
+    const size_t d = layout[r];
+    if (d >= n_) continue;
+    const std::vector<size_t>& mine = memory_adapters_[d % node_devices_];
+    if (mine.size() < 2) continue;
+    size_t before = 0, all = 0;  // the ranks that use this memory: before rank r, and in all
+    for (size_t q = 0; q < layout.size(); ++q)
+      if (layout[q] == d) {
+        if (q < r) ++before;
+        ++all;
+      }
+    // One rank alone keeps the memory's own route.
+    const size_t a = mine[before * mine.size() / all];
+    if (all > 1 && a != memory_default_[d % node_devices_]) ends[r] = view_of_.at({d, a});
+  }
+  return ends;
+}
+
+std::pair<std::vector<size_t>, std::vector<size_t>> Platform::rank_ends(const std::vector<size_t>& from,
+                                                                        const std::vector<size_t>& to) const {
+  std::pair<std::vector<size_t>, std::vector<size_t>> ends{from, to};
+  if (views_.empty()) return ends;
+  const std::vector<size_t> ef = fabric_ends(from), et = fabric_ends(to);
+  for (size_t r = 0; r < from.size() && r < to.size(); ++r)
+    if (crosses(from[r], to[r])) ends.first[r] = ef[r], ends.second[r] = et[r];
+  return ends;
+}
+
+std::vector<uint32_t> Platform::view_links() const {
+  std::vector<uint32_t> out;
+  for (const View& v : views_) out.insert(out.end(), v.stats.begin(), v.stats.end());
+  return out;
 }
 
 // Every pair folds, and the ranks' routes agree across pairs: for each rank
@@ -480,7 +622,8 @@ const Platform::FoldedPair* Platform::folded(const std::vector<size_t>& from, co
   auto p = std::make_unique<FoldedPair>();
   p->src = fold_hosts_[a->second];
   p->dst = fold_hosts_[b->second];
-  for (size_t r = 0; r < from.size(); ++r) p->ranks.push_back(&route(from[r], to[r]));
+  const auto [ef, et] = rank_ends(from, to);
+  for (size_t r = 0; r < from.size(); ++r) p->ranks.push_back(&route(ef[r], et[r]));
   it->second = std::move(p);
   return it->second.get();
 }
@@ -494,14 +637,30 @@ bool Platform::fold_matches(const std::vector<size_t>& from, const std::vector<s
   const bool across = crosses(from[0], to[0]);
   for (size_t r = 0; r < T; ++r)
     if (from[r] == to[r] || !hosts_[from[r]] || !hosts_[to[r]] || crosses(from[r], to[r]) != across) return false;
+  const auto [ef, et] = rank_ends(from, to);
   std::unordered_map<uint32_t, uint32_t> crossing;
   for (size_t r = 0; r < T; ++r)
-    for (uint32_t st : route(from[r], to[r]).stats) ++crossing[st];
-  const PlatformRoute& r0 = route(from[0], to[0]);
+    for (uint32_t st : route(ef[r], et[r]).stats) ++crossing[st];
+  const PlatformRoute& r0 = route(ef[0], et[0]);
   if (r0.stats.empty()) return false;
   static constexpr double kSizes[] = {4096.0, 1048576.0, 1073741824.0};
+  // A folded flow takes its factors and latency from the first rank's
+  // devices' own route (its hosts stand for those devices), which the first
+  // rank's end through an adapter view must then match.
+  if (ef[0] != from[0] || et[0] != to[0]) {
+    const PlatformRoute& own = route(from[0], to[0]);
+    if (own.stats.size() != r0.stats.size() || own.latency_s != r0.latency_s) return false;
+    for (size_t k = 0; k < own.stats.size(); ++k)
+      if (stats_[own.stats[k]].bandwidth_Bps != stats_[r0.stats[k]].bandwidth_Bps ||
+          stats_[own.stats[k]].latency_s != stats_[r0.stats[k]].latency_s)
+        return false;
+    for (double bytes : kSizes)
+      if (bandwidth_factor(from[0], to[0], bytes) != bandwidth_factor(ef[0], et[0], bytes) ||
+          latency_factor(from[0], to[0], bytes) != latency_factor(ef[0], et[0], bytes))
+        return false;
+  }
   for (size_t r = 1; r < T; ++r) {
-    const PlatformRoute& rr = route(from[r], to[r]);
+    const PlatformRoute& rr = route(ef[r], et[r]);
     if (rr.stats.size() != r0.stats.size()) return false;
     for (size_t k = 0; k < rr.stats.size(); ++k) {
       const LinkStat &x = stats_[rr.stats[k]], &y = stats_[r0.stats[k]];
@@ -510,8 +669,8 @@ bool Platform::fold_matches(const std::vector<size_t>& from, const std::vector<s
         return false;
     }
     for (double bytes : kSizes)
-      if (bandwidth_factor(from[r], to[r], bytes) != bandwidth_factor(from[0], to[0], bytes) ||
-          latency_factor(from[r], to[r], bytes) != latency_factor(from[0], to[0], bytes))
+      if (bandwidth_factor(ef[r], et[r], bytes) != bandwidth_factor(ef[0], et[0], bytes) ||
+          latency_factor(ef[r], et[r], bytes) != latency_factor(ef[0], et[0], bytes))
         return false;
   }
   return true;
@@ -521,13 +680,16 @@ bool Platform::fold_matches(const std::vector<size_t>& from, const std::vector<s
 // gateway, the fabric, the destination's gateway to it), with the factors
 // its links give (as make_route's for a route within a node).
 const Platform::CrossRoute& Platform::cross(size_t from, size_t to) const {
-  const uint64_t key = uint64_t(from) * n_ + to;
+  const uint64_t key = uint64_t(from) * ends_count() + to;
   if (auto it = cross_.find(key); it != cross_.end()) return it->second;
   CrossRoute c;
   PlatformRoute& r = c.route;
   RouteFactors& f = c.factors;
   std::vector<sg4::Link*> links;
-  if (hosts_[from] && hosts_[to]) hosts_[from]->route_to(hosts_[to], links, nullptr);
+  if (host(from) && host(to)) host(from)->route_to(host(to), links, nullptr);
+  // An adapter view's media are its memory's.
+  from = device_of_end(from);
+  to = device_of_end(to);
   f.const_min_Bps = r.bottleneck_Bps = std::numeric_limits<double>::infinity();
   for (size_t i = 0; i < links.size(); ++i) {
     const auto s = link_stat_.find(links[i]);
@@ -582,7 +744,7 @@ void Platform::requests(double request, double bytes, double* req, int* qd) {
 }
 
 double Platform::bandwidth_factor(size_t from, size_t to, double bytes) const {
-  if (from >= n_ || to >= n_ || from == to) return 1.0;
+  if (from >= ends_count() || to >= ends_count() || from == to) return 1.0;
   const RouteFactors& f = factors(from, to);
   if (!(f.bottleneck_Bps > 0) || std::isinf(f.bottleneck_Bps)) return 1.0;
   double eff_min = f.const_min_Bps;
@@ -601,7 +763,7 @@ double Platform::bandwidth_factor(size_t from, size_t to, double bytes) const {
 }
 
 double Platform::latency_factor(size_t from, size_t to, double bytes) const {
-  if (from >= n_ || to >= n_ || from == to) return 1.0;
+  if (from >= ends_count() || to >= ends_count() || from == to) return 1.0;
   const RouteFactors& f = factors(from, to);
   // A latency curve on a route whose nominal latency is 0 cannot be expressed
   // as a factor; give such links a nominal latency_us.

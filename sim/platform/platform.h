@@ -29,6 +29,8 @@ namespace kvtier {
 
 namespace sg4 = simgrid::s4u;
 
+struct SgLinks;  // a platform's SimGrid links (platform.cpp)
+
 // One direction of one link, as the metrics see it.
 struct LinkStat {
   std::string name;
@@ -113,7 +115,8 @@ class Platform {
   Platform(const Platform&) = delete;
   Platform& operator=(const Platform&) = delete;
 
-  sg4::Host* host(size_t device) const { return hosts_[device]; }
+  // `device` may also be an adapter view (fabric_ends): its own host.
+  sg4::Host* host(size_t device) const { return device < n_ ? hosts_[device] : views_[device - n_].host; }
   // The device model's cores: a host's speed is all of them together.
   int cores(size_t device) const { return cores_[device]; }
   sg4::Host* controller() const { return controller_; }
@@ -125,6 +128,26 @@ class Platform {
   }
   std::vector<LinkStat>& stats() { return stats_; }
   const std::vector<LinkStat>& stats() const { return stats_; }
+  // Where a node's adapters meet at one port (the node's gateway is not an
+  // adapter of its own), each rank of a tensor-parallel copy between nodes
+  // crosses the adapter of its own switch, as the GPUs' own copies do
+  // (rail-aligned, each rank's worker moving its own shard). A host memory
+  // several ranks share is reached through its socket's adapters, the ranks
+  // that use it taking them in turn (in rank order, as many ranks to each
+  // adapter, the adapters in the node's order; a memory one rank alone uses
+  // keeps its own route): Mooncake's Transfer Engine moves a buffer through
+  // the adapters near its memory.
+  // The ends of each rank of `layout` (a device per rank) in a copy to or
+  // from another node: the device, or an adapter view of a host memory
+  // (an index of its own, from n devices on, that route(), host() and the
+  // factors take). The layout itself where the node has no such port.
+  std::vector<size_t> fabric_ends(const std::vector<size_t>& layout) const;
+  bool has_views() const { return !views_.empty(); }
+  // The device an end (a device or an adapter view) stands for.
+  size_t device_of_end(size_t end) const { return end < n_ ? end : views_[end - n_].device; }
+  bool across(size_t from, size_t to) const { return crosses(from, to); }
+  // Every link an adapter view's routes to and from its gateway cross.
+  std::vector<uint32_t> view_links() const;
   // A tensor-parallel copy: every rank moves the same bytes from its device
   // of `from` to its device of `to`, all at once. Where the node is the same
   // seen from every rank (each rank's route has the first rank's links'
@@ -181,12 +204,12 @@ class Platform {
   // a stream sets it before each of its transfers, which it runs one at a
   // time (sim/platform/streams.cpp).
   void set_route_request_bytes(size_t from, size_t to, double bytes) {
-    if (from >= n_ || to >= n_) return;
+    if (from >= ends_count() || to >= ends_count()) return;
     (crosses(from, to) ? cross(from, to).request_bytes : route_request_[slot(from, to)]) = bytes > 0 ? bytes : 0;
   }
   double route_request_bytes(size_t from, size_t to) const {
     double r = 0;
-    if (from < n_ && to < n_) r = crosses(from, to) ? cross(from, to).request_bytes : route_request_[slot(from, to)];
+    if (from < ends_count() && to < ends_count()) r = crosses(from, to) ? cross(from, to).request_bytes : route_request_[slot(from, to)];
     return r > 0 ? r : request_bytes_;
   }
   size_t nodes() const { return nodes_; }
@@ -216,7 +239,23 @@ class Platform {
   // Routes within a node, by node x node_devices_^2 + local from x
   // node_devices_ + local to (from * n_ + to for one node).
   std::vector<PlatformRoute> routes_;
-  mutable std::unordered_map<uint64_t, CrossRoute> cross_;  // by from * n_ + to
+  mutable std::unordered_map<uint64_t, CrossRoute> cross_;  // by from * ends_count() + to
+  // A host memory reached through one of its socket's adapters other than
+  // the one its own route to the gateway takes (fabric_ends).
+  struct View {
+    size_t device = 0;   // the memory
+    size_t adapter = 0;  // the adapter, within the node
+    sg4::Host* host = nullptr;
+    std::vector<sg4::Link*> out, in;  // to and from the gateway
+    std::vector<uint32_t> stats;      // both routes' links
+  };
+  std::vector<View> views_;
+  std::map<std::pair<size_t, size_t>, size_t> view_of_;  // (memory, adapter within the node) -> its end
+  // By device within a node: a host memory's adapters, the one its route to
+  // the gateway takes first (none: the node has no port of adapters).
+  std::vector<std::vector<size_t>> memory_adapters_;
+  std::vector<size_t> memory_default_;  // by device within a node: the adapter its own routes both take
+  size_t gateway_ = 0;  // the gateway, within the node
   std::unordered_map<const sg4::Link*, uint32_t> link_stat_;  // every SimGrid link -> its LinkStat (clusters)
   std::vector<LinkStat> stats_;
   std::vector<uint32_t> fabric_stats_;
@@ -229,7 +268,8 @@ class Platform {
   double request_bytes_ = 0;
   std::vector<double> route_request_;  // like routes_; 0 = request_bytes_
 
-  size_t node_of(size_t d) const { return d / node_devices_; }
+  size_t node_of(size_t d) const { return device_of_end(d) / node_devices_; }
+  size_t ends_count() const { return n_ + views_.size(); }
   size_t pair_index(size_t from, size_t to) const {
     return node_of(from) * node_devices_ * node_devices_ + (from % node_devices_) * node_devices_ + to % node_devices_;
   }
@@ -257,6 +297,17 @@ class Platform {
   void add_folds(sg4::NetZone* zone, size_t node, size_t D, const std::vector<std::vector<sg4::Link*>>& paths,
                  const FabricPort& port);
   bool fold_matches(const std::vector<size_t>& from, const std::vector<size_t>& to) const;
+  // Each host memory's adapters (memory_adapters_), from node 0's routes
+  // `local` (by local pair) and the gateway `gateway` within the node.
+  void find_memory_adapters(const Hardware& hw, const Topology& topo, const std::vector<Route>& local, size_t gateway);
+  // Node `node`'s adapter views: hosts with routes to and from the gateway
+  // through their adapter.
+  void add_views(sg4::NetZone* zone, const Hardware& hw, size_t node, const std::vector<Route>& local,
+                 const SgLinks& links);
+  // Each rank's ends of a copy from layout `from` to layout `to`: the
+  // adapter views where a rank's two devices are on different nodes.
+  std::pair<std::vector<size_t>, std::vector<size_t>> rank_ends(const std::vector<size_t>& from,
+                                                                const std::vector<size_t>& to) const;
   std::vector<std::vector<size_t>> folds_;           // each layout: a device per rank
   std::map<std::vector<size_t>, uint32_t> fold_of_;  // layout -> its index
   std::vector<sg4::Host*> fold_hosts_;               // by layout (nullptr: none made)

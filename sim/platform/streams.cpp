@@ -82,7 +82,8 @@ std::string Stream::slice_name(const TransferJob& job) const {
   if (job.exec_on >= 0)
     n += " on " + platform_.host(static_cast<size_t>(job.exec_on))->get_name();
   else
-    n += " " + platform_.host(job.from)->get_name() + "->" + platform_.host(job.to)->get_name();
+    n += " " + platform_.host(platform_.device_of_end(job.from))->get_name() + "->" +
+         platform_.host(platform_.device_of_end(job.to))->get_name();
   if (job.layer >= 0) n += " L" + std::to_string(job.layer);
   return n;
 }
@@ -92,8 +93,8 @@ json Stream::slice_args(const TransferJob& job) const {
   if (job.exec_on >= 0) {
     a["device"] = platform_.host(static_cast<size_t>(job.exec_on))->get_name();
   } else {
-    a["from"] = platform_.host(job.from)->get_name();
-    a["to"] = platform_.host(job.to)->get_name();
+    a["from"] = platform_.host(platform_.device_of_end(job.from))->get_name();
+    a["to"] = platform_.host(platform_.device_of_end(job.to))->get_name();
     a["bytes"] = job.bytes;
   }
   a["stream"] = name_;
@@ -144,7 +145,7 @@ void Stream::run() {
     // Keep the CommPtr: the raw pointer start() returns dies with the temporary.
     sg4::ExecPtr relay;
     if (job.relay_Bps > 0) {
-      sg4::Host* h = platform_.host(job.to);
+      sg4::Host* h = platform_.host(platform_.device_of_end(job.to));
       relay = sg4::this_actor::exec_init(job.bytes / job.relay_Bps * h->get_speed());
       relay->set_host(h);
       relay->start();

@@ -377,6 +377,25 @@ const Platform::FoldedPair* TransferPlanner::fold_of(size_t from, size_t to) {
   return it->second;
 }
 
+const std::vector<std::pair<size_t, size_t>>* TransferPlanner::ends_of(size_t from, size_t to) {
+  if (!platform_.has_views() || mirrors_.empty()) return nullptr;
+  const auto [it, fresh] = ends_.emplace(pair_key(from, to), std::vector<std::pair<size_t, size_t>>{});
+  if (fresh) {
+    std::vector<size_t> a{from}, b{to};
+    a.insert(a.end(), mirrors_[from].begin(), mirrors_[from].end());
+    b.insert(b.end(), mirrors_[to].begin(), mirrors_[to].end());
+    const std::vector<size_t> ea = platform_.fabric_ends(a), eb = platform_.fabric_ends(b);
+    bool any = false;
+    for (size_t r = 0; r < a.size(); ++r) {
+      const bool across = platform_.across(a[r], b[r]);
+      it->second.emplace_back(across ? ea[r] : a[r], across ? eb[r] : b[r]);
+      any = any || it->second.back() != std::make_pair(a[r], b[r]);
+    }
+    if (!any) it->second.clear();
+  }
+  return it->second.empty() ? nullptr : &it->second;
+}
+
 JobId TransferPlanner::move(size_t from, size_t to, double bytes, std::vector<JobId> deps, const char* what,
                             int32_t layer) {
   const JobId j = board_.create();
@@ -384,16 +403,24 @@ JobId TransferPlanner::move(size_t from, size_t to, double bytes, std::vector<Jo
   const Platform::FoldedPair* fold = ranks > 0 && fold_ ? fold_of(from, to) : nullptr;
   if (ranks > 0 && !fold) {
     board_.expect(j, static_cast<uint32_t>(ranks + 1));
+    const std::vector<std::pair<size_t, size_t>>* ends = ends_of(from, to);
     for (size_t r = 0; r < ranks; ++r) {
       TransferJob m{j, mirrors_[from][r], mirrors_[to][r], bytes, deps, -1, 0, what};
       m.layer = layer;
-      move_stream(m.from, m.to, r + 1).submit(std::move(m));
+      Stream& st = move_stream(m.from, m.to, r + 1);
+      if (ends) std::tie(m.from, m.to) = (*ends)[r + 1];
+      st.submit(std::move(m));
     }
   }
   TransferJob job{j, from, to, bytes, std::move(deps), -1, 0, what};
   job.layer = layer;
   job.fold = fold;
-  move_stream(from, to).submit(std::move(job));
+  Stream& first = move_stream(from, to);
+  // A folded copy's hosts stand for the first rank's devices (Platform::folded).
+  if (!fold)
+    if (const std::vector<std::pair<size_t, size_t>>* ends = ranks > 0 ? ends_of(from, to) : nullptr)
+      std::tie(job.from, job.to) = (*ends)[0];
+  first.submit(std::move(job));
   // Tiers are distinct devices (hardware.tiers lists each once): one tier wears.
   // Every rank's shard is written (the tier stands for its ranks' drives).
   if (s_.hw.devices[to].model->is_storage()) {
@@ -416,10 +443,13 @@ JobId TransferPlanner::move_ranks(size_t first, size_t count, size_t from, size_
                                   std::vector<JobId> deps, const char* what, int32_t layer) {
   const JobId j = board_.create();
   board_.expect(j, static_cast<uint32_t>(count));
+  const std::vector<std::pair<size_t, size_t>>* ends = ends_of(from, to);
   for (size_t r = first; r < first + count; ++r) {
     TransferJob m{j, r == 0 ? from : mirrors_[from][r - 1], r == 0 ? to : mirrors_[to][r - 1], bytes, deps, -1, 0, what};
     m.layer = layer;
-    move_stream(m.from, m.to, r).submit(std::move(m));
+    Stream& st = move_stream(m.from, m.to, r);
+    if (ends) std::tie(m.from, m.to) = (*ends)[r];
+    st.submit(std::move(m));
   }
   return j;
 }

@@ -144,6 +144,11 @@ class TransferPlanner final : public MoveSink {
   // By (from, to) device: the folded pair of their layouts, or nullptr.
   std::unordered_map<uint64_t, const Platform::FoldedPair*> folds_;
   const Platform::FoldedPair* fold_of(size_t from, size_t to);
+  // Each rank's ends of a copy from `from` to `to` (rank 0's first), where
+  // the platform routes some rank's copy between nodes through an adapter
+  // view (Platform::fabric_ends); null where every rank's ends are its devices.
+  const std::vector<std::pair<size_t, size_t>>* ends_of(size_t from, size_t to);
+  std::unordered_map<uint64_t, std::vector<std::pair<size_t, size_t>>> ends_;
   bool started_ = false;
   // The stream of (from, to) for rank `rank` (0: the first rank's, shared
   // with the planner's other uses).

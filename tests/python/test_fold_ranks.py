@@ -78,6 +78,15 @@ CASES = {
     # Two nodes, each GPU pair's own adapter to the fabric: prompts' KV pulled across nodes rank by rank.
     "disaggregated": (CLUSTER / "mooncake_disaggregated.json",
                       ["serving.limit=300", "hardware.cluster.fabric.nic=port"], "n1.gpu1", True),
+    # A KV pool of both nodes' host memory over each GPU pair's adapter: each rank's share of a
+    # socket's memory leaves and enters its node through the adapter of the rank's own switch.
+    "pool_adapters": (CLUSTER / "mooncake_pool.json",
+                      ["serving.limit=300", "hardware.cluster.fabric.nic=port"], "n0.gpu1", True),
+    # The same with one TP=8 instance per node (the 16-node benchmark's shape on two nodes).
+    "pool_adapters_tp8": (CLUSTER / "mooncake_pool.json",
+                          ["serving.limit=300", "hardware.cluster.fabric.nic=port",
+                           'cluster={"tp": 8, "replicas": 2, "prefill_replicas": 1, "kv_pool": "pooled"}'],
+                          "n0.gpu1", True),
     # One adapter per node, reached from the first GPUs' switch: the ranks' routes across nodes differ,
     # so nothing folds (and the results are the per-rank run's).
     "one_adapter": (CLUSTER / "mooncake_pool.json", ["serving.limit=300"], "n0.gpu1", False),
@@ -102,3 +111,24 @@ def test_folded_copies_give_the_per_rank_results(kvtier, tmp_path, case):
         assert sum(fc.values()) * 3 < sum(pc.values())
     else:
         assert rank1_folded == rank1_per_rank
+
+
+def test_host_memory_reaches_the_fabric_through_each_of_its_adapters(kvtier, tmp_path):
+    """A KV pool of host memory over each GPU pair's adapter, blocks hashed
+    over both nodes' shares so that the decode node's memory is written and
+    read from the prefill node: the ranks of a TP=8 instance that share a
+    socket's memory take its two adapters in turn (Mooncake's Transfer
+    Engine moves a buffer through the adapters near its memory), so the
+    node's four adapters, and its four switches' links to the sockets, carry
+    the same bytes each way. Through the memory's own route alone, each
+    socket's memory would load one switch and one adapter."""
+    sets = ["serving.limit=100", "hardware.cluster.fabric.nic=port",
+            'cluster={"tp": 8, "replicas": 2, "prefill_replicas": 1, "kv_pool": "pooled", '
+            '"kv_pool_placement": "hashed"}']
+    m, _ = run(kvtier, tmp_path, "pool", CLUSTER / "mooncake_pool.json", *sets)
+    links = m["links"]
+    for name in ("n1.nic_port{k}:n1.nic{k}->n1.port", "n1.nic_port{k}:n1.port->n1.nic{k}",
+                 "n1.pcie_up{k}:n1.pcie_sw{k}->n1.root{s}", "n1.pcie_up{k}:n1.root{s}->n1.pcie_sw{k}"):
+        carried = [links[name.format(k=k, s=k // 2)]["bytes"] for k in range(4)]
+        assert carried[0] > 0, name
+        assert max(carried) == pytest.approx(min(carried), rel=1e-12), (name, carried)
