@@ -10,6 +10,7 @@ load on the machine does not inflate them. docs/cluster.md quotes the output.
     python3 bench/cluster_speed.py --points serving hgx_node
     python3 bench/cluster_speed.py --points dense_1024   # 128 nodes, 1,024 GPUs, arrivals 8x denser (long)
     python3 bench/cluster_speed.py --points dense_hour_1024   # the same GPUs, a whole hour 8x denser (longer)
+    python3 bench/cluster_speed.py --scaling       # the pooled cluster on 4 to 32 nodes and on fewer requests
 
 The 8x denser hour is eight copies of the conversation trace, copy k's
 arrivals shifted by k/8 of the trace's mean gap and its blocks renamed (other
@@ -49,19 +50,25 @@ POINTS = {
     "disaggregated_16": (DISAGG, ["hardware.cluster.nodes=16", 'cluster={"tp": 8, "replicas": 16, "prefill_replicas": 8}',
                                   "serving.time_scale=1"],
                          "16 HGX nodes (128 GPUs): 8 prefill + 8 decode TP=8 instances, the trace's own rate"),
-    "disaggregated_16_adapters": (DISAGG, ["hardware.cluster.nodes=16", "hardware.cluster.fabric.nic=port",
-                                           'cluster={"tp": 8, "replicas": 16, "prefill_replicas": 8}',
+    "disaggregated_16_per_rank": (DISAGG, ["hardware.cluster.nodes=16",
+                                           'cluster={"tp": 8, "replicas": 16, "prefill_replicas": 8, "fold_ranks": false}',
                                            "serving.time_scale=1"],
-                                  "disaggregated_16 with each GPU pair's own adapter to the fabric: every copy folded"),
-    "disaggregated_16_adapters_per_rank": (DISAGG, ["hardware.cluster.nodes=16", "hardware.cluster.fabric.nic=port",
-                                                    'cluster={"tp": 8, "replicas": 16, "prefill_replicas": 8, '
-                                                    '"fold_ranks": false}', "serving.time_scale=1"],
-                                           "the same, a flow per rank (the same results)"),
+                                  "the same, every rank's copy its own SimGrid flow (the same results)"),
     "pooled_16": (ROOT / "configs" / "cluster" / "mooncake_pool.json",
                   ["hardware.cluster.nodes=16",
                    'cluster={"tp": 8, "replicas": 16, "prefill_replicas": 8, "kv_pool": "pooled"}',
                    "serving.time_scale=1"],
                   "the same 16 nodes with one KV pool of every node's DRAM (Mooncake Store)"),
+    "pooled_16_per_rank": (ROOT / "configs" / "cluster" / "mooncake_pool.json",
+                           ["hardware.cluster.nodes=16",
+                            'cluster={"tp": 8, "replicas": 16, "prefill_replicas": 8, "kv_pool": "pooled", '
+                            '"fold_ranks": false}', "serving.time_scale=1"],
+                           "the same, every rank's copy its own SimGrid flow (the same results)"),
+    "pooled_16_one_adapter": (ROOT / "configs" / "cluster" / "mooncake_pool.json",
+                              ["hardware.cluster.nodes=16", "hardware.cluster.fabric.nic=nic0",
+                               'cluster={"tp": 8, "replicas": 16, "prefill_replicas": 8, "kv_pool": "pooled"}',
+                               "serving.time_scale=1"],
+                              "pooled_16 with every cross-node byte through the first switch's adapter (nothing folds)"),
     "dense_1024": (DISAGG, ["hardware.cluster.nodes=128", 'cluster={"tp": 8, "replicas": 128, "prefill_replicas": 64}',
                             "serving.time_scale=0.125"],
                    "128 HGX nodes (1,024 GPUs): 64 prefill + 64 decode TP=8 instances, arrivals 8x denser"),
@@ -96,6 +103,30 @@ def dense_hour_sets(folder):
 
 POINTS["dense_hour_1024"] = (DISAGG, dense_hour_sets,
                              "128 HGX nodes (1,024 GPUs): 64 prefill + 64 decode TP=8 instances, a whole hour 8x denser")
+
+POOL = ROOT / "configs" / "cluster" / "mooncake_pool.json"
+
+
+def pooled(nodes, limit=None):
+    """The pooled cluster of `nodes` HGX nodes (half prefill, half decode,
+    TP=8) at the trace's own rate: the whole hour, or its first `limit`
+    requests."""
+    sets = ["hardware.cluster.nodes=%d" % nodes,
+            'cluster={"tp": 8, "replicas": %d, "prefill_replicas": %d, "kv_pool": "pooled"}' % (nodes, nodes // 2),
+            "serving.time_scale=1"]
+    if limit:
+        sets.append("serving.limit=%d" % limit)
+    return sets
+
+
+# How the cost grows: with the requests (the first 3,000 and 6,000 of the
+# hour on 16 nodes, beside pooled_16's whole hour) and with the nodes (the
+# whole hour on 4 and 8 nodes, and on 32: the same requests over more nodes).
+for n in (4, 8, 32):
+    POINTS["pooled_%d" % n] = (POOL, pooled(n), "pooled_16 on %d nodes (%d GPUs)" % (n, 8 * n))
+for k in (3000, 6000):
+    POINTS["pooled_16_first_%d" % k] = (POOL, pooled(16, k), "pooled_16, the hour's first %d requests" % k)
+SCALING = ["pooled_4", "pooled_8", "pooled_16", "pooled_32", "pooled_16_first_3000", "pooled_16_first_6000"]
 
 DEFAULT = ["serving", "replica_farm", "hgx_node", "hgx_pipeline", "disaggregated_2", "pooled_2", "disaggregated_16", "pooled_16"]
 
@@ -132,22 +163,30 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--binary", default=str(ROOT / "build" / "kvtier"))
     ap.add_argument("--points", nargs="+", default=DEFAULT, choices=sorted(POINTS))
+    ap.add_argument("--scaling", action="store_true",
+                    help="run the pooled cluster at 4 to 32 nodes and on the first 3,000 and 6,000 requests "
+                         "(with pooled_16: how the cost grows with nodes and with requests)")
     ap.add_argument("--json", help="also write the rows to this file")
     a = ap.parse_args()
     if not Path(a.binary).exists():
         sys.exit(f"cluster_speed: no binary at {a.binary} (build it: cmake --build build --target kvtier)")
     rows = []
+    points = list(a.points)
+    if a.scaling:
+        points = (["serving"] if "serving" in points else []) + SCALING
     with tempfile.TemporaryDirectory() as tmp:
-        for name in a.points:
+        for name in points:
             rows.append(run_point(a.binary, name, Path(tmp)))
             print(f"  {name}: {rows[-1]['cpu_s']:.1f} s CPU", file=sys.stderr)
     base = next((r["cpu_s"] for r in rows if r["point"] == "serving"), None)
-    print("| point | what | GPUs | instances | iterations | CPU, s | x one GPU | wall, s | peak RSS, MB |")
-    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| point | what | GPUs | instances | requests | iterations | CPU, s | x one GPU | CPU ms a request | "
+          "wall, s | peak RSS, MB |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for r in rows:
         ratio = f"{r['cpu_s'] / base:.1f}" if base else "-"
-        print(f"| {r['point']} | {POINTS[r['point']][2]} | {r['gpus']} | {r['instances']} | {r['iterations']:,} | "
-              f"{r['cpu_s']:.1f} | {ratio} | {r['wall_s']:.1f} | {r['max_rss_MB']:.0f} |")
+        print(f"| {r['point']} | {POINTS[r['point']][2]} | {r['gpus']} | {r['instances']} | {r['requests']:,} | "
+              f"{r['iterations']:,} | {r['cpu_s']:.1f} | {ratio} | {1e3 * r['cpu_s'] / max(r['requests'], 1):.2f} | "
+              f"{r['wall_s']:.1f} | {r['max_rss_MB']:.0f} |")
     if a.json:
         Path(a.json).write_text(json.dumps(rows, indent=1) + "\n")
 

@@ -89,7 +89,8 @@ CASES = {
                           "n0.gpu1", True),
     # One adapter per node, reached from the first GPUs' switch: the ranks' routes across nodes differ,
     # so nothing folds (and the results are the per-rank run's).
-    "one_adapter": (CLUSTER / "mooncake_pool.json", ["serving.limit=300"], "n0.gpu1", False),
+    "one_adapter": (CLUSTER / "mooncake_pool.json", ["serving.limit=300", "hardware.cluster.fabric.nic=nic0"], "n0.gpu1",
+                    False),
 }
 
 
