@@ -60,6 +60,12 @@ ParamList cluster_run_params() {
               "with cluster.pp: the tensors of hidden size a stage hands the next per token (2: the hidden states "
               "and the residual, as vLLM's Llama-family models send them; 1: the hidden states alone)",
               1, 16),
+      num("pp_buffer_MiB", 4,
+          "with cluster.pp: NCCL's buffer per connection between two stages' ranks (NCCL_BUFFSIZE, 4 MiB by "
+          "default): a hand-over whose slice per rank fits goes into the next stage's buffer without waiting for "
+          "that stage to finish its micro-batch, the sending stage free once it is in (one hand-over in a buffer at "
+          "a time); a larger one, or every one with 0, waits for both stages",
+          0, 1e6),
       boolean("fold_ranks", true,
               "a tensor-parallel instance's copies (each rank its share over its own route, at once) run as one "
               "SimGrid flow where every rank's route is the first rank's seen from another GPU, as on an HGX node; "
@@ -856,7 +862,8 @@ void ClusterSimulation::build_stages() {
   const LlmSpec whole = parse_llm(m, "model");
   const double per_token = double(whole.model_dim()) * whole.dtype_bytes * cl["pp_tensors"].get<double>();
   for (auto& in : inst_) {
-    in->stages = std::make_unique<PipelineStages>(*platform_, *timeline_, in->stage_plan, per_token);
+    in->stages = std::make_unique<PipelineStages>(*platform_, *timeline_, in->stage_plan, per_token,
+                                                  cl["pp_buffer_MiB"].get<double>() * 1048576.0);
     for (size_t v = 0; v < in->engines(); ++v) in->engine(v).pipeline_stages(in->stages.get());
   }
 }

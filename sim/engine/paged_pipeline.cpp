@@ -81,7 +81,9 @@ bool PagedPipeline::compute(const PagedIteration& it, double layer_s, const std:
 // computes its layers as a whole instance would (the loads into its layers
 // are its own GPUs' share of the instance's, made by the transfer planner on
 // every rank), then hands the activations on: it takes the next stage's
-// GPUs, sends, and only then frees its own (PipelineStages::send). The loads
+// GPUs, sends, and only then frees its own (PipelineStages::send); or,
+// where they fit NCCL's buffer, sends into the next stage's buffer, frees
+// its own and then waits for the next stage's. The loads
 // of layer l are the same jobs for every stage: local layer l of each stage.
 bool PagedPipeline::run_stages(const PagedIteration& it, double layer_s, const std::vector<std::vector<JobId>>& loads) {
   PipelineStages& ps = *stages_;
@@ -96,6 +98,13 @@ bool PagedPipeline::run_stages(const PagedIteration& it, double layer_s, const s
     stage_ = st;
     layered = compute(it, layer_s, loads, ps.gpu(st), ps.stage(st).gpus, ps.stage(st).layers) || layered;
     stage_first_layer_ += ps.stage(st).layers;
+    if (st + 1 < ps.size() && ps.buffered(tokens)) {
+      ps.send_buffered(st, tokens);
+      ps.leave(st);
+      ps.enter(st + 1);
+      ps.taken(st);
+      continue;
+    }
     if (st + 1 < ps.size()) {
       ps.enter(st + 1);
       ps.send(st, tokens);

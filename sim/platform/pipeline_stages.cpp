@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include <simgrid/s4u/Semaphore.hpp>
+
 #include "sim/platform/collective.h"
 #include "sim/platform/platform.h"
 
@@ -15,8 +17,9 @@ std::vector<uint32_t> stage_layers(uint32_t layers, uint32_t stages) {
 }
 
 PipelineStages::PipelineStages(Platform& platform, Timeline& timeline, std::vector<Stage> stages,
-                               double activation_bytes_per_token)
-    : platform_(platform), stages_(std::move(stages)), bytes_per_token_(activation_bytes_per_token) {
+                               double activation_bytes_per_token, double buffer_bytes)
+    : platform_(platform), stages_(std::move(stages)), bytes_per_token_(activation_bytes_per_token),
+      buffer_bytes_(buffer_bytes) {
   if (stages_.empty()) throw std::logic_error("a pipeline needs a stage");
   counters_.resize(stages_.size());
   for (size_t s = 0; s < stages_.size(); ++s) {
@@ -27,6 +30,7 @@ PipelineStages::PipelineStages(Platform& platform, Timeline& timeline, std::vect
       gpus_.back()->mirror_to(std::vector<size_t>(g.begin() + 1, g.end()),
                               std::vector<std::string>(stages_[s].names.begin() + 1, stages_[s].names.end()));
     busy_.push_back(sg4::Mutex::create());
+    if (s + 1 < stages_.size()) buffers_.push_back(sg4::Semaphore::create(1));
   }
 }
 
@@ -72,6 +76,17 @@ double PipelineStages::send(size_t s, double tokens) {
   activation_s_ += t;
   return t;
 }
+
+bool PipelineStages::buffered(double tokens) const {
+  return buffer_bytes_ > 0 && tokens * bytes_per_token_ / static_cast<double>(stages_[0].gpus.size()) <= buffer_bytes_;
+}
+
+double PipelineStages::send_buffered(size_t s, double tokens) {
+  buffers_[s]->acquire();
+  return send(s, tokens);
+}
+
+void PipelineStages::taken(size_t s) { buffers_[s]->release(); }
 
 double PipelineStages::receive(size_t s, double tokens) {
   CollectivePlan plan = receive_plan(s, tokens);

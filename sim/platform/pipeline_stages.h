@@ -12,13 +12,18 @@
 // for throughput; what it costs is the activation transfers and the time a
 // stage waits with nothing to do (the bubble).
 //
-// A hand-over is a rendezvous, as NCCL's send and receive on each stage's
-// stream are: stage s sends once it has finished its kernels and stage s+1
-// has finished its previous micro-batch; both stages' streams are busy with
-// the transfer until it is in, so it never runs beside either stage's
-// kernels or all-reduces. A micro-batch takes stage s+1 before it frees
-// stage s (stages are always taken in increasing order, so no two
-// micro-batches wait on each other).
+// A hand-over larger than NCCL's buffer is a rendezvous, as NCCL's send and
+// receive on each stage's stream are: stage s sends once it has finished its
+// kernels and stage s+1 has finished its previous micro-batch; both stages'
+// streams are busy with the transfer until it is in, so it never runs beside
+// either stage's kernels or all-reduces. A micro-batch takes stage s+1
+// before it frees stage s (stages are always taken in increasing order, so
+// no two micro-batches wait on each other). A hand-over whose slice per rank
+// fits the buffer (NCCL_BUFFSIZE) goes into stage s+1's buffer once the
+// buffer is empty, whatever stage s+1 computes meanwhile (the copy shares
+// the links with it), and frees stage s when it is in; the micro-batch then
+// waits for stage s+1 holding nothing, and empties the buffer when it takes
+// it.
 #pragma once
 
 #include <simgrid/s4u.hpp>
@@ -53,7 +58,9 @@ class PipelineStages {
   };
   // `activation_bytes_per_token`: what one token's activations between two
   // stages weigh (hidden size x bytes per element x tensors handed over).
-  PipelineStages(Platform& platform, Timeline& timeline, std::vector<Stage> stages, double activation_bytes_per_token);
+  // `buffer_bytes`: NCCL's buffer per connection (0: every hand-over a rendezvous).
+  PipelineStages(Platform& platform, Timeline& timeline, std::vector<Stage> stages, double activation_bytes_per_token,
+                 double buffer_bytes = 0);
   ~PipelineStages();
 
   size_t size() const { return stages_.size(); }
@@ -76,6 +83,13 @@ class PipelineStages {
   // on the routes between the GPUs (NVLink in a node, the fabric between
   // nodes) and share every link with other traffic. Returns the seconds it took.
   double send(size_t s, double tokens);
+  // Whether a hand-over of `tokens` tokens fits NCCL's buffer (each rank's slice).
+  bool buffered(double tokens) const;
+  // From an actor holding stage s: waits until stage s+1's buffer is empty,
+  // then sends into it as send() does. The micro-batch then leaves stage s,
+  // enters stage s+1 and calls taken(s) to empty the buffer.
+  double send_buffered(size_t s, double tokens);
+  void taken(size_t s);
   // From an actor holding stage s (s > 0): the all-gather of the received
   // slices among its ranks (nothing without tensor parallelism).
   double receive(size_t s, double tokens);
@@ -103,6 +117,8 @@ class PipelineStages {
   std::vector<EngineCounters> counters_;  // per stage: its compute stream's busy time
   std::vector<std::unique_ptr<GpuStream>> gpus_;
   std::vector<sg4::MutexPtr> busy_;  // per stage: held by the micro-batch it computes
+  double buffer_bytes_ = 0;
+  std::vector<sg4::SemaphorePtr> buffers_;  // per stage but the last: its buffer at the next stage, 1 while empty
   uint32_t in_flight_ = 0;
   double active_since_ = 0, active_s_ = 0;
   double activation_bytes_ = 0, activation_s_ = 0;

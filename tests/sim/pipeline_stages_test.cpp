@@ -27,7 +27,8 @@ namespace {
 // of one GPU each (gpu0, gpu1, ...) computing `compute_s` per stage and
 // handing `tokens` tokens of `bytes_per_token` on: when the last ends, the
 // stages' busy time, the bubble and one hand-over's route.
-json run_pipeline(int stages, int batches, int rounds, double compute_s, double tokens, double bytes_per_token) {
+json run_pipeline(int stages, int batches, int rounds, double compute_s, double tokens, double bytes_per_token,
+                  double buffer_bytes = 0) {
   return in_child([&] {
     std::ifstream f(std::string(KVTIER_SOURCE_DIR) + "/configs/hardware/hgx_h100x8.json");
     json hwc = json::parse(f);
@@ -39,7 +40,7 @@ json run_pipeline(int stages, int batches, int rounds, double compute_s, double 
     std::vector<PipelineStages::Stage> plan;
     for (int s = 0; s < stages; ++s)
       plan.push_back({{static_cast<size_t>(h.device_index("gpu" + std::to_string(s)))}, {"gpu" + std::to_string(s)}, 1});
-    PipelineStages ps(p, tl, plan, bytes_per_token);
+    PipelineStages ps(p, tl, plan, bytes_per_token, buffer_bytes);
     for (int b = 0; b < batches; ++b)
       sg4::Actor::create("batch", p.controller(), [&] {
         for (int r = 0; r < rounds; ++r) {
@@ -47,6 +48,14 @@ json run_pipeline(int stages, int batches, int rounds, double compute_s, double 
           ps.enter(0);
           for (int s = 0; s < stages; ++s) {
             ps.gpu(static_cast<size_t>(s)).run(compute_s);
+            if (s + 1 < stages && ps.buffered(tokens)) {
+              // Into the next stage's buffer, then wait for that stage holding nothing.
+              ps.send_buffered(static_cast<size_t>(s), tokens);
+              ps.leave(static_cast<size_t>(s));
+              ps.enter(static_cast<size_t>(s + 1));
+              ps.taken(static_cast<size_t>(s));
+              continue;
+            }
             if (s + 1 < stages) {
               ps.enter(static_cast<size_t>(s + 1));
               ps.send(static_cast<size_t>(s), tokens);
@@ -110,4 +119,29 @@ TEST_CASE("micro-batches of equal stages keep every stage busy but for the hand-
   // (the slowest stage's kernels' rate): R / (R + 1) x t / (t + 2a) by the
   // bound above, 2a being 0.7% of t here.
   REQUIRE(P * R * t / end > 0.97);
+}
+
+TEST_CASE("hand-overs that fit NCCL's buffer free the sending stage without waiting for the next", "[pipeline]") {
+  // Four stages, a hand-over a of 4 MiB (the buffer's size) against t of
+  // compute. As a rendezvous a middle stage is busy t + 2a a micro-batch (it
+  // receives and sends); buffered it is busy t + a (the send into the next
+  // stage's buffer holds it, the receive does not), so the pipeline runs at
+  // t + a a micro-batch, its fill and drain adding at most one round.
+  const double t = 20e-6, tokens = 256, per_token = 16384, buffer = 4 * 1048576.0;
+  const int P = 4, R = 50;
+  json rendezvous = run_pipeline(P, P, R, t, tokens, per_token);
+  json buffered = run_pipeline(P, P, R, t, tokens, per_token, buffer);
+  REQUIRE(buffered.contains("end_s"));
+  const double a = buffered["latency_s"].get<double>() + tokens * per_token / buffered["bw"].get<double>();
+  const double end = buffered["end_s"].get<double>();
+  REQUIRE(end >= P * R * (t + a) * (1 - 1e-12));
+  REQUIRE(end <= (P * R + P) * (t + a));
+  REQUIRE(rendezvous["end_s"].get<double>() >= P * R * (t + 2 * a) * (1 - 1e-12));
+  REQUIRE(buffered["activation_bytes"].get<double>() == rendezvous["activation_bytes"].get<double>());
+  // One byte over the buffer: every hand-over a rendezvous again.
+  json over = run_pipeline(P, P, R, t, tokens, per_token, buffer - 1);
+  REQUIRE(over["end_s"].get<double>() == rendezvous["end_s"].get<double>());
+  // One micro-batch alone: the same times either way (nothing to overlap).
+  REQUIRE(run_pipeline(P, 1, 3, t, tokens, per_token, buffer)["end_s"].get<double>() ==
+          Approx(run_pipeline(P, 1, 3, t, tokens, per_token)["end_s"].get<double>()).epsilon(1e-12));
 }
