@@ -497,7 +497,9 @@ void Platform::find_memory_adapters(const Hardware& hw, const Topology& topo, co
     // (the two directions may take different ones where two are as near).
     const int a = out.empty() ? -1 : other_end(hw.links[out.back().link], gateway);
     const int b = in.empty() ? -1 : other_end(hw.links[in.front().link], gateway);
-    auto mine_has = [&](int x) { return x >= 0 && std::find(mine.begin(), mine.end(), static_cast<size_t>(x)) != mine.end(); };
+    auto mine_has = [&](int x) {
+      return x >= 0 && std::find(mine.begin(), mine.end(), static_cast<size_t>(x)) != mine.end();
+    };
     if (mine.size() < 2 || !mine_has(a) || !mine_has(b)) {
       mine.clear();  // one adapter, or its routes reach the gateway some other way: no views
       continue;

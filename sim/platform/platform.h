@@ -209,7 +209,8 @@ class Platform {
   }
   double route_request_bytes(size_t from, size_t to) const {
     double r = 0;
-    if (from < ends_count() && to < ends_count()) r = crosses(from, to) ? cross(from, to).request_bytes : route_request_[slot(from, to)];
+    if (from < ends_count() && to < ends_count())
+      r = crosses(from, to) ? cross(from, to).request_bytes : route_request_[slot(from, to)];
     return r > 0 ? r : request_bytes_;
   }
   size_t nodes() const { return nodes_; }
@@ -251,8 +252,8 @@ class Platform {
   };
   std::vector<View> views_;
   std::map<std::pair<size_t, size_t>, size_t> view_of_;  // (memory, adapter within the node) -> its end
-  // By device within a node: a host memory's adapters, the one its route to
-  // the gateway takes first (none: the node has no port of adapters).
+  // By device within a node: a host memory's adapters in the node's order
+  // (none: the node has no port of adapters, or the memory one adapter).
   std::vector<std::vector<size_t>> memory_adapters_;
   std::vector<size_t> memory_default_;  // by device within a node: the adapter its own routes both take
   size_t gateway_ = 0;  // the gateway, within the node
