@@ -133,3 +133,19 @@ def test_host_memory_reaches_the_fabric_through_each_of_its_adapters(kvtier, tmp
         carried = [links[name.format(k=k, s=k // 2)]["bytes"] for k in range(4)]
         assert carried[0] > 0, name
         assert max(carried) == pytest.approx(min(carried), rel=1e-12), (name, carried)
+
+
+def test_a_slower_adapter_never_makes_a_pooled_run_faster(kvtier, tmp_path):
+    """Ranks 2-3 of each socket's memory go through the second adapter of
+    the socket (nic1 on socket 0): slowing that adapter's port never makes
+    the pooled run faster, and the bytes it carries stay the same."""
+    sets = ["serving.limit=100", "hardware.cluster.fabric.nic=port",
+            'cluster={"tp": 8, "replicas": 2, "prefill_replicas": 1, "kv_pool": "pooled", '
+            '"kv_pool_placement": "hashed"}']
+    fast, _ = run(kvtier, tmp_path, "fast", CLUSTER / "mooncake_pool.json", *sets)
+    slow, _ = run(kvtier, tmp_path, "slow", CLUSTER / "mooncake_pool.json", *sets,
+                  "hardware.links.nic_port1.bandwidth_GBps=5")
+    assert slow["simulated_time_s"] >= fast["simulated_time_s"] * (1 - 1e-12)
+    assert slow["ttft_s"]["mean"] > fast["ttft_s"]["mean"]
+    name = "n1.nic_port1:n1.port->n1.nic1"
+    assert slow["links"][name]["bytes"] == fast["links"][name]["bytes"] > 0
