@@ -458,7 +458,12 @@ void TransferPlanner::reissue(const std::vector<Issued>& log, const std::functio
     bt.deps.clear();
     bt.asked.clear();
     for (JobId j : is.batch.asked) {
-      const JobId m = map(j);
+      // A job of this log (a read up into room a demotion in it makes) is
+      // its new one; any other, the layer's as `map` names it.
+      JobId m = kNoJob;
+      for (size_t k = first; k < ids.size() && m == kNoJob; ++k)
+        if (ids[k].first == j) m = ids[k].second;
+      if (m == kNoJob) m = map(j);
       if (!board_.done(m)) add_dep(bt.deps, m);
     }
     submit(bt, is.from_ep, is.to_ep, is.critical, is.critical ? waits : nullptr, gpu_codec_s);
