@@ -11,8 +11,8 @@ N1,N2,...: prompts up to 121K tokens, where a range of the longest request for
 each running request would be up to 121 M blocks), and the paged Mooncake hour
 (--paged-hour: the preset as shipped), and the whole Mooncake hour tiered
 (--tiered-hour: GPU, DRAM and SSD, 512-token blocks, prefix cache as the preset
-has it), and the vLLM preset with its KV in DRAM only (--dram N1,N2,...:
-streamed into the GPU every iteration). --kv-unit layer,all_layers runs every
+has it), and the vLLM preset with its KV in the GPU only (--gpu N1,N2,...)
+or in DRAM only (--dram N1,N2,...: streamed into the GPU every iteration). --kv-unit layer,all_layers runs every
 tiered point with each KV unit (serving.kv_unit: a block per layer, or a block
 of every layer as one unit), a row each; --kv-layers all,representative each
 point in full and with one representative layer (serving.kv_layers), whose
@@ -26,7 +26,7 @@ row says which differ); a point the baseline refuses says so.
 
   /usr/bin/python3 bench/serving_tiered_speed.py [--sizes 15,60,240] [--mooncake 200] [--mooncake-cache 200]
       [--mooncake-own 50,100,200] [--paged-hour] [--tiered-hour] [--kv-unit layer,all_layers]
-      [--dram 15,60] [--kv-layers all,representative]
+      [--gpu 15,60] [--dram 15,60] [--kv-layers all,representative]
       [--baseline OLD/kvtier] [-n 1]
 
 prints a Markdown table.
@@ -66,6 +66,9 @@ def tiered_points(a):
     vllm = ["configs/systems/vllm_swap.json", "--set", "serving.kv=tiered", "--set", "serving.preemption=recompute"]
     for n in [int(x) for x in a.sizes.split(",") if x]:
         yield "vllm_swap tiered, %d requests" % n, vllm + ["--set", "serving.requests.count=%d" % n]
+    for n in [int(x) for x in a.gpu.split(",") if x]:
+        yield ("vllm_swap tiered in the GPU only (15 run at once), %d requests" % n,
+               vllm + ["--set", 'hardware.tiers=["gpu"]', "--set", "serving.requests.count=%d" % n])
     for n in [int(x) for x in a.dram.split(",") if x]:
         yield ("vllm_swap tiered in DRAM only (streamed every iteration, one layer ahead), %d requests" % n,
                vllm + ["--set", 'hardware.tiers=["dram"]', "--set", "serving.requests.count=%d" % n,
@@ -121,6 +124,8 @@ def main():
                     help="serving.kv_layers of every tiered point, comma-separated for a row each (all, representative); "
                          "a representative row's block accesses are the full run's (layer 0's times L), and it says "
                          "whether the run was exact")
+    ap.add_argument("--gpu", default="",
+                    help="also vllm_swap tiered with its KV in the GPU only, N requests (comma-separated N)")
     ap.add_argument("--dram", default="",
                     help="also vllm_swap tiered with its KV in DRAM only, N requests (comma-separated N)")
     ap.add_argument("-n", "--runs", type=int, default=1, help="timed runs of each command")
