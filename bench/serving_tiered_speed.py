@@ -11,9 +11,12 @@ N1,N2,...: prompts up to 121K tokens, where a range of the longest request for
 each running request would be up to 121 M blocks), and the paged Mooncake hour
 (--paged-hour: the preset as shipped), and the whole Mooncake hour tiered
 (--tiered-hour: GPU, DRAM and SSD, 512-token blocks, prefix cache as the preset
-has it). --kv-unit layer,all_layers runs every tiered point with each KV unit
-(serving.kv_unit: a block per layer, or a block of every layer as one unit),
-a row each. Each run is a whole process, timed on one pinned core: user + system
+has it), and the vLLM preset with its KV in the GPU only (--gpu N1,N2,...)
+or in DRAM only (--dram N1,N2,...: streamed into the GPU every iteration). --kv-unit layer,all_layers runs every
+tiered point with each KV unit (serving.kv_unit: a block per layer, or a block
+of every layer as one unit), a row each; --kv-layers all,representative each
+point in full and with one representative layer (serving.kv_layers), whose
+row says whether it was exact and counts the full run's block accesses. Each run is a whole process, timed on one pinned core: user + system
 seconds and peak memory from the kernel's accounting of the finished child
 (os.wait4), the block accesses from the run's own result.json
 (kv.block_accesses), and the cost per access is their quotient. With
@@ -23,6 +26,7 @@ row says which differ); a point the baseline refuses says so.
 
   /usr/bin/python3 bench/serving_tiered_speed.py [--sizes 15,60,240] [--mooncake 200] [--mooncake-cache 200]
       [--mooncake-own 50,100,200] [--paged-hour] [--tiered-hour] [--kv-unit layer,all_layers]
+      [--gpu 15,60] [--dram 15,60] [--kv-layers all,representative]
       [--baseline OLD/kvtier] [-n 1]
 
 prints a Markdown table.
@@ -62,6 +66,13 @@ def tiered_points(a):
     vllm = ["configs/systems/vllm_swap.json", "--set", "serving.kv=tiered", "--set", "serving.preemption=recompute"]
     for n in [int(x) for x in a.sizes.split(",") if x]:
         yield "vllm_swap tiered, %d requests" % n, vllm + ["--set", "serving.requests.count=%d" % n]
+    for n in [int(x) for x in a.gpu.split(",") if x]:
+        yield ("vllm_swap tiered in the GPU only (15 run at once), %d requests" % n,
+               vllm + ["--set", 'hardware.tiers=["gpu"]', "--set", "serving.requests.count=%d" % n])
+    for n in [int(x) for x in a.dram.split(",") if x]:
+        yield ("vllm_swap tiered in DRAM only (streamed every iteration, one layer ahead), %d requests" % n,
+               vllm + ["--set", 'hardware.tiers=["dram"]', "--set", "serving.requests.count=%d" % n,
+                       "--set", 'policies.prefetch={"name": "layer_ahead", "depth": 1}'])
     mooncake = ["configs/serving/mooncake.json", "--set", "serving.kv=tiered", "--set", "serving.preemption=recompute",
                 "--set", "workload.block_tokens=512"]
     if a.mooncake:
@@ -80,12 +91,16 @@ def tiered_points(a):
 
 def points(a):
     units = [u for u in a.kv_unit.split(",") if u]
+    layers = [x for x in a.kv_layers.split(",") if x]
     for name, args in tiered_points(a):
         for u in units:
-            if len(units) == 1 and u == "layer":
-                yield name, args  # as before the option existed
-            else:
-                yield "%s, kv_unit %s" % (name, u), args + ["--set", "serving.kv_unit=%s" % u]
+            for kl in layers:
+                n, more = name, list(args)
+                if not (len(units) == 1 and u == "layer"):
+                    n, more = "%s, kv_unit %s" % (n, u), more + ["--set", "serving.kv_unit=%s" % u]
+                if not (len(layers) == 1 and kl == "all"):
+                    n, more = "%s, kv_layers %s" % (n, kl), more + ["--set", "serving.kv_layers=%s" % kl]
+                yield n, more  # as before the options existed where both are the default alone
     if a.paged_hour:
         yield "Mooncake hour, paged (configs/serving/mooncake.json)", ["configs/serving/mooncake.json"]
 
@@ -105,6 +120,14 @@ def main():
                     help="also the whole Mooncake hour tiered (GPU+DRAM+SSD, 512-token blocks)")
     ap.add_argument("--kv-unit", default="layer",
                     help="serving.kv_unit of every tiered point, comma-separated for a row each (layer, all_layers)")
+    ap.add_argument("--kv-layers", default="all",
+                    help="serving.kv_layers of every tiered point, comma-separated for a row each (all, representative); "
+                         "a representative row's block accesses are the full run's (layer 0's times L), and it says "
+                         "whether the run was exact")
+    ap.add_argument("--gpu", default="",
+                    help="also vllm_swap tiered with its KV in the GPU only, N requests (comma-separated N)")
+    ap.add_argument("--dram", default="",
+                    help="also vllm_swap tiered with its KV in DRAM only, N requests (comma-separated N)")
     ap.add_argument("-n", "--runs", type=int, default=1, help="timed runs of each command")
     ap.add_argument("--pin", default="0", help="the CPU the runs use (empty: no pinning)")
     a = ap.parse_args()
@@ -132,6 +155,10 @@ def main():
                 results[i] = r["metrics"]
                 tables[i] = table_blocks(r)
         accesses = results[0].get("kv", {}).get("block_accesses", 0)
+        if "representative_layer" in results[0]:
+            name += ", exact" if results[0]["representative_layer"]["exact"] else ", NOT exact"
+        if len([x for x in a.kv_layers.split(",") if x]) > 1:  # the rows of a pair compare
+            name += " (%.6g s simulated)" % results[0].get("simulated_time_s", 0)
         agree = ""
         if a.baseline and results[1] is not None:
             agree = "same results" if results[0] == results[1] else "results differ"

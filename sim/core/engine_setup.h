@@ -84,9 +84,17 @@ struct EngineSetup {
   // space, Mooncake Store, LMCache): the block table has one KV layer of
   // model.kv_bytes_per_token() per token. False: a block per layer.
   bool kv_all_layers = false;
+  // serving.kv_layers "representative": blocks per layer, but the block table
+  // holds layer 0's only, with each tier's room for one layer; layer 0's
+  // decisions stand for every layer's and its transfers are issued again for
+  // each (LayerPipeline). Exact where every layer decides alike.
+  bool kv_representative = false;
   // The layers the block table (and the codecs per tier) has: model.layers,
-  // or 1 with whole-model blocks.
-  uint32_t kv_layers() const { return kv_all_layers ? 1u : model.layers; }
+  // or 1 with whole-model blocks or a representative layer.
+  uint32_t kv_layers() const { return kv_all_layers || kv_representative ? 1u : model.layers; }
+  // Model layers each block-table layer stands for in counts of blocks
+  // (accesses, hits, moves): L with a representative layer, else 1.
+  uint32_t represented_layers() const { return kv_representative ? model.layers : 1u; }
   // KV bytes per token of one block-table layer.
   uint64_t kv_unit_bytes_per_token() const {
     return kv_all_layers ? model.kv_bytes_per_token() : model.kv_bytes_per_token_layer();

@@ -312,6 +312,8 @@ void LayerPipeline::fetch_selected(Slot& slot, uint32_t layer) {
     const bool draining = at != t;  // a block is read from elsewhere only while it drains
     if (s_.gpu_tier && t == 0) {
       if (!board_.done(kv_.pending(b))) slot.waits.push_back(kv_.pending(b));
+      // Layer l's block waits for its own move, done or not at layer 0's selection.
+      if (s_.kv_representative && kv_.pending(b) != kNoJob) add_dep(rep_.select_waits, kv_.pending(b));
       continue;
     }
     if (cpu_attn) {
@@ -650,6 +652,7 @@ void LayerPipeline::append_iteration(uint32_t layer, const std::vector<Iteration
     staged.push_back(std::move(out));
   }
   flush(nullptr);
+  if (s_.kv_representative) rep_.staged = staged;  // layer l's are these, as layer l's jobs
   // Held in GPU memory until written (measured; serving does not hold prefill back for it).
   for (PrefillOutput::StagedWrites& w : staged) output_.note(std::move(w));
   staged.clear();
@@ -664,6 +667,10 @@ void LayerPipeline::run_iteration(uint64_t index, const std::vector<IterationSeq
   if (ring_.empty()) ring_.assign(65, Slot{});
   if (s_.kv_all_layers) {
     run_iteration_whole_blocks(index, seqs, restore_s);
+    return;
+  }
+  if (s_.kv_representative) {
+    run_iteration_representative(index, seqs, restore_s);
     return;
   }
   depth_ = std::min<uint32_t>(s_.pol.prefetch->depth(), 64);
@@ -747,5 +754,155 @@ void LayerPipeline::run_iteration_whole_blocks(uint64_t index, const std::vector
 }
 
 void LayerPipeline::release(uint32_t seq) { kv_.release_sequence(seq); }
+
+// serving.kv_layers "representative": the iteration of run_iteration, layer
+// by layer at the same points, but only layer 0 selects, fetches and appends
+// in the block table (which holds layer 0's blocks). Its flushes' batches
+// (per endpoint pair: bytes, stored bytes, codec work, pieces, what each was
+// asked to wait for) are issued again as layer l's where the full run
+// issues layer l's: its selection `depth` layers ahead of compute, its
+// append after its kernel, each job waiting for layer l's own jobs (layer
+// 0's mapped to layer l's), each kernel for its own layer's fetches. Where
+// every layer decides alike this is the full run's timeline; what could make
+// layers decide differently is noted in rep_why_.
+void LayerPipeline::run_iteration_representative(uint64_t index, const std::vector<IterationSeq>& seqs,
+                                                 double restore_s) {
+  const uint32_t L = s_.model.layers;
+  depth_ = std::min<uint32_t>(s_.pol.prefetch->depth(), 64);
+  rep_.gpu_start = s_.gpu_tier ? t_.tiers[0].occupied_blocks() : 0;
+  rep_.gpu_selected = rep_.gpu_appended = rep_.gpu_start;
+  rep_appended_ = false;
+  uint32_t next = 0;
+  // Layer 0's blocks stay pinned for the whole iteration: they stand for
+  // every layer's, some layer of which is in flight until the last.
+  kv_.pin_from(clock_base_ + 1);
+  auto select = [&](uint32_t l) {
+    if (l > 0) {
+      reissue_select(l);
+      return;
+    }
+    rep_.select_waits.clear();
+    tp_.record(true);
+    select_iteration(index, 0, seqs);
+    tp_.record(false);
+    tp_.take_issued(rep_.select_log);
+    const Slot& slot = ring_[clock_base_ % ring_.size()];
+    rep_.seq_tokens = slot.seq_tokens;
+    rep_.kv_blocks = slot.kv_blocks;
+    rep_.gpu_selected = s_.gpu_tier ? t_.tiers[0].occupied_blocks() : 0;
+    rep_.gpu_appended = rep_.gpu_selected;
+  };
+  for (uint32_t l = 0; l < L; ++l) {
+    const uint64_t k = clock_base_ + l;
+    while (next < L && next <= l + depth_) select(next++);
+    Slot& slot = ring_[k % ring_.size()];
+    for (JobId j : slot.waits) board_.wait(j);
+    double staged = 0;
+    for (uint64_t j = k; j < clock_base_ + next; ++j) staged += ring_[j % ring_.size()].staged_bytes;
+    represent_gpu(next, l);
+    note_staging(staged);
+    if (check_) check_->before_attention(static_cast<uint32_t>(index), 0, slot.on_gpu);
+    output_.wait_rooms();
+    compute(iteration_kernel_s(s_, s_.bt, shape_, &slot.seq_tokens) + restore_s + slot.extra_gpu_s, "iteration",
+            static_cast<int64_t>(index), l, slot.kv_blocks);
+    represent_gpu(next, l + 1);
+    if (l == 0) {
+      tp_.record(true);
+      append_iteration(0, seqs);
+      tp_.record(false);
+      tp_.take_issued(rep_.append_log);
+      rep_.gpu_appended = s_.gpu_tier ? t_.tiers[0].occupied_blocks() : 0;
+      rep_appended_ = true;
+    } else {
+      reissue_append(l);
+    }
+    output_.take_room_waits();
+  }
+  output_.represent_gpu_blocks(0);
+  output_.wait_rooms();
+  clock_base_ += L;
+  // What layer 0's store answered by time, or decided because a tier (an
+  // Lth of it) filled, may not be what every layer's would have.
+  if (rep_why_.empty()) {
+    if (c_.demoted_blocks || c_.dropped_blocks || c_.copies_dropped || c_.dropped_accesses)
+      rep_why_ = "blocks left a tier (demoted, dropped or copies dropped): in the full run every layer's blocks share "
+                 "each tier and its eviction order";
+    for (size_t t = 0; t < t_.tiers.size() && rep_why_.empty(); ++t)
+      if (c_.peak_blocks[t] >= t_.tiers[t].capacity_blocks)
+        rep_why_ = "tier " + t_.tiers[t].name + " filled its Lth share (" + std::to_string(t_.tiers[t].capacity_blocks) +
+                   " blocks of one layer): in the full run layers share the whole of it";
+  }
+  end_iteration(index, seqs);
+  // Jobs no layer can wait for any longer (each layer's done) leave the map.
+  for (auto it = layer_jobs_.begin(); it != layer_jobs_.end();) {
+    bool done = board_.done(it->first);
+    for (JobId j : it->second) done = done && board_.done(j);
+    it = done ? layer_jobs_.erase(it) : std::next(it);
+  }
+}
+
+// The GPU tier's blocks in the full run while `selected` layers have been
+// selected and `appended` appended: every layer's at the start, and what
+// layer 0's selection and append took (its decode blocks, promotions,
+// predictions; its prefill output kept on the GPU) once for each layer that
+// has done them. The block table holds layer 0's: the rest are the other
+// layers' (during layer 0's append its own new blocks count as it takes them).
+void LayerPipeline::represent_gpu(uint32_t selected, uint32_t appended) {
+  if (!s_.gpu_tier) return;
+  const double L = s_.model.layers, start = double(rep_.gpu_start);
+  const double sel = double(rep_.gpu_selected) - start;
+  const double app = rep_appended_ ? double(rep_.gpu_appended) - double(rep_.gpu_selected) : 0.0;
+  output_.represent_gpu_blocks((L - 1) * start + double(selected - 1) * sel + double(appended > 0 ? appended - 1 : 0) * app);
+}
+
+JobId LayerPipeline::layer_job(JobId j, uint32_t layer) const {
+  if (j == kNoJob) return j;
+  const auto it = layer_jobs_.find(j);
+  if (it == layer_jobs_.end()) return j;
+  if (it->second.size() < layer) throw std::logic_error("representative layer: job of layer " + std::to_string(layer) + " not issued yet");
+  return it->second[layer - 1];
+}
+
+void LayerPipeline::add_layer_jobs(uint32_t layer, const std::vector<std::pair<JobId, JobId>>& ids) {
+  for (const auto& [j0, jl] : ids) {
+    std::vector<JobId>& v = layer_jobs_[j0];
+    if (v.size() + 1 != layer) throw std::logic_error("representative layer: layer " + std::to_string(layer) + " issued out of order");
+    v.push_back(jl);
+  }
+}
+
+// Layer l's selection: layer 0's waits and batches, as layer l's.
+void LayerPipeline::reissue_select(uint32_t layer) {
+  const uint64_t k = clock_base_ + layer;
+  Slot& slot = open_slot(k);
+  const Slot& first = ring_[clock_base_ % ring_.size()];
+  slot.seq_tokens = rep_.seq_tokens;
+  slot.on_gpu = first.on_gpu;
+  for (JobId j : rep_.select_waits) {
+    const JobId m = layer_job(j, layer);
+    if (!board_.done(m)) slot.waits.push_back(m);
+  }
+  kv_.sample_occupancy(sg4::Engine::get_clock());
+  rep_ids_.clear();
+  tp_.reissue(rep_.select_log, [&](JobId j) { return layer_job(j, layer); }, &slot.waits, &slot.extra_gpu_s, rep_ids_);
+  add_layer_jobs(layer, rep_ids_);
+  slot.staged_bytes = tp_.take_staged_bytes();
+  slot.kv_blocks = rep_.kv_blocks;
+}
+
+// Layer l's new KV: layer 0's writes as layer l's, and its prefill output
+// held in GPU memory until those writes land.
+void LayerPipeline::reissue_append(uint32_t layer) {
+  kv_.sample_occupancy(sg4::Engine::get_clock());
+  rep_ids_.clear();
+  tp_.reissue(rep_.append_log, [&](JobId j) { return layer_job(j, layer); }, nullptr, nullptr, rep_ids_);
+  add_layer_jobs(layer, rep_ids_);
+  for (const PrefillOutput::StagedWrites& w : rep_.staged) {
+    PrefillOutput::StagedWrites m;
+    m.bytes = w.bytes;
+    for (JobId j : w.jobs) m.jobs.push_back(layer_job(j, layer));
+    output_.note(std::move(m));
+  }
+}
 
 }  // namespace kvtier

@@ -9,6 +9,8 @@
 
 #include <functional>
 #include <memory>
+#include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "sim/engine/engine_metrics.h"
@@ -67,6 +69,9 @@ class LayerPipeline {
   void run_iteration(uint64_t index, const std::vector<IterationSeq>& seqs, bool more_after);
   // Every block of `seq` leaves its tier (the request finished, or its KV is dropped to be recomputed).
   void release(uint32_t seq);
+  // serving.kv_layers "representative": why the run may differ from one of
+  // every layer ("" while nothing says it does).
+  const std::string& representative_why() const { return rep_why_; }
 
  private:
   using Slot = LayerSlot;
@@ -132,6 +137,32 @@ class LayerPipeline {
   std::vector<KernelSeq> shape_;          // serving: the iteration's kernel shape (reused)
   uint64_t clock_base_ = 0;               // serving: layer computations of the iterations so far
   bool coarsen_ = false;
+
+  // serving.kv_layers "representative": layer 0 selects, fetches and appends
+  // in the block table; what its flushes issued is issued again for layer l
+  // where the full run issues layer l's, its jobs mapped to layer l's.
+  void run_iteration_representative(uint64_t index, const std::vector<IterationSeq>& seqs, double restore_s);
+  void reissue_select(uint32_t layer);
+  void reissue_append(uint32_t layer);
+  // Layer l's job for layer 0's job j (j itself where it is no layer's: a
+  // prefix cache write every layer waits for).
+  JobId layer_job(JobId j, uint32_t layer) const;
+  void add_layer_jobs(uint32_t layer, const std::vector<std::pair<JobId, JobId>>& ids);
+  // Tells the prefill output what GPU tier the full run has with `selected`
+  // layers selected and `appended` appended (each layer's as layer 0's).
+  void represent_gpu(uint32_t selected, uint32_t appended);
+  bool rep_appended_ = false;  // layer 0's append of this iteration is done
+  struct Representative {
+    std::vector<TransferPlanner::Issued> select_log, append_log;
+    std::vector<JobId> select_waits;  // layer 0's waits before its flush, each as asked (done or not)
+    std::vector<uint64_t> seq_tokens;
+    uint64_t kv_blocks = 0, kv_tokens = 0;
+    std::vector<PrefillOutput::StagedWrites> staged;  // layer 0's prefill output written below
+    uint64_t gpu_start = 0, gpu_selected = 0, gpu_appended = 0;  // GPU tier blocks: at the start, after select, after append
+  } rep_;
+  std::vector<std::pair<JobId, JobId>> rep_ids_;
+  std::unordered_map<JobId, std::vector<JobId>> layer_jobs_;  // layer 0's job -> layers 1..L-1's
+  std::string rep_why_;
 };
 
 }  // namespace kvtier

@@ -15,7 +15,8 @@ PrefillOutput::PrefillOutput(const EngineSetup& s, EngineCounters& c, KvStore& k
 
 double PrefillOutput::gpu_tier_bytes() const {
   // Blocks still being written down from the GPU hold their memory until the write lands.
-  return s_.gpu_tier ? static_cast<double>(t_.tiers[0].occupied_blocks()) * static_cast<double>(t_.block_bytes) * gpu_tier_fraction_
+  const double blocks = static_cast<double>(t_.tiers[0].occupied_blocks()) + gpu_blocks_more_;
+  return s_.gpu_tier ? blocks * static_cast<double>(t_.block_bytes) * gpu_tier_fraction_
                      : 0.0;
 }
 

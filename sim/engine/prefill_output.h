@@ -38,6 +38,9 @@ class PrefillOutput {
   void take_room_waits() { kv_.take_room_waits(room_waits_); }
   void wait_rooms();
   double gpu_tier_bytes() const;  // the KV the GPU tier holds now
+  // A representative layer (serving.kv_layers): the GPU tier's blocks of
+  // the other layers as the full run has them now, beside the block table's.
+  void represent_gpu_blocks(double more) { gpu_blocks_more_ = more; }
 
  private:
   // What is still being written; drops the writes that have landed.
@@ -50,6 +53,7 @@ class PrefillOutput {
   double gpu_tier_fraction_ = 0;  // stored / raw bytes of a GPU tier block, over layers
   std::deque<StagedWrites> staged_;  // output still being written down, oldest first
   double staged_sum_ = 0;
+  double gpu_blocks_more_ = 0;
   std::vector<JobId> room_waits_;  // writes out of the rooms the last kernel's output took
 };
 

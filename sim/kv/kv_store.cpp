@@ -152,6 +152,11 @@ void KvStore::add_tier(size_t i) {
     frac += s_.codec.back().stored_fraction() / L;
   }
   ti.capacity_blocks = cap > 0 ? static_cast<uint64_t>(cap / (bb * frac)) : 0;
+  // A representative layer (serving.kv_layers): the tier holds every layer's
+  // blocks in the full run; the one layer kept gets an Lth of them, so that
+  // where it never fills, the full run's L layers never fill it either.
+  full_capacity_.push_back(ti.capacity_blocks);
+  if (s_.kv_representative) ti.capacity_blocks /= s_.model.layers;
   c_.wear.emplace_back(*hw.devices[d].model);
   if (ti.capacity_blocks == 0)
     throw ConfigError("hardware.devices." + ti.name + ": capacity" + why + " holds no KV block of " +
@@ -410,7 +415,7 @@ void KvStore::sample_occupancy(double now) {
   if (now > occupancy_t_) close_occupancy();
   occupancy_t_ = now;
   for (size_t t = 0; t < t_.tiers.size(); ++t)
-    occupancy_value_[t] = double(t_.tiers[t].occupied_blocks()) * double(t_.block_bytes);
+    occupancy_value_[t] = double(t_.tiers[t].occupied_blocks()) * double(t_.block_bytes) * s_.represented_layers();
 }
 
 void KvStore::close_occupancy() {

@@ -159,6 +159,9 @@ class KvStore {
   void reserve_room(TierId t, uint64_t blocks);
   void release_room(TierId t);
   uint64_t reserved_blocks(TierId t) const { return capacity_[t] - t_.tiers[t].capacity_blocks; }
+  // Tier t's capacity in blocks of one block-table layer as the full run has
+  // it (with a representative layer, L times the room its one layer gets).
+  uint64_t full_capacity(TierId t) const { return full_capacity_[t]; }
 
   // A new block: placement picks a tier, eviction makes room (trying lower
   // tiers if every block of the chosen one is pinned). Returns its tier.
@@ -303,6 +306,7 @@ class KvStore {
   std::vector<PooledFifo<Drain>> drains_;  // per tier, oldest first
   std::vector<JobId> room_waits_;
   std::vector<uint64_t> capacity_;  // per tier: its capacity with no room reserved
+  std::vector<uint64_t> full_capacity_;  // per tier: as every layer's blocks share it (full_capacity)
   Timeline* timeline_ = nullptr;
   std::vector<uint32_t> occupancy_track_;  // per tier: a timeline counter of its bytes in use
   std::vector<double> occupancy_value_;    // the values of the latest instant, not yet written

@@ -207,6 +207,7 @@ void TransferPlanner::accumulate(Batch& bt, size_t from_ep, size_t to_ep, uint32
   ++bt.pieces;
   if (bt.codec_Bps > 0) bt.codec_s += raw_bytes / bt.codec_Bps;
   if (!board_.done(wait_for)) add_dep(bt.deps, wait_for);
+  if (recording_ && wait_for != kNoJob) add_dep(bt.asked, wait_for);
 }
 
 JobId TransferPlanner::add_prefetch(size_t from, uint32_t layer, double raw_bytes, JobId wait_for) {
@@ -218,6 +219,7 @@ JobId TransferPlanner::add_prefetch(size_t from, uint32_t layer, double raw_byte
 void TransferPlanner::depend(size_t from_ep, size_t to_ep, JobId j) {
   Batch& bt = batches_[from_ep * (s_.tiers() + 1) + to_ep];
   if (bt.id != kNoJob) add_dep(bt.deps, j);
+  if (bt.id != kNoJob && recording_ && j != kNoJob) add_dep(bt.asked, j);
 }
 
 void TransferPlanner::open_ids(std::vector<JobId>& out) const {
@@ -235,6 +237,7 @@ void TransferPlanner::settle() {
 void TransferPlanner::submit(Batch& bt, size_t a, size_t b, bool critical, std::vector<JobId>* waits,
                              double* gpu_codec_s) {
   if (bt.id == kNoJob) return;
+  if (recording_) issued_.push_back(Issued{a, b, critical && waits != nullptr, bt});
   const size_t n = s_.tiers();
   const size_t from = ep_dev(a), to = ep_dev(b);
   const bool on_gpu = s_.codec[std::max(a == n ? b : a, b == n ? a : b) * s_.kv_layers()].on_gpu;
@@ -470,6 +473,32 @@ void TransferPlanner::flush(std::vector<JobId>* waits, double* gpu_codec_s) {
       submit(batches_[a * (n + 1) + b], a, b, into_gpu, waits, gpu_codec_s);
     }
   for (size_t t = 0; t < n; ++t) submit(prefetch_batches_[t], t, 0, false, waits, gpu_codec_s);
+}
+
+void TransferPlanner::reissue(const std::vector<Issued>& log, const std::function<JobId(JobId)>& map,
+                              std::vector<JobId>* waits, double* gpu_codec_s, std::vector<std::pair<JobId, JobId>>& ids) {
+  const bool recording = recording_;
+  recording_ = false;  // what is issued again is no layer 0's
+  const size_t first = ids.size();
+  for (const Issued& is : log) ids.emplace_back(is.batch.id, board_.create());
+  for (size_t i = 0; i < log.size(); ++i) {
+    const Issued& is = log[i];
+    Batch bt = is.batch;
+    bt.id = ids[first + i].second;
+    bt.deps.clear();
+    bt.asked.clear();
+    for (JobId j : is.batch.asked) {
+      // A job of this log (a read up into room a demotion in it makes) is
+      // its new one; any other, the layer's as `map` names it.
+      JobId m = kNoJob;
+      for (size_t k = first; k < ids.size() && m == kNoJob; ++k)
+        if (ids[k].first == j) m = ids[k].second;
+      if (m == kNoJob) m = map(j);
+      if (!board_.done(m)) add_dep(bt.deps, m);
+    }
+    submit(bt, is.from_ep, is.to_ep, is.critical, is.critical ? waits : nullptr, gpu_codec_s);
+  }
+  recording_ = recording;
 }
 
 }  // namespace kvtier

@@ -9,6 +9,7 @@
 // on the GPU beside the next kernel (compressed bytes all the way).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <utility>
 #include <unordered_map>
@@ -109,8 +110,26 @@ class TransferPlanner final : public MoveSink {
     return s;
   }
 
- private:
-  void mirror_streams();
+  struct Batch;
+  // A representative layer (serving.kv_layers): while recording, every batch
+  // a flush submits is also kept as issued (its endpoints, whether it was
+  // critical, its bytes, pieces and codec work, and every job it was asked
+  // to wait for, done or not), so that another layer's can be issued again.
+  struct Issued;
+  void record(bool on) { recording_ = on; }
+  // The batches issued since the last call.
+  void take_issued(std::vector<Issued>& into) {
+    into.swap(issued_);
+    issued_.clear();
+  }
+  // Issues `log` again as another layer's: new jobs, each waiting for what
+  // its original waited for as `map` names it for that layer (a job not yet
+  // done), submitted as a flush submits them (waits and GPU codec work as
+  // flush). Appends (original, new) job pairs to `ids`, all of them made
+  // before any dependency is named (a batch may wait for one issued after it).
+  void reissue(const std::vector<Issued>& log, const std::function<JobId(JobId)>& map, std::vector<JobId>* waits,
+               double* gpu_codec_s, std::vector<std::pair<JobId, JobId>>& ids);
+
   struct Batch {
     JobId id = kNoJob;
     double bytes = 0;      // on the wire at the GPU's side (compressed where the tier stores compressed)
@@ -125,7 +144,16 @@ class TransferPlanner final : public MoveSink {
     // does not change): on the wire, as stored, codec seconds.
     uint32_t layer = UINT32_MAX;
     double wire_f = 1, stored_f = 1, codec_Bps = 0;
+    std::vector<JobId> asked;  // while recording: every job it was asked to wait for
   };
+  struct Issued {
+    size_t from_ep = 0, to_ep = 0;
+    bool critical = false;
+    Batch batch;
+  };
+
+ private:
+  void mirror_streams();
   // The per-byte factors of bt for its endpoints and `layer`.
   void open_layer(Batch& bt, size_t from_ep, size_t to_ep, uint32_t layer) const;
   void accumulate(Batch& bt, size_t from_ep, size_t to_ep, uint32_t layer, double raw_bytes, JobId wait_for);
@@ -174,6 +202,8 @@ class TransferPlanner final : public MoveSink {
   std::vector<Batch> prefetch_batches_;  // per tier: predicted blocks
   double gpu_codec_s_ = 0;               // GPU codec work waiting for the next kernel
   double staged_bytes_ = 0;              // into the GPU endpoint, since take_staged_bytes
+  bool recording_ = false;
+  std::vector<Issued> issued_;
 };
 
 }  // namespace kvtier

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <iostream>
 #include <stdexcept>
 
 #include "sim/core/config.h"
@@ -56,7 +57,8 @@ void ServingSimulation::sample_occupancy() {
   std::fill(occ_now_.begin(), occ_now_.end(), 0.0);
   if (kv_)
     for (size_t t = 0; t < occ_now_.size(); ++t)
-      occ_now_[t] = double(kv_->table().tiers[t].occupied_blocks()) * double(kv_->table().block_bytes);
+      occ_now_[t] = double(kv_->table().tiers[t].occupied_blocks()) * double(kv_->table().block_bytes) *
+                    s_.represented_layers();  // between iterations every layer holds what layer 0 does
   else
     occ_now_[0] = double(sched_->used_blocks()) * kv_blk;
   for (uint32_t u = 0; u < cache_->tiers(); ++u) occ_now_[u + 1] += cache_->used_bytes(u);
@@ -400,6 +402,9 @@ json ServingSimulation::run(const std::string& timeline_path) {
   checker_.reset();
   sample_occupancy();
   timeline_->close();
+  if (s_.kv_representative && !pipeline_->representative_why().empty())
+    std::cerr << "kvtier: warning: serving.kv_layers \"representative\" is not exact for this run ("
+              << pipeline_->representative_why() << "); result.json's representative_layer says so\n";
   return metrics(end);
 }
 
@@ -607,7 +612,26 @@ json ServingSimulation::metrics(double end) const {
     for (size_t t = 0; t < s_.hw.tiers.size(); ++t)
       m["tiers"][s_.hw.tiers[t]]["hit_rate"] = c_.accesses ? double(c_.hits[t]) / double(c_.accesses) : 0.0;
     if (!attention_cfg_.empty()) m["attention_recall"] = c_.total_mass > 0 ? c_.used_mass / c_.total_mass : 1.0;
-    m["kv"] = kv_counter_metrics(c_, kv_->table().block_bytes);
+    if (s_.kv_representative) {
+      // Layer 0's counts of blocks stand for every layer's: L times them
+      // (bytes moved were issued for every layer and are counted as they are).
+      EngineCounters c = c_;
+      const uint64_t L = s_.represented_layers();
+      for (uint64_t* n : {&c.accesses, &c.promoted_blocks, &c.demoted_blocks, &c.dropped_blocks, &c.written_back_blocks})
+        *n *= L;
+      m["kv"] = kv_counter_metrics(c, kv_->table().block_bytes);
+      const std::string& why = pipeline_->representative_why();
+      m["representative_layer"] = {{"layers", L},
+                                   {"exact", why.empty()},
+                                   {"why", why.empty() ? "every layer decided as layer 0: no block left a tier and no "
+                                                         "tier filled its Lth share"
+                                                       : why},
+                                   {"scaled_by_layers", {"kv.block_accesses", "kv.blocks_promoted", "kv.blocks_demoted",
+                                                         "kv.blocks_dropped", "kv.blocks_written_back",
+                                                         "tiers.*.peak_bytes", "tiers.*.mean_bytes"}}};
+    } else {
+      m["kv"] = kv_counter_metrics(c_, kv_->table().block_bytes);
+    }
     // What one block (one access, one of kv.block_accesses) holds: a layer's KV of its tokens or every layer's.
     m["kv_unit"] = s_.kv_all_layers ? "all_layers" : "layer";
   }

@@ -78,6 +78,13 @@ ParamList serving_params() {
           "Mooncake Store and LMCache keep them: selected and fetched once per iteration before layer 0; dense "
           "attention only)",
           {"layer", "all_layers"}),
+      str("kv_layers", "all",
+          "with serving.kv \"tiered\" and serving.kv_unit \"layer\": all (every layer's blocks in the block table, "
+          "each layer's decisions its own) or representative (layer 0's blocks only, each tier with an Lth of its room; "
+          "layer 0's transfers and kernel issued again for every layer at its own place in the pipeline, and counts of "
+          "blocks scaled by L: the full run's results where every layer decides alike, which result.json's "
+          "representative_layer reports; dense attention and weights on the GPU only)",
+          {"all", "representative"}),
       boolean("coarsen", true,
               "fewer SimGrid activities where they cannot change the outcome (same times; false: every layer and "
               "collective on its own, the reference): an iteration's layers run as one kernel once nothing is left "
@@ -128,6 +135,9 @@ void ServingSimulation::init(ValidationCache* validating, std::shared_ptr<const 
     throw ConfigError("serving.attention: each layer's own heavy hitters select different blocks per layer, which "
                       "serving.kv_unit \"all_layers\" (a block of every layer, selected once) cannot model; expected {} "
                       "(dense attention) or serving.kv_unit \"layer\"");
+  if (s_.kv_representative && !attention_cfg_.empty())
+    throw ConfigError("serving.attention: each layer's own heavy hitters select different blocks per layer, which one "
+                      "representative layer cannot stand for; expected {} (dense attention) or serving.kv_layers \"all\"");
   if (tiered_ && limits_.preemption == PreemptionMode::Swap)
     throw ConfigError("serving.preemption: with serving.kv \"tiered\" a sequence's KV already lives in the tiers below the "
                       "GPU; preempted sequences are recomputed (set \"recompute\")");
@@ -177,6 +187,10 @@ void ServingSimulation::read_limits(const json& sv) {
   coarsen_ = sv["coarsen"].get<bool>();
   tiered_ = sv["kv"] == "tiered";
   s_.kv_all_layers = sv["kv_unit"] == "all_layers";
+  s_.kv_representative = sv["kv_layers"] == "representative";
+  if (s_.kv_representative && (!tiered_ || s_.kv_all_layers))
+    throw ConfigError("serving.kv_layers: \"representative\" runs one layer of per-layer blocks for all; expected "
+                      "serving.kv \"tiered\" with serving.kv_unit \"layer\", or serving.kv_layers \"all\"");
   if (s_.kv_all_layers && !tiered_)
     throw ConfigError("serving.kv_unit: \"all_layers\" is read with serving.kv \"tiered\" only (the paged pool already "
                       "moves whole sequences' blocks of every layer); expected \"layer\" or serving.kv \"tiered\"");
@@ -297,6 +311,9 @@ void ServingSimulation::bind_policies() {
   if (!pol.contains("weights")) pol["weights"] = "gpu";
   const auto wp = Registry<WeightPolicy>::instance().create(pol["weights"], "policies.weights");
   if (pol["weights"]["name"] == "gpu") return;
+  if (s_.kv_representative)
+    throw ConfigError("policies.weights: weights streamed layer by layer load differently per layer (the first layers "
+                      "stay on the GPU); serving.kv_layers \"representative\" expects \"gpu\" or serving.kv_layers \"all\"");
   if (s_.kv_all_layers)
     throw ConfigError("policies.weights: weights streamed layer by layer with serving.kv_unit \"all_layers\" (whole-model "
                       "KV blocks fetched before layer 0) are not modelled; expected \"gpu\" or serving.kv_unit \"layer\"");
@@ -330,7 +347,7 @@ void ServingSimulation::bind_kv_policies() {
                          {"evaluation", "exact"}, {"compression", "none"}, {"weights", "gpu"}};
   s_.pol.create(pol, defaults);
   auto name = [&](const char* fam) { return pol[fam]["name"].get<std::string>(); };
-  if (s_.kv_all_layers) check_whole_model_blocks();
+  if (s_.kv_all_layers || s_.kv_representative) check_whole_model_blocks();
   const bool attention = !cfg_["serving"]["attention"].empty();
   const std::string why = ": requests carry no attention; give them some (serving.attention) or use dense attention "
                           "(evaluation \"exact\")";
@@ -354,10 +371,12 @@ void ServingSimulation::bind_kv_policies() {
 void ServingSimulation::check_whole_model_blocks() const {
   const json& pol = cfg_["policies"];
   auto name = [&](const char* fam) { return pol[fam]["name"].get<std::string>(); };
+  // The same holds for a representative layer standing for every layer.
+  const std::string mode = s_.kv_all_layers ? "serving.kv_unit \"all_layers\"" : "serving.kv_layers \"representative\"";
+  const std::string other = s_.kv_all_layers ? "serving.kv_unit \"layer\"" : "serving.kv_layers \"all\"";
   if (!s_.pol.eval->dense())
-    throw ConfigError("policies.evaluation: '" + name("evaluation") + "' selects per layer; serving.kv_unit \"all_layers\" "
-                      "selects a block of every layer once, so expected \"exact\" (dense attention) or serving.kv_unit "
-                      "\"layer\"");
+    throw ConfigError("policies.evaluation: '" + name("evaluation") + "' selects per layer; " + mode +
+                      " selects for every layer at once, so expected \"exact\" (dense attention) or " + other);
   auto same = [](const CompressionSpec& a, const CompressionSpec& b) {
     return a.key_ratio == b.key_ratio && a.value_ratio == b.value_ratio && a.compress_Bps == b.compress_Bps &&
            a.decompress_Bps == b.decompress_Bps && a.on_gpu == b.on_gpu && a.threads == b.threads;
@@ -367,8 +386,8 @@ void ServingSimulation::check_whole_model_blocks() const {
     for (uint32_t l = 1; l < s_.model.layers; ++l)
       if (!same(s_.pol.compress->spec(static_cast<TierId>(t), l), first))
         throw ConfigError("policies.compression: '" + name("compression") + "' stores layer " + std::to_string(l) +
-                          " differently from layer 0 in tier " + s_.hw.tiers[t] + "; serving.kv_unit \"all_layers\" "
-                          "stores a block of every layer as one, so expected the same compression at every layer");
+                          " differently from layer 0 in tier " + s_.hw.tiers[t] + "; " + mode +
+                          " stores every layer as layer 0, so expected the same compression at every layer");
   }
 }
 
@@ -430,9 +449,20 @@ void ServingSimulation::build_kv_store(ValidationCache* validating) {
   kv_ = std::make_unique<KvStore>(s_, c_, validating);
   const BlockTable& t = kv_->table();
   // The prefix cache's share of each tier below the GPU is not the running KV's.
+  // With a representative layer the full run's room for running KV, what is
+  // left of each tier after the cache's share, is shared by L layers: the
+  // one layer kept gets an Lth of it, and the scheduler admits against the
+  // full run's pool.
+  const uint64_t L = s_.model.layers;
+  auto running_room = [&](size_t u) {
+    const uint64_t full = kv_->full_capacity(static_cast<TierId>(u));
+    return full - (u > 0 && cache_share_ > 0 ? static_cast<uint64_t>(cache_share_ * double(full)) : 0);
+  };
   for (size_t u = 1; cache_share_ > 0 && u < t.tiers.size(); ++u) {
     const TierInfo& ti = t.tiers[u];
-    kv_->reserve_room(static_cast<TierId>(u), static_cast<uint64_t>(cache_share_ * double(ti.capacity_blocks)));
+    kv_->reserve_room(static_cast<TierId>(u), s_.kv_representative
+                                                  ? ti.capacity_blocks - running_room(u) / L
+                                                  : static_cast<uint64_t>(cache_share_ * double(ti.capacity_blocks)));
     if (ti.capacity_blocks == 0)
       throw ConfigError("serving.prefix_cache.tier_share: " + plain_numbers(std::to_string(cache_share_)) +
                         " of hardware.devices." + ti.name + " for the prefix cache leaves no block for running KV");
@@ -440,6 +470,11 @@ void ServingSimulation::build_kv_store(ValidationCache* validating) {
   uint64_t capacity = 0;
   for (const TierInfo& ti : t.tiers) capacity += ti.capacity_blocks;
   limits_.gpu_blocks = capacity / s_.kv_layers();  // blocks of every layer
+  if (s_.kv_representative) {
+    uint64_t full = 0;
+    for (size_t u = 0; u < t.tiers.size(); ++u) full += running_room(u);
+    limits_.gpu_blocks = full / L;
+  }
   s_.pol.setup(t);
 }
 
