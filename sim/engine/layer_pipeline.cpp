@@ -658,6 +658,10 @@ void LayerPipeline::append_iteration(uint32_t layer, const std::vector<Iteration
   staged.clear();
 }
 
+// One serving iteration, layer by layer: each layer's selection `depth`
+// layers ahead of its kernel, its new KV after it. With one representative
+// layer (serving.kv_layers) the loop is the same; only where a layer selects
+// and appends differs (select_layer, append_layer).
 void LayerPipeline::run_iteration(uint64_t index, const std::vector<IterationSeq>& seqs, bool more_after) {
   const uint32_t L = s_.model.layers;
   shape_.clear();
@@ -669,38 +673,82 @@ void LayerPipeline::run_iteration(uint64_t index, const std::vector<IterationSeq
     run_iteration_whole_blocks(index, seqs, restore_s);
     return;
   }
-  if (s_.kv_representative) {
-    run_iteration_representative(index, seqs, restore_s);
-    return;
-  }
+  const bool rep = s_.kv_representative;
   depth_ = std::min<uint32_t>(s_.pol.prefetch->depth(), 64);
+  if (rep) begin_representative();
   uint32_t next = 0;
   for (uint32_t l = 0; l < L; ++l) {
     const uint64_t k = clock_base_ + l;
-    kv_.pin_from(k + 1);
+    // A representative layer's blocks stay pinned for the whole iteration
+    // (begin_representative): they stand for every layer's.
+    if (!rep) kv_.pin_from(k + 1);
     JobId weights = kNoJob;
     if (s_.weights) {
       // The next layer's load is issued now, across iterations too while requests remain.
       auto st = [this](size_t a, size_t b) -> Stream& { return tp_.stream(a, b); };
       weights = s_.weights->issue(l, static_cast<int32_t>(index), l + 1 < L || more_after, board_, st);
     }
-    while (next < L && next <= l + depth_) select_iteration(index, next++, seqs);
+    while (next < L && next <= l + depth_) select_layer(index, next++, seqs);
     Slot& slot = ring_[k % ring_.size()];
     for (JobId j : slot.waits) board_.wait(j);
     double staged = 0;
     for (uint64_t j = k; j < clock_base_ + next; ++j) staged += ring_[j % ring_.size()].staged_bytes;
+    represent_gpu(next, l);
     note_staging(staged);
     if (s_.weights) s_.weights->await(weights, board_);
-    if (check_) check_->before_attention(static_cast<uint32_t>(index), l, slot.on_gpu);
+    // The checker's table holds the layers the store holds: layer 0 alone with a representative layer.
+    if (check_) check_->before_attention(static_cast<uint32_t>(index), rep ? 0 : l, slot.on_gpu);
     // As in the single-batch prefill: the rooms the last layer's new blocks took must be free first.
     output_.wait_rooms();
     compute(iteration_kernel_s(s_, s_.bt, shape, &slot.seq_tokens) + restore_s + slot.extra_gpu_s, "iteration", static_cast<int64_t>(index), l, slot.kv_blocks);
-    append_iteration(l, seqs);
+    represent_gpu(next, l + 1);
+    append_layer(l, seqs);
     output_.take_room_waits();
   }
+  if (rep) output_.represent_gpu_blocks(0);
   output_.wait_rooms();
   clock_base_ += L;
+  if (rep) note_representative_exactness();
   end_iteration(index, seqs);
+  if (rep) forget_done_layer_jobs();
+}
+
+void LayerPipeline::select_layer(uint64_t index, uint32_t layer, const std::vector<IterationSeq>& seqs) {
+  if (!s_.kv_representative) {
+    select_iteration(index, layer, seqs);
+    return;
+  }
+  if (layer > 0) {
+    reissue_select(layer);
+    return;
+  }
+  rep_.select_waits.clear();
+  tp_.record(true);
+  select_iteration(index, 0, seqs);
+  tp_.record(false);
+  tp_.take_issued(rep_.select_log);
+  const Slot& slot = ring_[clock_base_ % ring_.size()];
+  rep_.seq_tokens = slot.seq_tokens;
+  rep_.kv_blocks = slot.kv_blocks;
+  rep_.gpu_selected = s_.gpu_tier ? t_.tiers[0].occupied_blocks() : 0;
+  rep_.gpu_appended = rep_.gpu_selected;
+}
+
+void LayerPipeline::append_layer(uint32_t layer, const std::vector<IterationSeq>& seqs) {
+  if (!s_.kv_representative) {
+    append_iteration(layer, seqs);
+    return;
+  }
+  if (layer > 0) {
+    reissue_append(layer);
+    return;
+  }
+  tp_.record(true);
+  append_iteration(0, seqs);
+  tp_.record(false);
+  tp_.take_issued(rep_.append_log);
+  rep_.gpu_appended = s_.gpu_tier ? t_.tiers[0].occupied_blocks() : 0;
+  rep_appended_ = true;
 }
 
 void LayerPipeline::end_iteration(uint64_t index, const std::vector<IterationSeq>& seqs) {
@@ -765,75 +813,28 @@ void LayerPipeline::release(uint32_t seq) { kv_.release_sequence(seq); }
 // 0's mapped to layer l's), each kernel for its own layer's fetches. Where
 // every layer decides alike this is the full run's timeline; what could make
 // layers decide differently is noted in rep_why_.
-void LayerPipeline::run_iteration_representative(uint64_t index, const std::vector<IterationSeq>& seqs,
-                                                 double restore_s) {
-  const uint32_t L = s_.model.layers;
-  depth_ = std::min<uint32_t>(s_.pol.prefetch->depth(), 64);
+void LayerPipeline::begin_representative() {
   rep_.gpu_start = s_.gpu_tier ? t_.tiers[0].occupied_blocks() : 0;
   rep_.gpu_selected = rep_.gpu_appended = rep_.gpu_start;
   rep_appended_ = false;
-  uint32_t next = 0;
-  // Layer 0's blocks stay pinned for the whole iteration: they stand for
-  // every layer's, some layer of which is in flight until the last.
   kv_.pin_from(clock_base_ + 1);
-  auto select = [&](uint32_t l) {
-    if (l > 0) {
-      reissue_select(l);
-      return;
-    }
-    rep_.select_waits.clear();
-    tp_.record(true);
-    select_iteration(index, 0, seqs);
-    tp_.record(false);
-    tp_.take_issued(rep_.select_log);
-    const Slot& slot = ring_[clock_base_ % ring_.size()];
-    rep_.seq_tokens = slot.seq_tokens;
-    rep_.kv_blocks = slot.kv_blocks;
-    rep_.gpu_selected = s_.gpu_tier ? t_.tiers[0].occupied_blocks() : 0;
-    rep_.gpu_appended = rep_.gpu_selected;
-  };
-  for (uint32_t l = 0; l < L; ++l) {
-    const uint64_t k = clock_base_ + l;
-    while (next < L && next <= l + depth_) select(next++);
-    Slot& slot = ring_[k % ring_.size()];
-    for (JobId j : slot.waits) board_.wait(j);
-    double staged = 0;
-    for (uint64_t j = k; j < clock_base_ + next; ++j) staged += ring_[j % ring_.size()].staged_bytes;
-    represent_gpu(next, l);
-    note_staging(staged);
-    if (check_) check_->before_attention(static_cast<uint32_t>(index), 0, slot.on_gpu);
-    output_.wait_rooms();
-    compute(iteration_kernel_s(s_, s_.bt, shape_, &slot.seq_tokens) + restore_s + slot.extra_gpu_s, "iteration",
-            static_cast<int64_t>(index), l, slot.kv_blocks);
-    represent_gpu(next, l + 1);
-    if (l == 0) {
-      tp_.record(true);
-      append_iteration(0, seqs);
-      tp_.record(false);
-      tp_.take_issued(rep_.append_log);
-      rep_.gpu_appended = s_.gpu_tier ? t_.tiers[0].occupied_blocks() : 0;
-      rep_appended_ = true;
-    } else {
-      reissue_append(l);
-    }
-    output_.take_room_waits();
-  }
-  output_.represent_gpu_blocks(0);
-  output_.wait_rooms();
-  clock_base_ += L;
-  // What layer 0's store answered by time, or decided because a tier (an
-  // Lth of it) filled, may not be what every layer's would have.
-  if (rep_why_.empty()) {
-    if (c_.demoted_blocks || c_.dropped_blocks || c_.copies_dropped || c_.dropped_accesses)
-      rep_why_ = "blocks left a tier (demoted, dropped or copies dropped): in the full run every layer's blocks share "
-                 "each tier and its eviction order";
-    for (size_t t = 0; t < t_.tiers.size() && rep_why_.empty(); ++t)
-      if (c_.peak_blocks[t] >= t_.tiers[t].capacity_blocks)
-        rep_why_ = "tier " + t_.tiers[t].name + " filled its Lth share (" + std::to_string(t_.tiers[t].capacity_blocks) +
-                   " blocks of one layer): in the full run layers share the whole of it";
-  }
-  end_iteration(index, seqs);
-  // Jobs no layer can wait for any longer (each layer's done) leave the map.
+}
+
+// What layer 0's store answered by time, or decided because a tier (an Lth
+// of it) filled, may not be what every layer's would have.
+void LayerPipeline::note_representative_exactness() {
+  if (!rep_why_.empty()) return;
+  if (c_.demoted_blocks || c_.dropped_blocks || c_.copies_dropped || c_.dropped_accesses)
+    rep_why_ = "blocks left a tier (demoted, dropped or copies dropped): in the full run every layer's blocks share "
+               "each tier and its eviction order";
+  for (size_t t = 0; t < t_.tiers.size() && rep_why_.empty(); ++t)
+    if (c_.peak_blocks[t] >= t_.tiers[t].capacity_blocks)
+      rep_why_ = "tier " + t_.tiers[t].name + " filled its Lth share (" + std::to_string(t_.tiers[t].capacity_blocks) +
+                 " blocks of one layer): in the full run layers share the whole of it";
+}
+
+// Jobs no layer can wait for any longer (each layer's done) leave the map.
+void LayerPipeline::forget_done_layer_jobs() {
   for (auto it = layer_jobs_.begin(); it != layer_jobs_.end();) {
     bool done = board_.done(it->first);
     for (JobId j : it->second) done = done && board_.done(j);
@@ -848,7 +849,7 @@ void LayerPipeline::run_iteration_representative(uint64_t index, const std::vect
 // has done them. The block table holds layer 0's: the rest are the other
 // layers' (during layer 0's append its own new blocks count as it takes them).
 void LayerPipeline::represent_gpu(uint32_t selected, uint32_t appended) {
-  if (!s_.gpu_tier) return;
+  if (!s_.kv_representative || !s_.gpu_tier) return;
   const double L = s_.model.layers, start = double(rep_.gpu_start);
   const double sel = double(rep_.gpu_selected) - start;
   const double app = rep_appended_ ? double(rep_.gpu_appended) - double(rep_.gpu_selected) : 0.0;

@@ -138,10 +138,17 @@ class LayerPipeline {
   uint64_t clock_base_ = 0;               // serving: layer computations of the iterations so far
   bool coarsen_ = false;
 
+  // A layer's selection and new KV in the iteration's loop: the store's own,
+  // or with a representative layer, layer 0's in the store and layer 0's
+  // batches issued again for the others.
+  void select_layer(uint64_t index, uint32_t layer, const std::vector<IterationSeq>& seqs);
+  void append_layer(uint32_t layer, const std::vector<IterationSeq>& seqs);
   // serving.kv_layers "representative": layer 0 selects, fetches and appends
   // in the block table; what its flushes issued is issued again for layer l
   // where the full run issues layer l's, its jobs mapped to layer l's.
-  void run_iteration_representative(uint64_t index, const std::vector<IterationSeq>& seqs, double restore_s);
+  void begin_representative();
+  void note_representative_exactness();
+  void forget_done_layer_jobs();
   void reissue_select(uint32_t layer);
   void reissue_append(uint32_t layer);
   // Layer l's job for layer 0's job j (j itself where it is no layer's: a
