@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <unordered_map>
 
 namespace kvtier {
 
@@ -550,20 +551,18 @@ void Platform::add_views(sg4::NetZone* zone, const Hardware& hw, size_t node, co
 std::vector<size_t> Platform::fabric_ends(const std::vector<size_t>& layout) const {
   std::vector<size_t> ends(layout);
   if (views_.empty()) return ends;
+  // Per memory: the ranks that use it in all, then, rank by rank, those before.
+  std::unordered_map<size_t, size_t> all, before;
+  for (size_t d : layout) ++all[d];
   for (size_t r = 0; r < layout.size(); ++r) {
     const size_t d = layout[r];
+    const size_t k = before[d]++;
     if (d >= n_) continue;
     const std::vector<size_t>& mine = memory_adapters_[d % node_devices_];
     if (mine.size() < 2) continue;
-    size_t before = 0, all = 0;  // the ranks that use this memory: before rank r, and in all
-    for (size_t q = 0; q < layout.size(); ++q)
-      if (layout[q] == d) {
-        if (q < r) ++before;
-        ++all;
-      }
     // One rank alone keeps the memory's own route.
-    const size_t a = mine[before * mine.size() / all];
-    if (all > 1 && a != memory_default_[d % node_devices_]) ends[r] = view_of_.at({d, a});
+    const size_t a = mine[k * mine.size() / all[d]];
+    if (all[d] > 1 && a != memory_default_[d % node_devices_]) ends[r] = view_of_.at({d, a});
   }
   return ends;
 }
