@@ -879,14 +879,21 @@ void LayerPipeline::reissue_select(uint32_t layer) {
   const Slot& first = ring_[clock_base_ % ring_.size()];
   slot.seq_tokens = rep_.seq_tokens;
   slot.on_gpu = first.on_gpu;
-  for (JobId j : rep_.select_waits) {
-    const JobId m = layer_job(j, layer);
-    if (!board_.done(m)) slot.waits.push_back(m);
-  }
   kv_.sample_occupancy(sg4::Engine::get_clock());
   rep_ids_.clear();
+  const size_t mark = slot.waits.size();
   tp_.reissue(rep_.select_log, [&](JobId j) { return layer_job(j, layer); }, &slot.waits, &slot.extra_gpu_s, rep_ids_);
   add_layer_jobs(layer, rep_ids_);
+  // Layer 0's waits as layer l's, once layer l's batches have their jobs: a
+  // block of the GPU may wait for a job its own selection issued (a read
+  // from the prefix cache), which is layer l's new one. Ahead of the
+  // batches' own, in the order layer 0 waits.
+  rep_waits_.clear();
+  for (JobId j : rep_.select_waits) {
+    const JobId m = layer_job(j, layer);
+    if (!board_.done(m)) rep_waits_.push_back(m);
+  }
+  slot.waits.insert(slot.waits.begin() + static_cast<std::ptrdiff_t>(mark), rep_waits_.begin(), rep_waits_.end());
   slot.staged_bytes = tp_.take_staged_bytes();
   slot.kv_blocks = rep_.kv_blocks;
 }

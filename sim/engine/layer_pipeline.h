@@ -168,6 +168,7 @@ class LayerPipeline {
     uint64_t gpu_start = 0, gpu_selected = 0, gpu_appended = 0;  // GPU tier blocks: at the start, after select, after append
   } rep_;
   std::vector<std::pair<JobId, JobId>> rep_ids_;
+  std::vector<JobId> rep_waits_;
   std::unordered_map<JobId, std::vector<JobId>> layer_jobs_;  // layer 0's job -> layers 1..L-1's
   std::string rep_why_;
 };

@@ -11,6 +11,7 @@ import pytest
 from conftest import ROOT, flat, run_metrics
 
 VLLM = ROOT / "configs" / "systems" / "vllm_swap.json"
+MOONCAKE = ROOT / "configs" / "serving" / "mooncake.json"
 TIERED = ["serving.kv=tiered", "serving.preemption=recompute"]
 REP = ["serving.kv_layers=representative"]
 LAYERS = 32  # OPT-6.7B
@@ -74,6 +75,20 @@ def test_streamed_from_ssd_waits_for_each_layers_own_writes(kvtier, tmp_path):
     full, rep = pair(kvtier, tmp_path, *sets)
     assert full["kv"]["fetched_bytes"] > 0 and full["ssd_bytes_written"] > 0
     assert rep["representative_layer"]["exact"] is True, rep["representative_layer"]
+    assert compare(full, rep) == {}
+
+
+def test_prefix_cache_reads_equal_the_full_run(kvtier, tmp_path):
+    """The Mooncake preset's first 12 requests in GPU, DRAM and SSD with its
+    prefix cache: a prompt's cached blocks are read into the GPU by its own
+    layer's selection, and its kernel waits for those reads, each layer's
+    for its own (layer 0's mapped once layer l's are issued)."""
+    sets = ["serving.kv=tiered", "serving.preemption=recompute", "workload.block_tokens=512", "serving.limit=12"]
+    full, _ = run_metrics(kvtier, tmp_path, "full", MOONCAKE, *sets)
+    rep, _ = run_metrics(kvtier, tmp_path, "rep", MOONCAKE, *sets, *REP)
+    assert full["prefix_cache"]["load_bytes"] > 0  # cached prompt blocks really are read
+    assert rep["representative_layer"]["exact"] is True, rep["representative_layer"]
+    assert rep["representative_layer"]["layers"] == 80
     assert compare(full, rep) == {}
 
 
