@@ -727,6 +727,12 @@ void LayerPipeline::select_layer(uint64_t index, uint32_t layer, const std::vect
   select_iteration(index, 0, seqs);
   tp_.record(false);
   tp_.take_issued(rep_.select_log);
+  resolve_log(rep_.select_log, rep_.select_asked);
+  rep_.select_wait_srcs.clear();
+  for (JobId j : rep_.select_waits) {
+    const JobSource src = source_of(j);
+    if (src.of_layers || !board_.done(j)) rep_.select_wait_srcs.push_back(src);
+  }
   const Slot& slot = ring_[clock_base_ % ring_.size()];
   rep_.seq_tokens = slot.seq_tokens;
   rep_.kv_blocks = slot.kv_blocks;
@@ -747,6 +753,7 @@ void LayerPipeline::append_layer(uint32_t layer, const std::vector<IterationSeq>
   append_iteration(0, seqs);
   tp_.record(false);
   tp_.take_issued(rep_.append_log);
+  resolve_log(rep_.append_log, rep_.append_asked);
   rep_.gpu_appended = s_.gpu_tier ? t_.tiers[0].occupied_blocks() : 0;
   rep_appended_ = true;
 }
@@ -872,6 +879,57 @@ void LayerPipeline::add_layer_jobs(uint32_t layer, const std::vector<std::pair<J
   }
 }
 
+// Where layer l's job for layer 0's job j will be found, looked up once an
+// iteration: each layer's reissue then reads it without a lookup. A job of
+// either of this iteration's logs gets its entry now (empty until layer 1
+// issues it), so that the other log's batches can name it. A job that no
+// layer has an entry for and that is done stays done: it is passed over
+// once here rather than at every layer (most of what blocks last waited for).
+LayerPipeline::JobSource LayerPipeline::source_of(JobId j) {
+  JobSource src;
+  src.self = j;
+  if (j == kNoJob) return src;
+  const auto it = layer_jobs_.find(j);
+  if (it != layer_jobs_.end()) src.of_layers = &it->second;
+  return src;
+}
+
+JobId LayerPipeline::JobSource::job_of(uint32_t layer) const {
+  if (!of_layers) return self;
+  if (of_layers->size() < layer) throw std::logic_error("representative layer: job of layer " + std::to_string(layer) + " not issued yet");
+  return (*of_layers)[layer - 1];
+}
+
+void LayerPipeline::resolve_log(const std::vector<TransferPlanner::Issued>& log, std::vector<AskedSource>& into) {
+  for (const TransferPlanner::Issued& is : log) layer_jobs_[is.batch.id];  // this log's own jobs, mapped as issued
+  into.clear();
+  for (size_t i = 0; i < log.size(); ++i)
+    for (JobId j : log[i].batch.asked) {
+      AskedSource a;
+      a.batch = static_cast<uint32_t>(i);
+      // A batch of this log: its new job where the log is issued again.
+      for (size_t k = 0; k < log.size() && a.in_log == UINT32_MAX; ++k)
+        if (log[k].batch.id == j) a.in_log = static_cast<uint32_t>(k);
+      if (a.in_log == UINT32_MAX) {
+        a.src = source_of(j);
+        if (!a.src.of_layers && board_.done(j)) continue;
+      }
+      into.push_back(a);
+    }
+}
+
+const std::vector<TransferPlanner::Asked>& LayerPipeline::asked_for(const std::vector<AskedSource>& srcs, uint32_t layer) {
+  asked_now_.clear();
+  for (const AskedSource& a : srcs) {
+    TransferPlanner::Asked x;
+    x.batch = a.batch;
+    x.in_log = a.in_log;
+    if (a.in_log == UINT32_MAX) x.job = a.src.job_of(layer);
+    asked_now_.push_back(x);
+  }
+  return asked_now_;
+}
+
 // Layer l's selection: layer 0's waits and batches, as layer l's.
 void LayerPipeline::reissue_select(uint32_t layer) {
   const uint64_t k = clock_base_ + layer;
@@ -882,15 +940,15 @@ void LayerPipeline::reissue_select(uint32_t layer) {
   kv_.sample_occupancy(sg4::Engine::get_clock());
   rep_ids_.clear();
   const size_t mark = slot.waits.size();
-  tp_.reissue(rep_.select_log, [&](JobId j) { return layer_job(j, layer); }, &slot.waits, &slot.extra_gpu_s, rep_ids_);
+  tp_.reissue(rep_.select_log, asked_for(rep_.select_asked, layer), &slot.waits, &slot.extra_gpu_s, rep_ids_);
   add_layer_jobs(layer, rep_ids_);
   // Layer 0's waits as layer l's, once layer l's batches have their jobs: a
   // block of the GPU may wait for a job its own selection issued (a read
   // from the prefix cache), which is layer l's new one. Ahead of the
   // batches' own, in the order layer 0 waits.
   rep_waits_.clear();
-  for (JobId j : rep_.select_waits) {
-    const JobId m = layer_job(j, layer);
+  for (const JobSource& src : rep_.select_wait_srcs) {
+    const JobId m = src.job_of(layer);
     if (!board_.done(m)) rep_waits_.push_back(m);
   }
   slot.waits.insert(slot.waits.begin() + static_cast<std::ptrdiff_t>(mark), rep_waits_.begin(), rep_waits_.end());
@@ -903,7 +961,7 @@ void LayerPipeline::reissue_select(uint32_t layer) {
 void LayerPipeline::reissue_append(uint32_t layer) {
   kv_.sample_occupancy(sg4::Engine::get_clock());
   rep_ids_.clear();
-  tp_.reissue(rep_.append_log, [&](JobId j) { return layer_job(j, layer); }, nullptr, nullptr, rep_ids_);
+  tp_.reissue(rep_.append_log, asked_for(rep_.append_asked, layer), nullptr, nullptr, rep_ids_);
   add_layer_jobs(layer, rep_ids_);
   for (const PrefillOutput::StagedWrites& w : rep_.staged) {
     PrefillOutput::StagedWrites m;

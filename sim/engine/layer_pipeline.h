@@ -155,6 +155,23 @@ class LayerPipeline {
   // prefix cache write every layer waits for).
   JobId layer_job(JobId j, uint32_t layer) const;
   void add_layer_jobs(uint32_t layer, const std::vector<std::pair<JobId, JobId>>& ids);
+  // Layer 0's job as any layer's, found once an iteration (source_of).
+  struct JobSource {
+    JobId self = kNoJob;
+    const std::vector<JobId>* of_layers = nullptr;  // layers 1..L-1's, as issued; null: no layer's, `self` for all
+    JobId job_of(uint32_t layer) const;
+  };
+  JobSource source_of(JobId j);
+  // A job a logged batch waits for: a batch of the same log, or a source.
+  struct AskedSource {
+    uint32_t batch = 0;  // the log's batch that asked
+    uint32_t in_log = UINT32_MAX;
+    JobSource src;
+  };
+  void resolve_log(const std::vector<TransferPlanner::Issued>& log, std::vector<AskedSource>& into);
+  // Layer l's names for the asked jobs of a log (reused storage).
+  const std::vector<TransferPlanner::Asked>& asked_for(const std::vector<AskedSource>& srcs, uint32_t layer);
+  std::vector<TransferPlanner::Asked> asked_now_;
   // Tells the prefill output what GPU tier the full run has with `selected`
   // layers selected and `appended` appended (each layer's as layer 0's).
   void represent_gpu(uint32_t selected, uint32_t appended);
@@ -162,6 +179,8 @@ class LayerPipeline {
   struct Representative {
     std::vector<TransferPlanner::Issued> select_log, append_log;
     std::vector<JobId> select_waits;  // layer 0's waits before its flush, each as asked (done or not)
+    std::vector<JobSource> select_wait_srcs;              // the same, found once
+    std::vector<AskedSource> select_asked, append_asked;  // the logs' asked jobs, found once
     std::vector<uint64_t> seq_tokens;
     uint64_t kv_blocks = 0, kv_tokens = 0;
     std::vector<PrefillOutput::StagedWrites> staged;  // layer 0's prefill output written below

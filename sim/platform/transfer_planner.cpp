@@ -475,29 +475,27 @@ void TransferPlanner::flush(std::vector<JobId>* waits, double* gpu_codec_s) {
   for (size_t t = 0; t < n; ++t) submit(prefetch_batches_[t], t, 0, false, waits, gpu_codec_s);
 }
 
-void TransferPlanner::reissue(const std::vector<Issued>& log, const std::function<JobId(JobId)>& map,
+void TransferPlanner::reissue(const std::vector<Issued>& log, const std::vector<Asked>& asked,
                               std::vector<JobId>* waits, double* gpu_codec_s, std::vector<std::pair<JobId, JobId>>& ids) {
   const bool recording = recording_;
   recording_ = false;  // what is issued again is no layer 0's
   const size_t first = ids.size();
   for (const Issued& is : log) ids.emplace_back(is.batch.id, board_.create());
+  size_t n = 0;
   for (size_t i = 0; i < log.size(); ++i) {
     const Issued& is = log[i];
     Batch bt = is.batch;
     bt.id = ids[first + i].second;
     bt.deps.clear();
     bt.asked.clear();
-    for (JobId j : is.batch.asked) {
-      // A job of this log (a read up into room a demotion in it makes) is
-      // its new one; any other, the layer's as `map` names it.
-      JobId m = kNoJob;
-      for (size_t k = first; k < ids.size() && m == kNoJob; ++k)
-        if (ids[k].first == j) m = ids[k].second;
-      if (m == kNoJob) m = map(j);
+    for (; n < asked.size() && asked[n].batch == i; ++n) {
+      const Asked& a = asked[n];
+      const JobId m = a.in_log != UINT32_MAX ? ids[first + a.in_log].second : a.job;
       if (!board_.done(m)) add_dep(bt.deps, m);
     }
     submit(bt, is.from_ep, is.to_ep, is.critical, is.critical ? waits : nullptr, gpu_codec_s);
   }
+  if (n != asked.size()) throw std::logic_error("reissue: asked jobs out of the log's order");
   recording_ = recording;
 }
 

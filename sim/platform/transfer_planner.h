@@ -9,7 +9,6 @@
 // on the GPU beside the next kernel (compressed bytes all the way).
 #pragma once
 
-#include <functional>
 #include <memory>
 #include <utility>
 #include <unordered_map>
@@ -122,12 +121,20 @@ class TransferPlanner final : public MoveSink {
     into.swap(issued_);
     issued_.clear();
   }
+  // A job logged batch `batch` was asked to wait for, as another layer's: a
+  // batch of the same log (its index there), or a job named outright.
+  struct Asked {
+    uint32_t batch = 0;
+    uint32_t in_log = UINT32_MAX;
+    JobId job = kNoJob;
+  };
   // Issues `log` again as another layer's: new jobs, each waiting for what
-  // its original waited for as `map` names it for that layer (a job not yet
-  // done), submitted as a flush submits them (waits and GPU codec work as
-  // flush). Appends (original, new) job pairs to `ids`, all of them made
-  // before any dependency is named (a batch may wait for one issued after it).
-  void reissue(const std::vector<Issued>& log, const std::function<JobId(JobId)>& map, std::vector<JobId>* waits,
+  // its original waited for as `asked` names it for that layer (in the
+  // log's order of batches; those of its jobs not yet done), submitted
+  // as a flush submits them (waits and GPU codec work as flush). Appends
+  // (original, new) job pairs to `ids`, all of them made before any
+  // dependency is named (a batch may wait for one issued after it).
+  void reissue(const std::vector<Issued>& log, const std::vector<Asked>& asked, std::vector<JobId>* waits,
                double* gpu_codec_s, std::vector<std::pair<JobId, JobId>>& ids);
 
   struct Batch {
