@@ -13,7 +13,8 @@ TransferPlanner::TransferPlanner(const EngineSetup& s, EngineCounters& c, Platfo
                                  Timeline& timeline)
     : s_(s), c_(c), platform_(platform), board_(board), timeline_(timeline) {
   const size_t nt = s_.tiers();
-  batches_.assign((nt + 1) * (nt + 1), Batch{});
+  eps_ = nt + 1;
+  batches_.assign(eps_ * eps_, Batch{});
   prefetch_batches_.assign(nt, Batch{});
 }
 
@@ -167,7 +168,7 @@ Stream& TransferPlanner::stream(size_t from, size_t to) {
 }
 
 JobId TransferPlanner::add(size_t from_ep, size_t to_ep, uint32_t layer, double raw_bytes, JobId wait_for) {
-  Batch& bt = batches_[from_ep * (s_.tiers() + 1) + to_ep];
+  Batch& bt = batches_[from_ep * eps_ + to_ep];
   accumulate(bt, from_ep, to_ep, layer, raw_bytes, wait_for);
   return bt.id;
 }

@@ -199,6 +199,7 @@ class TransferPlanner final : public MoveSink {
   Stream* act_in_ = nullptr;      // activations host -> GPU
   Stream* act_out_ = nullptr;     // activations GPU -> host
   std::vector<Batch> batches_;           // (n+1) x (n+1) endpoints
+  size_t eps_ = 0;                       // n+1: a row of batches_ (add's index, per block)
   std::vector<Batch> prefetch_batches_;  // per tier: predicted blocks
   double gpu_codec_s_ = 0;               // GPU codec work waiting for the next kernel
   double staged_bytes_ = 0;              // into the GPU endpoint, since take_staged_bytes
