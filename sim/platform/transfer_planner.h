@@ -156,7 +156,8 @@ class TransferPlanner final : public MoveSink {
   void mirror_streams();
   // The per-byte factors of bt for its endpoints and `layer`.
   void open_layer(Batch& bt, size_t from_ep, size_t to_ep, uint32_t layer) const;
-  void accumulate(Batch& bt, size_t from_ep, size_t to_ep, uint32_t layer, double raw_bytes, JobId wait_for);
+  [[gnu::noinline]] void accumulate(Batch& bt, size_t from_ep, size_t to_ep, uint32_t layer, double raw_bytes,
+                                    JobId wait_for);
   void submit(Batch& bt, size_t a, size_t b, bool critical, std::vector<JobId>* waits, double* gpu_codec_s);
   void submit_through_host(Batch& bt, size_t a, size_t b);
   double cpu_pool_s(const Batch& bt) const;
