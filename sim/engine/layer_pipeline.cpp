@@ -302,6 +302,10 @@ void LayerPipeline::fetch_selected(Slot& slot, uint32_t layer) {
   // What is read into the GPU from pageable host memory (pin_cache false), raw bytes.
   const int pageable_tier = s_.weights && !s_.weights->plan().pin_cache ? host_tier : -1;
   double host_raw = 0;
+  // Fixed for the layer: read once here, not again for every block after
+  // the policies' calls (which the compiler must assume change them).
+  const bool gpu_tier = s_.gpu_tier, representative = s_.kv_representative;
+  PromotionPolicy& promote = *s_.pol.promote;
   for (BlockId b : sel_) {
     const TierId t = t_.tier[b];
     const double bb = kv_.data_bytes(b);
@@ -310,10 +314,11 @@ void LayerPipeline::fetch_selected(Slot& slot, uint32_t layer) {
     // it is leaving, which keeps the memory until the write lands.
     const TierId at = kv_.hit(b);
     const bool draining = at != t;  // a block is read from elsewhere only while it drains
-    if (s_.gpu_tier && t == 0) {
-      if (!board_.done(kv_.pending(b))) slot.waits.push_back(kv_.pending(b));
+    if (gpu_tier && t == 0) {
+      const JobId p = kv_.pending(b);
+      if (!board_.done(p)) slot.waits.push_back(p);
       // Layer l's block waits for its own move, done or not at layer 0's selection.
-      if (s_.kv_representative && kv_.pending(b) != kNoJob) add_dep(rep_.select_waits, kv_.pending(b));
+      if (representative && p != kNoJob) add_dep(rep_.select_waits, p);
       continue;
     }
     if (cpu_attn) {
@@ -336,26 +341,27 @@ void LayerPipeline::fetch_selected(Slot& slot, uint32_t layer) {
     // kept: that buffer is reused layer after layer, so a read waits for the write.
     if (draining) {
       const size_t src = at;
-      if (s_.gpu_tier && src == 0) continue;  // still on the GPU
+      if (gpu_tier && src == 0) continue;  // still on the GPU
       tp_.add(src, gpu_ep, layer, bb, kNoJob);
       continue;
     }
-    if (s_.gpu_tier && s_.pol.promote->promote(b, t, t_)) {
-      const TierId dest = s_.pol.promote->promote_to(b, t, t_);
-      if (dest < t && kv_.make_room(dest)) {
-        if (dest == 0) {
-          if (static_cast<int>(t) == pageable_tier) host_raw += bb;
-          kv_.read_up(b, t, 0, layer);
+    if (gpu_tier && promote.promote(b, t, t_)) {
+      const TierId dest = promote.promote_to(b, t, t_);
+      // Into the GPU's tier (t > 0 here): its room and the read up in one step.
+      if (dest == 0 && kv_.read_up_into_room(b, t, 0, layer)) {
+        if (static_cast<int>(t) == pageable_tier) host_raw += bb;
+        ++c_.promoted_blocks;
+        continue;
+      }
+      if (dest != 0 && dest < t && kv_.make_room(dest)) {
+        // Up to an intermediate tier; then on into the GPU where it fits
+        // (its copy stays in the intermediate tier), else attention reads
+        // it from there.
+        kv_.read_up(b, t, dest, layer);
+        if (kv_.make_room(0)) {
+          kv_.read_up(b, dest, 0, layer);
         } else {
-          // Up to an intermediate tier; then on into the GPU where it fits
-          // (its copy stays in the intermediate tier), else attention reads
-          // it from there.
-          kv_.read_up(b, t, dest, layer);
-          if (kv_.make_room(0)) {
-            kv_.read_up(b, dest, 0, layer);
-          } else {
-            tp_.add(dest, gpu_ep, layer, bb, kv_.pending(b));
-          }
+          tp_.add(dest, gpu_ep, layer, bb, kv_.pending(b));
         }
         ++c_.promoted_blocks;
         continue;

@@ -47,6 +47,7 @@ KvStore::KvStore(EngineSetup& s, EngineCounters& c, ValidationCache* validating)
     t_.allocate(total_blocks, kNotCreated);
   }
   for (const TierInfo& ti : t_.tiers) capacity_.push_back(ti.capacity_blocks);
+  set_unit_bytes();
   // Every route a block may take must exist; this also reports unreachable devices now.
   for (size_t d : s_.tier_dev)
     if (d != s_.gpu_dev) {
@@ -166,6 +167,7 @@ void KvStore::add_tier(size_t i) {
 
 void KvStore::start(MoveSink& sink) {
   planner_ = &sink;
+  set_unit_bytes();
   exclusive_ = s_.pol.evict->exclusive();
   drops_ = s_.pol.evict->drops();
   motion_.assign(t_.size(), Motion{});
@@ -189,14 +191,6 @@ void KvStore::waste_prefetch(BlockId b) {
   c_.prefetch.wasted_bytes += static_cast<uint64_t>(t_.block_bytes * s_.fraction(motion_[b].predicted_from, t_.layer_of(b)));
   motion_[b].predicted = 0;
   --predicted_blocks_;
-}
-
-bool KvStore::drop_oldest_copy(TierId t) {
-  const BlockId c = copy_lists_[t].tail;
-  if (c == kNoBlock) return false;
-  drop_copy(c, t);
-  ++c_.copies_dropped;
-  return true;
 }
 
 void KvStore::invalidate_copies(BlockId b) {
@@ -256,19 +250,11 @@ void KvStore::release(BlockId b) {
 }
 
 // Where a lower tier still holds a valid copy, the highest such copy
-// becomes b's own again (no bytes move); otherwise b is written to the tier
-// below, and its room here stays in use until the write lands (a drain).
-// The caller has made room below unless free_demotion(b).
-void KvStore::demote(BlockId v, TierId from, size_t mark) {
+// becomes b's own again (no bytes move: demote); otherwise b is written to
+// the tier below, and its room here stays in use until the write lands (a
+// drain). The caller has made room below.
+void KvStore::write_down(BlockId v, TierId from, size_t mark) {
   const TierId to = static_cast<TierId>(from + 1);
-  ++c_.demoted_blocks;
-  if (free_demotion(v)) {
-    TierId c = static_cast<TierId>(from + 1);
-    while (!t_.has_copy(v, c)) ++c;
-    drop_copy(v, c);
-    move(v, from, c);
-    return;
-  }
   JobId j = planner_->add(from, to, t_.layer_of(v), data_bytes(v), motion_[v].job);
   move(v, from, to);
   motion_[v].job = j;
@@ -347,6 +333,12 @@ bool KvStore::make_room(TierId t) {
     if (!room_below(v, t)) return false;
     demote(v, t, mark);
   }
+  return true;
+}
+
+bool KvStore::read_up_into_room(BlockId b, TierId from, TierId to, uint32_t layer) {
+  if (!make_room(to)) return false;
+  read_up(b, from, to, layer);
   return true;
 }
 

@@ -62,7 +62,12 @@ class KvStore {
     const uint64_t first = uint64_t(t_.index_of(b)) * s_.bt;
     return tokens_now_ > first ? std::min<uint64_t>(s_.bt, tokens_now_ - first) : 1;
   }
-  double data_bytes(BlockId b) const { return double(held_tokens(b)) * double(s_.kv_unit_bytes_per_token()); }
+  // Asked once or twice per block access: a whole block's bytes and the
+  // bytes per token are the run's (start), not derived from the model again
+  // each time (the same product, so the same doubles).
+  double data_bytes(BlockId b) const {
+    return s_.tokens_unit ? double(held_tokens(b)) * unit_bytes_ : whole_block_bytes_;
+  }
   // One sequence's prompt KV of one layer as prefill computes it (0 without
   // computed prefill): what a prefill kernel of one sequence outputs.
   double prefill_output_bytes() const {
@@ -137,6 +142,11 @@ class KvStore {
     motion_[b].src = kNoSource;
     return j;
   }
+  // A promotion as one step: room made in tier `to` (make_room), then b's
+  // data read up into it from tier `from` (read_up); false, with nothing
+  // read, where no room can be made. Every promoted block does both: one
+  // call, defined beside make_room and demote so the three compile together.
+  bool read_up_into_room(BlockId b, TierId from, TierId to, uint32_t layer);
   // A prediction brings b (below the GPU tier, not predicted yet) to the
   // GPU tier if room can be made there; whether it did.
   bool prefetch_up(BlockId b, uint32_t layer);
@@ -242,11 +252,30 @@ class KvStore {
     n.prev = n.next = kNoBlock;
     --t_.tiers[t].used_blocks;
   }
-  bool drop_oldest_copy(TierId t);
+  bool drop_oldest_copy(TierId t) {
+    const BlockId c = copy_lists_[t].tail;
+    if (c == kNoBlock) return false;
+    drop_copy(c, t);
+    ++c_.copies_dropped;
+    return true;
+  }
   // b leaves tier `from`: to the highest valid copy below, or written down.
   // `mark`: room_waits_ from there on are the waits of the room made below
-  // for b (they become part of b's drain).
-  void demote(BlockId b, TierId from, size_t mark);
+  // for b (they become part of b's drain). Inline where b has a copy below
+  // (no bytes move: a promotion's demotion, where the victim was read up
+  // before); a write down is write_down's.
+  void demote(BlockId v, TierId from, size_t mark) {
+    ++c_.demoted_blocks;
+    if (!free_demotion(v)) {
+      write_down(v, from, mark);
+      return;
+    }
+    TierId c = static_cast<TierId>(from + 1);
+    while (!t_.has_copy(v, c)) ++c;
+    drop_copy(v, c);
+    move(v, from, c);
+  }
+  void write_down(BlockId v, TierId from, size_t mark);
   // A drain of tier t: the block written down, its write, and the writes
   // the room it went into was still waiting for.
   struct Drain {
@@ -276,6 +305,13 @@ class KvStore {
   BlockTable t_;
   MoveSink* planner_ = nullptr;
   uint64_t tokens_now_ = 0;
+  // data_bytes: the KV bytes of a token of one block-table layer, and of a
+  // whole block of them, fixed for a run (set by the constructor and start).
+  double unit_bytes_ = 0, whole_block_bytes_ = 0;
+  void set_unit_bytes() {
+    unit_bytes_ = double(s_.kv_unit_bytes_per_token());
+    whole_block_bytes_ = double(uint64_t(s_.bt)) * unit_bytes_;
+  }
   bool defer_budget_ = false;
   // The eviction policy's kind, fixed for a run: read once (start), not per move.
   bool exclusive_ = false, drops_ = false;

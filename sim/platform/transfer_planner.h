@@ -163,7 +163,8 @@ class TransferPlanner final : public MoveSink {
   void mirror_streams();
   // The per-byte factors of bt for its endpoints and `layer`.
   void open_layer(Batch& bt, size_t from_ep, size_t to_ep, uint32_t layer) const;
-  void accumulate(Batch& bt, size_t from_ep, size_t to_ep, uint32_t layer, double raw_bytes, JobId wait_for);
+  [[gnu::noinline]] void accumulate(Batch& bt, size_t from_ep, size_t to_ep, uint32_t layer, double raw_bytes,
+                                    JobId wait_for);
   void submit(Batch& bt, size_t a, size_t b, bool critical, std::vector<JobId>* waits, double* gpu_codec_s);
   void submit_through_host(Batch& bt, size_t a, size_t b);
   double cpu_pool_s(const Batch& bt) const;
@@ -206,6 +207,7 @@ class TransferPlanner final : public MoveSink {
   Stream* act_in_ = nullptr;      // activations host -> GPU
   Stream* act_out_ = nullptr;     // activations GPU -> host
   std::vector<Batch> batches_;           // (n+1) x (n+1) endpoints
+  size_t eps_ = 0;                       // n+1: a row of batches_ (add's index, per block)
   std::vector<Batch> prefetch_batches_;  // per tier: predicted blocks
   double gpu_codec_s_ = 0;               // GPU codec work waiting for the next kernel
   double staged_bytes_ = 0;              // into the GPU endpoint, since take_staged_bytes
