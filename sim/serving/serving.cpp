@@ -404,7 +404,9 @@ json ServingSimulation::run(const std::string& timeline_path) {
   timeline_->close();
   if (s_.kv_representative && !pipeline_->representative_why().empty())
     std::cerr << "kvtier: warning: serving.kv_layers \"representative\" is not exact for this run ("
-              << pipeline_->representative_why() << "); result.json's representative_layer says so\n";
+              << pipeline_->representative_why()
+              << "); it models per-layer KV memory (each layer its own Lth of every tier and eviction order), "
+                 "result.json's representative_layer says so\n";
   return metrics(end);
 }
 
