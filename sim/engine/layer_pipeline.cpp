@@ -737,7 +737,7 @@ void LayerPipeline::select_layer(uint64_t index, uint32_t layer, const std::vect
   rep_.select_wait_srcs.clear();
   for (JobId j : rep_.select_waits) {
     const JobSource src = source_of(j);
-    if (src.of_layers || !board_.done(j)) rep_.select_wait_srcs.push_back(src);
+    if (!settled(src)) rep_.select_wait_srcs.push_back(src);
   }
   const Slot& slot = ring_[clock_base_ % ring_.size()];
   rep_.seq_tokens = slot.seq_tokens;
@@ -869,13 +869,7 @@ void LayerPipeline::represent_gpu(uint32_t selected, uint32_t appended) {
   output_.represent_gpu_blocks((L - 1) * start + double(selected - 1) * sel + double(appended > 0 ? appended - 1 : 0) * app);
 }
 
-JobId LayerPipeline::layer_job(JobId j, uint32_t layer) const {
-  if (j == kNoJob) return j;
-  const auto it = layer_jobs_.find(j);
-  if (it == layer_jobs_.end()) return j;
-  if (it->second.size() < layer) throw std::logic_error("representative layer: job of layer " + std::to_string(layer) + " not issued yet");
-  return it->second[layer - 1];
-}
+JobId LayerPipeline::layer_job(JobId j, uint32_t layer) const { return source_of(j).job_of(layer); }
 
 void LayerPipeline::add_layer_jobs(uint32_t layer, const std::vector<std::pair<JobId, JobId>>& ids) {
   for (const auto& [j0, jl] : ids) {
@@ -891,7 +885,7 @@ void LayerPipeline::add_layer_jobs(uint32_t layer, const std::vector<std::pair<J
 // issues it), so that the other log's batches can name it. A job that no
 // layer has an entry for and that is done stays done: it is passed over
 // once here rather than at every layer (most of what blocks last waited for).
-LayerPipeline::JobSource LayerPipeline::source_of(JobId j) {
+LayerPipeline::JobSource LayerPipeline::source_of(JobId j) const {
   JobSource src;
   src.self = j;
   if (j == kNoJob) return src;
@@ -918,7 +912,7 @@ void LayerPipeline::resolve_log(const std::vector<TransferPlanner::Issued>& log,
         if (log[k].batch.id == j) a.in_log = static_cast<uint32_t>(k);
       if (a.in_log == UINT32_MAX) {
         a.src = source_of(j);
-        if (!a.src.of_layers && board_.done(j)) continue;
+        if (settled(a.src)) continue;
       }
       into.push_back(a);
     }

@@ -161,7 +161,9 @@ class LayerPipeline {
     const std::vector<JobId>* of_layers = nullptr;  // layers 1..L-1's, as issued; null: no layer's, `self` for all
     JobId job_of(uint32_t layer) const;
   };
-  JobSource source_of(JobId j);
+  JobSource source_of(JobId j) const;
+  // Done for every layer (no layer's and done): nothing need wait for it.
+  bool settled(const JobSource& src) const { return !src.of_layers && board_.done(src.self); }
   // A job a logged batch waits for: a batch of the same log, or a source.
   struct AskedSource {
     uint32_t batch = 0;  // the log's batch that asked
