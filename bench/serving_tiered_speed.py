@@ -19,7 +19,13 @@ point in full and with one representative layer (serving.kv_layers), whose
 row says whether it was exact and counts the full run's block accesses. Each run is a whole process, timed on one pinned core: user + system
 seconds and peak memory from the kernel's accounting of the finished child
 (os.wait4), the block accesses from the run's own result.json
-(kv.block_accesses), and the cost per access is their quotient. With
+(kv.block_accesses), and the cost per access is their quotient. Where the KV
+spills, an access can also move blocks (a promotion into the GPU, the demotion
+that makes its room, a write down where the victim has no valid copy below):
+"moves per access" is (kv.blocks_promoted + kv.blocks_demoted +
+kv.blocks_written_back) / kv.block_accesses, and "ns per operation" divides
+the CPU time by the accesses and those moves together, the store's work
+whatever the mix. With
 --baseline B (another build of kvtier) every point runs on both binaries in
 turn, the ratio is taken pair by pair, and the two results must agree (or the
 row says which differ); a point the baseline refuses says so.
@@ -154,7 +160,9 @@ def main():
                 r = json.load(open(os.path.join(out, "result.json")))
                 results[i] = r["metrics"]
                 tables[i] = table_blocks(r)
-        accesses = results[0].get("kv", {}).get("block_accesses", 0)
+        kv = results[0].get("kv", {})
+        accesses = kv.get("block_accesses", 0)
+        moves = kv.get("blocks_promoted", 0) + kv.get("blocks_demoted", 0) + kv.get("blocks_written_back", 0)
         if "representative_layer" in results[0]:
             name += ", exact" if results[0]["representative_layer"]["exact"] else ", NOT exact"
         if len([x for x in a.kv_layers.split(",") if x]) > 1:  # the rows of a pair compare
@@ -163,18 +171,19 @@ def main():
         if a.baseline and results[1] is not None:
             agree = "same results" if results[0] == results[1] else "results differ"
         ratio = med([x / y for x, y in zip(cpu[1], cpu[0])]) if a.baseline and cpu[1] else None
-        rows.append((name, accesses, [med(c) if c else None for c in cpu], [med(m) if m else None for m in peak],
+        rows.append((name, accesses, moves, [med(c) if c else None for c in cpu], [med(m) if m else None for m in peak],
                      ratio, errors[1] if a.baseline else None, agree, tables))
-    head = "| run | block accesses | table blocks | cpu s | ns per access | peak MiB |"
-    sep = "|---|---|---|---|---|---|"
+    head = "| run | block accesses | moves per access | table blocks | cpu s | ns per access | ns per operation | peak MiB |"
+    sep = "|---|---|---|---|---|---|---|---|"
     if a.baseline:
         head += " baseline table blocks | baseline cpu s | baseline ns per access | baseline peak MiB | baseline / this (cpu) | results |"
         sep += "---|---|---|---|---|---|"
     print(head)
     print(sep)
     per = lambda c, n: "%.0f" % (1e9 * c / n) if n else "-"
-    for name, acc, c, m, r, err, agree, tb in rows:
-        line = "| %s | %d | %s | %.2f | %s | %.0f |" % (name, acc, tb[0] or "-", c[0], per(c[0], acc), m[0])
+    for name, acc, mv, c, m, r, err, agree, tb in rows:
+        line = "| %s | %d | %s | %s | %.2f | %s | %s | %.0f |" % (
+            name, acc, "%.2f" % (mv / acc) if acc else "-", tb[0] or "-", c[0], per(c[0], acc), per(c[0], acc + mv), m[0])
         if a.baseline:
             if err:
                 line += " refused: %s | | | | | |" % err.replace("|", "/")
