@@ -143,40 +143,54 @@ inline double hash_unit(uint64_t x) {
   return (double(x >> 11) + 0.5) * (1.0 / 9007199254740992.0);
 }
 
-// Per-tier recency order as an intrusive doubly linked list over a flat
-// array (one node per block, since a block lives in one tier; a node's two
-// links share a cache line): push, unlink and the least recent block are
-// O(1) and allocate nothing. Front = most recent.
-struct RecencyLists {
+// Per-tier recency order as intrusive doubly linked lists over a flat array:
+// a node per block (a block lives in one tier; a node's two links share a
+// cache line) and, after the blocks' nodes, one sentinel per tier through
+// which that tier's list is a circle. A link and an unlink are then the same
+// few stores wherever the block is, with no case for either end of a list;
+// the least recent block is O(1) and nothing is allocated. Front = most
+// recent; prev, next, head and tail answer kNoBlock past either end.
+class RecencyLists {
+ public:
   struct Links {
     BlockId prev = kNoBlock, next = kNoBlock;
   };
-  std::vector<Links> links;
-  std::vector<BlockId> head, tail;
-
   void setup(size_t blocks, size_t tiers) {
-    links.assign(blocks, Links{});
-    head.assign(tiers, kNoBlock);
-    tail.assign(tiers, kNoBlock);
+    blocks_ = static_cast<BlockId>(blocks);
+    links_.assign(blocks + tiers, Links{});
+    for (size_t t = 0; t < tiers; ++t) {
+      const BlockId s = sentinel(static_cast<TierId>(t));
+      links_[s] = Links{s, s};
+    }
   }
-  BlockId prev(BlockId b) const { return links[b].prev; }
-  BlockId next(BlockId b) const { return links[b].next; }
   void push_front(BlockId b, TierId t) {
-    Links& l = links[b];
-    l.prev = kNoBlock;
-    l.next = head[t];
-    if (head[t] != kNoBlock) links[head[t]].prev = b;
-    head[t] = b;
-    if (tail[t] == kNoBlock) tail[t] = b;
+    const BlockId s = sentinel(t);
+    Links& head = links_[s];
+    Links& l = links_[b];
+    l.prev = s;
+    l.next = head.next;
+    links_[head.next].prev = b;
+    head.next = b;
   }
-  void unlink(BlockId b, TierId t) {
-    Links& l = links[b];
-    if (l.prev != kNoBlock) links[l.prev].next = l.next;
-    else if (head[t] == b) head[t] = l.next;
-    if (l.next != kNoBlock) links[l.next].prev = l.prev;
-    else if (tail[t] == b) tail[t] = l.prev;
+  // A block in no list (never linked, or unlinked) is left as it is.
+  void unlink(BlockId b) {
+    Links& l = links_[b];
+    if (l.prev == kNoBlock) return;
+    links_[l.prev].next = l.next;
+    links_[l.next].prev = l.prev;
     l.prev = l.next = kNoBlock;
   }
+  BlockId prev(BlockId b) const { return block_or_none(links_[b].prev); }
+  BlockId next(BlockId b) const { return block_or_none(links_[b].next); }
+  BlockId head(TierId t) const { return block_or_none(links_[sentinel(t)].next); }
+  BlockId tail(TierId t) const { return block_or_none(links_[sentinel(t)].prev); }
+
+ private:
+  BlockId sentinel(TierId t) const { return blocks_ + t; }
+  // A sentinel (or an unlinked node's kNoBlock) is no block.
+  BlockId block_or_none(BlockId b) const { return b < blocks_ ? b : kNoBlock; }
+  std::vector<Links> links_;
+  BlockId blocks_ = 0;
 };
 
 }  // namespace kvtier

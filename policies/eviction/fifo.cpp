@@ -16,12 +16,12 @@ class FifoEviction : public EvictionPolicy {
   }
   void on_insert(BlockId b, TierId t) override { lists_.push_front(b, t); }
   void on_access(BlockId, TierId) override {}
-  void on_remove(BlockId b, TierId t) override { lists_.unlink(b, t); }
+  void on_remove(BlockId b, TierId) override { lists_.unlink(b); }
   bool forgets_departed() const override { return true; }
   BlockId victim(TierId t) override {
     // Unlike LRU, a use does not move a block, so pinned blocks can sit
     // anywhere: walk from the oldest to the first unpinned one.
-    for (BlockId b = lists_.tail[t]; b != kNoBlock; b = lists_.prev(b))
+    for (BlockId b = lists_.tail(t); b != kNoBlock; b = lists_.prev(b))
       if (!table_->pinned(b)) return b;
     return kNoBlock;
   }

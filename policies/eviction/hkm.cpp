@@ -53,19 +53,19 @@ class HkmEviction : public EvictionPolicy {
   }
   void on_access(BlockId b, TierId t) override {
     hits_.hit(b, table_->step);
-    lists_.unlink(b, t);
+    lists_.unlink(b);
     lists_.push_front(b, t);
   }
   void on_remove(BlockId b, TierId t) override {
     counts_.remove(*table_, b, t);
-    lists_.unlink(b, t);
+    lists_.unlink(b);
   }
 
   BlockId victim(TierId t) override {
     const BlockTable& tb = *table_;
     BlockId best = kNoBlock;
     uint32_t best_hits = 0, seen = 0;
-    for (BlockId b = lists_.tail[t]; b != kNoBlock && seen < candidates_; b = lists_.prev(b)) {
+    for (BlockId b = lists_.tail(t); b != kNoBlock && seen < candidates_; b = lists_.prev(b)) {
       if (!eligible(b, t)) continue;
       uint32_t h = hits_.hits(b, tb.step);
       if (best == kNoBlock || h < best_hits) {

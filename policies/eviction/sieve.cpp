@@ -28,11 +28,11 @@ class SieveEviction : public EvictionPolicy {
   void on_access(BlockId b, TierId) override { visited_[b] = 1; }
   void on_remove(BlockId b, TierId t) override {
     if (hand_[t] == b) hand_[t] = lists_.prev(b);
-    lists_.unlink(b, t);
+    lists_.unlink(b);
     --size_[t];
   }
   BlockId victim(TierId t) override {
-    BlockId b = hand_[t] != kNoBlock ? hand_[t] : lists_.tail[t];
+    BlockId b = hand_[t] != kNoBlock ? hand_[t] : lists_.tail(t);
     if (b == kNoBlock) return kNoBlock;
     // Two sweeps clear every visited bit; a third finds nothing only if every
     // block is pinned.
@@ -42,7 +42,7 @@ class SieveEviction : public EvictionPolicy {
         return b;
       }
       visited_[b] = 0;
-      b = lists_.prev(b) != kNoBlock ? lists_.prev(b) : lists_.tail[t];
+      b = lists_.prev(b) != kNoBlock ? lists_.prev(b) : lists_.tail(t);
     }
     return kNoBlock;
   }

@@ -24,7 +24,7 @@ class GpuPrefixCache {
   bool holds(uint32_t b) const { return b < held_.size() && held_[b]; }
   // A finished request's block, freed with its contents (most recent first).
   void put(uint32_t b) {
-    if (held_[b]) order_.unlink(b, 0);
+    if (held_[b]) order_.unlink(b);
     else ++count_;
     held_[b] = 1;
     order_.push_front(b, 0);
@@ -32,14 +32,14 @@ class GpuPrefixCache {
   // An admitted request's block: in use, no longer free to hand out.
   void take(uint32_t b) {
     if (!held_[b]) return;
-    order_.unlink(b, 0);
+    order_.unlink(b);
     held_[b] = 0;
     --count_;
   }
   // The pool has `free_blocks` free blocks: the cached ones beyond that have
   // been handed out (least recently freed first).
   void trim(uint64_t free_blocks) {
-    while (count_ * per_block_ > free_blocks && order_.tail[0] != kNoBlock) take(order_.tail[0]);
+    while (count_ * per_block_ > free_blocks && order_.tail(0) != kNoBlock) take(order_.tail(0));
   }
   uint64_t blocks() const { return count_; }
   uint64_t pool_blocks() const { return count_ * per_block_; }
