@@ -347,13 +347,12 @@ void LayerPipeline::fetch_selected(Slot& slot, uint32_t layer) {
     }
     if (gpu_tier && promote.promote(b, t, t_)) {
       const TierId dest = promote.promote_to(b, t, t_);
-      // Into the GPU's tier (t > 0 here): its room and the read up in one step.
-      if (dest == 0 && kv_.read_up_into_room(b, t, 0, layer)) {
-        if (static_cast<int>(t) == pageable_tier) host_raw += bb;
-        ++c_.promoted_blocks;
-        continue;
-      }
-      if (dest != 0 && dest < t && kv_.make_room(dest)) {
+      // The tier the GPU reads b from once it is promoted (none: not promoted).
+      TierId read_from = kDropped;
+      if (dest == 0) {
+        // Into the GPU's tier (t > 0 here): its room and the read up in one step.
+        if (kv_.read_up_into_room(b, t, 0, layer)) read_from = t;
+      } else if (dest < t && kv_.make_room(dest)) {
         // Up to an intermediate tier; then on into the GPU where it fits
         // (its copy stays in the intermediate tier), else attention reads
         // it from there.
@@ -363,6 +362,10 @@ void LayerPipeline::fetch_selected(Slot& slot, uint32_t layer) {
         } else {
           tp_.add(dest, gpu_ep, layer, bb, kv_.pending(b));
         }
+        read_from = dest;
+      }
+      if (read_from != kDropped) {
+        if (static_cast<int>(read_from) == pageable_tier) host_raw += bb;
         ++c_.promoted_blocks;
         continue;
       }

@@ -172,6 +172,29 @@ TEST_CASE("pageable host memory: the CPU's copy into a pinned buffer holds back 
       CHECK(rel_err(m["mean_step_latency_s"].get<double>(), expect) < 1e-9);
     }
   }
+  SECTION("pin_cache false: KV promoted through host memory on its way up is copied into a pinned buffer too") {
+    // The same blocks reach the GPU from DRAM either way: promoted from DRAM,
+    // where they live (two tiers), or promoted from a disk below into DRAM
+    // and on into the GPU (three tiers): the CPU copies the same bytes.
+    const double B = 1e9, Mc = 1e9, M = 1e9;
+    json w = offload(100, 0);
+    w["pin_cache"] = false;
+    json hw = hardware(1e6, M / 1e9, B / 1e9, 1e6, Mc / 1e9);
+    json two = config(hw, w, 2, 1024, 4, json{{"name", "fractions"}, {"percent", {0, 100}}});
+    two["policies"]["promotion"] = {{"name", "on_access"}};
+    hw["devices"]["ssd"] = {{"kind", "dram"}, {"capacity_GB", 100}, {"bandwidth_GBps", 1e6}, {"latency_us", 0}};
+    hw["links"]["ssd_link"] = {{"ends", {"root", "ssd"}}, {"bandwidth_GBps", 5}, {"latency_us", 0}};
+    hw["tiers"] = {"gpu", "dram", "ssd"};
+    json three = config(hw, w, 2, 1024, 4, json{{"name", "fractions"}, {"percent", {0, 0, 100}}});
+    three["policies"]["promotion"] = {{"name", "threshold"}, {"min_accesses", 1}, {"to", 1}};
+    json a = simulate(two), b = simulate(three);
+    REQUIRE(a.contains("weights"));
+    REQUIRE(b.contains("weights"));
+    CHECK(a["blocks_promoted"].get<double>() > 0);
+    CHECK(b["blocks_promoted"].get<double>() == a["blocks_promoted"].get<double>());
+    CHECK(a["weights"]["pin_copy_s"].get<double>() > 0);
+    CHECK(b["weights"]["pin_copy_s"].get<double>() == Approx(a["weights"]["pin_copy_s"].get<double>()).epsilon(1e-12));
+  }
   SECTION("layer ahead: each iteration copies the next layer's KV, then computes while it crosses (FlexGen syncs)") {
     // Iteration k starts once layer k's KV has arrived; the CPU copies layer
     // k+1's (P), then layer k computes (c) while layer k+1's crosses (kv / B).
