@@ -343,6 +343,7 @@ void LayerPipeline::fetch_selected(Slot& slot, uint32_t layer) {
       const size_t src = at;
       if (gpu_tier && src == 0) continue;  // still on the GPU
       tp_.add(src, gpu_ep, layer, bb, kNoJob);
+      if (static_cast<int>(src) == pageable_tier) host_raw += bb;
       continue;
     }
     if (gpu_tier && promote.promote(b, t, t_)) {

@@ -195,6 +195,45 @@ TEST_CASE("pageable host memory: the CPU's copy into a pinned buffer holds back 
     CHECK(a["weights"]["pin_copy_s"].get<double>() > 0);
     CHECK(b["weights"]["pin_copy_s"].get<double>() == Approx(a["weights"]["pin_copy_s"].get<double>()).epsilon(1e-12));
   }
+  SECTION("pin_cache false: every byte read into the GPU from host memory is copied by the CPU first") {
+    // Blocks are read from DRAM where they live while others are demoted
+    // from it to a disk below (as DRAM fills, under LRU; between steps,
+    // under HKM's watermark). What the GPU reads from DRAM, all that crosses
+    // PCIe to it less what came up from the disk, the CPU copies first
+    // (reads and writes it: 2 bytes of memory traffic a byte).
+    const double B = 1e9, Mc = 1e9, M = 1e9;
+    json w = offload(100, 0);
+    w["pin_cache"] = false;
+    json hw = hardware(1e6, M / 1e9, B / 1e9, 1e6, Mc / 1e9);
+    hw["devices"]["ssd"] = {{"kind", "dram"}, {"capacity_GB", 100}, {"bandwidth_GBps", 1e6}, {"latency_us", 0}};
+    hw["links"]["ssd_link"] = {{"ends", {"root", "ssd"}}, {"bandwidth_GBps", 0.5}, {"latency_us", 0}};
+    for (const char* eviction : {"lru", "hkm"}) {
+      // LRU: DRAM on top, the rest demoted to the disk as it fills; HKM: a
+      // GPU holding 16 blocks above them, DRAM kept half full.
+      json h = hw;
+      json c;
+      if (std::string(eviction) == "lru") {
+        h["tiers"] = {"dram", "ssd"};
+        h["devices"]["dram"]["capacity_GB"] = 0.002;
+        c = config(h, w, 2, 1024, 4);
+        c["policies"]["eviction"] = {{"name", "lru"}};
+      } else {
+        h["tiers"] = {"gpu", "dram", "ssd"};
+        h["devices"]["gpu"]["capacity_GB"] = (kS * kL + 16 * 128 * kKvTok) / 1e9;  // the weights and 16 blocks
+        h["devices"]["dram"]["capacity_GB"] = 0.002;
+        c = config(h, w, 2, 1024, 4);
+        c["policies"]["eviction"] = {{"name", "hkm"}, {"watermark", 0.5}};
+      }
+      json m = simulate(c);
+      INFO(eviction);
+      REQUIRE(m.contains("weights"));
+      CHECK(m["blocks_demoted"].get<double>() > 0);
+      const double up = m["links"].contains("ssd_link:ssd->root") ? m["links"]["ssd_link:ssd->root"]["bytes"].get<double>() : 0;
+      const double from_dram = m["links"]["pcie:root->gpu"]["bytes"].get<double>() - up;
+      CHECK(from_dram > 0);
+      CHECK(m["weights"]["pin_copy_s"].get<double>() == Approx(2 * from_dram / Mc).epsilon(1e-9));
+    }
+  }
   SECTION("layer ahead: each iteration copies the next layer's KV, then computes while it crosses (FlexGen syncs)") {
     // Iteration k starts once layer k's KV has arrived; the CPU copies layer
     // k+1's (P), then layer k computes (c) while layer k+1's crosses (kv / B).
