@@ -149,7 +149,7 @@ inline double hash_unit(uint64_t x) {
 // which that tier's list is a circle. A link and an unlink are then the same
 // few stores wherever the block is, with no case for either end of a list;
 // the least recent block is O(1) and nothing is allocated. Front = most
-// recent; prev, next, head and tail answer kNoBlock past either end.
+// recent; prev and tail answer kNoBlock past the list's end.
 class RecencyLists {
  public:
   struct Links {
@@ -181,8 +181,6 @@ class RecencyLists {
     l.prev = l.next = kNoBlock;
   }
   BlockId prev(BlockId b) const { return block_or_none(links_[b].prev); }
-  BlockId next(BlockId b) const { return block_or_none(links_[b].next); }
-  BlockId head(TierId t) const { return block_or_none(links_[sentinel(t)].next); }
   BlockId tail(TierId t) const { return block_or_none(links_[sentinel(t)].prev); }
 
  private:

@@ -302,6 +302,11 @@ void LayerPipeline::fetch_selected(Slot& slot, uint32_t layer) {
   // What is read into the GPU from pageable host memory (pin_cache false), raw bytes.
   const int pageable_tier = s_.weights && !s_.weights->plan().pin_cache ? host_tier : -1;
   double host_raw = 0;
+  // Every read into the GPU says where from: a read from pageable host
+  // memory goes through the CPU's pinned-buffer copy.
+  auto read_into_gpu_from = [&](size_t src, double bytes) {
+    if (static_cast<int>(src) == pageable_tier) host_raw += bytes;
+  };
   // Fixed for the layer: read once here, not again for every block after
   // the policies' calls (which the compiler must assume change them).
   const bool gpu_tier = s_.gpu_tier, representative = s_.kv_representative;
@@ -343,16 +348,16 @@ void LayerPipeline::fetch_selected(Slot& slot, uint32_t layer) {
       const size_t src = at;
       if (gpu_tier && src == 0) continue;  // still on the GPU
       tp_.add(src, gpu_ep, layer, bb, kNoJob);
-      if (static_cast<int>(src) == pageable_tier) host_raw += bb;
+      read_into_gpu_from(src, bb);
       continue;
     }
     if (gpu_tier && promote.promote(b, t, t_)) {
       const TierId dest = promote.promote_to(b, t, t_);
-      // The tier the GPU reads b from once it is promoted (none: not promoted).
-      TierId read_from = kDropped;
+      bool promoted = false;
+      TierId read_from = t;  // where the GPU reads b from once it is promoted
       if (dest == 0) {
         // Into the GPU's tier (t > 0 here): its room and the read up in one step.
-        if (kv_.read_up_into_room(b, t, 0, layer)) read_from = t;
+        promoted = kv_.read_up_into_room(b, t, 0, layer);
       } else if (dest < t && kv_.make_room(dest)) {
         // Up to an intermediate tier; then on into the GPU where it fits
         // (its copy stays in the intermediate tier), else attention reads
@@ -364,15 +369,16 @@ void LayerPipeline::fetch_selected(Slot& slot, uint32_t layer) {
           tp_.add(dest, gpu_ep, layer, bb, kv_.pending(b));
         }
         read_from = dest;
+        promoted = true;
       }
-      if (read_from != kDropped) {
-        if (static_cast<int>(read_from) == pageable_tier) host_raw += bb;
+      if (promoted) {
+        read_into_gpu_from(read_from, bb);
         ++c_.promoted_blocks;
         continue;
       }
     }
     tp_.add(t, gpu_ep, layer, bb, kv_.pending(b));  // read through a staging buffer
-    if (static_cast<int>(t) == pageable_tier) host_raw += bb;
+    read_into_gpu_from(t, bb);
   }
   if (host_raw > 0) slot.host_read_bytes = crossing_bytes(static_cast<TierId>(pageable_tier), layer, host_raw);
 }

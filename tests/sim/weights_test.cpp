@@ -207,32 +207,28 @@ TEST_CASE("pageable host memory: the CPU's copy into a pinned buffer holds back 
     json hw = hardware(1e6, M / 1e9, B / 1e9, 1e6, Mc / 1e9);
     hw["devices"]["ssd"] = {{"kind", "dram"}, {"capacity_GB", 100}, {"bandwidth_GBps", 1e6}, {"latency_us", 0}};
     hw["links"]["ssd_link"] = {{"ends", {"root", "ssd"}}, {"bandwidth_GBps", 0.5}, {"latency_us", 0}};
-    for (const char* eviction : {"lru", "hkm"}) {
-      // LRU: DRAM on top, the rest demoted to the disk as it fills; HKM: a
-      // GPU holding 16 blocks above them, DRAM kept half full.
-      json h = hw;
-      json c;
-      if (std::string(eviction) == "lru") {
-        h["tiers"] = {"dram", "ssd"};
-        h["devices"]["dram"]["capacity_GB"] = 0.002;
-        c = config(h, w, 2, 1024, 4);
-        c["policies"]["eviction"] = {{"name", "lru"}};
-      } else {
-        h["tiers"] = {"gpu", "dram", "ssd"};
-        h["devices"]["gpu"]["capacity_GB"] = (kS * kL + 16 * 128 * kKvTok) / 1e9;  // the weights and 16 blocks
-        h["devices"]["dram"]["capacity_GB"] = 0.002;
-        c = config(h, w, 2, 1024, 4);
-        c["policies"]["eviction"] = {{"name", "hkm"}, {"watermark", 0.5}};
-      }
+    auto check = [&](json h, json eviction) {
+      json c = config(h, w, 2, 1024, 4);
+      c["policies"]["eviction"] = eviction;
       json m = simulate(c);
-      INFO(eviction);
+      INFO(eviction.dump());
       REQUIRE(m.contains("weights"));
       CHECK(m["blocks_demoted"].get<double>() > 0);
       const double up = m["links"].contains("ssd_link:ssd->root") ? m["links"]["ssd_link:ssd->root"]["bytes"].get<double>() : 0;
       const double from_dram = m["links"]["pcie:root->gpu"]["bytes"].get<double>() - up;
       CHECK(from_dram > 0);
       CHECK(m["weights"]["pin_copy_s"].get<double>() == Approx(2 * from_dram / Mc).epsilon(1e-9));
-    }
+    };
+    hw["devices"]["dram"]["capacity_GB"] = 0.002;
+    // LRU: DRAM on top, the rest demoted to the disk as it fills.
+    json top_dram = hw;
+    top_dram["tiers"] = {"dram", "ssd"};
+    check(top_dram, {{"name", "lru"}});
+    // HKM: a GPU holding the weights and 16 blocks above them, DRAM kept half full.
+    json with_gpu = hw;
+    with_gpu["tiers"] = {"gpu", "dram", "ssd"};
+    with_gpu["devices"]["gpu"]["capacity_GB"] = (kS * kL + 16 * 128 * kKvTok) / 1e9;
+    check(with_gpu, {{"name", "hkm"}, {"watermark", 0.5}});
   }
   SECTION("layer ahead: each iteration copies the next layer's KV, then computes while it crosses (FlexGen syncs)") {
     // Iteration k starts once layer k's KV has arrived; the CPU copies layer
