@@ -233,10 +233,15 @@ void LayerPipeline::select(uint64_t k) {
   // What attention will read on the GPU (predictions below may move blocks it
   // reads through a staging buffer up too: those are not its data).
   if (check_) note_on_gpu(slot);
-  // Predictions for the next step of this layer ride behind the demand fetches.
+  // Predictions for the next step of this layer ride behind the demand
+  // fetches; what they read from pageable host memory is copied into pinned
+  // buffers first, as the demand reads are.
   if (s_.gpu_tier && step + 1 < s_.steps) {
     const uint32_t n1 = s_.blocks_at(step + 1);
-    for (uint32_t s = 0; s < s_.batch; ++s) predict_for(step + 1, layer, s, n1);
+    double pageable_raw = 0;
+    for (uint32_t s = 0; s < s_.batch; ++s) pageable_raw += predict_for(step + 1, layer, s, n1);
+    if (offload_ && pageable_raw > 0)
+      offload_->pin_predicted(crossing_bytes(static_cast<TierId>(pageable_tier()), layer, pageable_raw), step, layer);
   }
   // What comes into rooms still being written out lands after those writes:
   // the kernel that reads it waits for them.
@@ -300,12 +305,12 @@ void LayerPipeline::fetch_selected(Slot& slot, uint32_t layer) {
   const bool cpu_attn = s_.weights && s_.weights->plan().cpu_attention;
   const int host_tier = s_.weights ? s_.weights->homes().dram_tier : -1;
   // What is read into the GPU from pageable host memory (pin_cache false), raw bytes.
-  const int pageable_tier = s_.weights && !s_.weights->plan().pin_cache ? host_tier : -1;
+  const int pageable = pageable_tier();
   double host_raw = 0;
   // Every read into the GPU says where from: a read from pageable host
   // memory goes through the CPU's pinned-buffer copy.
   auto read_into_gpu_from = [&](size_t src, double bytes) {
-    if (static_cast<int>(src) == pageable_tier) host_raw += bytes;
+    if (static_cast<int>(src) == pageable) host_raw += bytes;
   };
   // Fixed for the layer: read once here, not again for every block after
   // the policies' calls (which the compiler must assume change them).
@@ -380,16 +385,27 @@ void LayerPipeline::fetch_selected(Slot& slot, uint32_t layer) {
     tp_.add(t, gpu_ep, layer, bb, kv_.pending(b));  // read through a staging buffer
     read_into_gpu_from(t, bb);
   }
-  if (host_raw > 0) slot.host_read_bytes = crossing_bytes(static_cast<TierId>(pageable_tier), layer, host_raw);
+  if (host_raw > 0) slot.host_read_bytes = crossing_bytes(static_cast<TierId>(pageable), layer, host_raw);
 }
 
-void LayerPipeline::predict_for(uint32_t step1, uint32_t layer, uint32_t s, uint32_t n1) {
+int LayerPipeline::pageable_tier() const {
+  return s_.weights && !s_.weights->plan().pin_cache ? s_.weights->homes().dram_tier : -1;
+}
+
+double LayerPipeline::predict_for(uint32_t step1, uint32_t layer, uint32_t s, uint32_t n1) {
   pred_.clear();
   s_.pol.prefetch->predict(SelectInput{step1, layer, s, n1, nullptr, nullptr}, t_, pred_);
+  const int pageable = pageable_tier();
+  double pageable_raw = 0;
   for (uint32_t i : pred_) {
     if (i >= n1) continue;
-    kv_.prefetch_up(t_.id(s, layer, i), layer);
+    const BlockId b = t_.id(s, layer, i);
+    // A prediction reads the block from the tier it is in (prefetch_up).
+    const bool from_pageable = pageable >= 0 && t_.tier[b] == static_cast<TierId>(pageable);
+    const double bytes = kv_.data_bytes(b);
+    if (kv_.prefetch_up(b, layer) && from_pageable) pageable_raw += bytes;
   }
+  return pageable_raw;
 }
 
 // The new token's KV of one layer goes into the sequence's last block;
@@ -589,7 +605,8 @@ void LayerPipeline::select_iteration(uint64_t index, uint32_t layer, const std::
   }
   fetch_selected(slot, layer);
   if (check_) note_on_gpu(slot);
-  // Predictions for each sequence's next step of this layer ride behind the demand fetches.
+  // Predictions for each sequence's next step of this layer ride behind the
+  // demand fetches (host memory is pinned in serving: nothing to copy).
   if (s_.gpu_tier)
     for (const IterationSeq& q : seqs)
       if (!q.prefill && q.predict) predict_for(q.step + 1, layer, q.seq, (q.past + 1) / s_.bt + 1);

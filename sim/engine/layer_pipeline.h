@@ -95,7 +95,10 @@ class LayerPipeline {
   // `dense`: every block, whatever the evaluation policy (prefill reads the whole past).
   void use_blocks(uint32_t step, uint32_t layer, uint32_t s, uint32_t n, const AttentionRecord* rec, bool dense = false);
   // Predictions of block indices of (s, layer) for step `step1` (`n1` blocks then), fetched behind the demand fetches.
-  void predict_for(uint32_t step1, uint32_t layer, uint32_t s, uint32_t n1);
+  // Returns the raw bytes of those read from pageable host memory.
+  double predict_for(uint32_t step1, uint32_t layer, uint32_t s, uint32_t n1);
+  // The tier of pageable host memory (policies.weights with pin_cache false), else -1.
+  int pageable_tier() const;
   // Pass 2: what of sel_ is below the GPU is fetched or promoted.
   void fetch_selected(Slot& slot, uint32_t layer);
   double crossing_bytes(TierId t, uint32_t layer, double raw) const;

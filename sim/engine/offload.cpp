@@ -17,10 +17,28 @@ WeightOffload::WeightOffload(EngineSetup& s, TransferPlanner& planner, JobBoard&
 void WeightOffload::pin_first_share(double host_read_bytes, uint64_t step, uint32_t layer, size_t gpu_ep) {
   if (s_.weights->plan().pin_cache) return;
   const uint32_t G = s_.weights->plan().gpu_batches;
-  const JobId first = s_.weights->pin_copy(host_read_bytes / G, static_cast<int32_t>(step), layer, board_, cpu_stream());
-  pins_.push_back(first);
+  const JobId first = pin_now(host_read_bytes / G, step, layer);
   pin_rest_bytes_ += host_read_bytes * (G - 1) / G;
   tp_.depend(static_cast<size_t>(s_.weights->homes().dram_tier), gpu_ep, first);
+}
+
+// Blocks predicted for a later step are read from pageable host memory as
+// demand reads are: through a pinned buffer the same thread fills. The
+// layer's predicted bytes are copied as one share, all before their
+// transfer starts: they are one transfer from host memory, and no GPU batch
+// of this layer reads them, so there is no later kernel to copy a part
+// before. That is the simplest model in which no byte moves before its copy.
+void WeightOffload::pin_predicted(double host_read_bytes, uint64_t step, uint32_t layer) {
+  if (s_.weights->plan().pin_cache) return;
+  tp_.depend_prefetch(static_cast<size_t>(s_.weights->homes().dram_tier), pin_now(host_read_bytes, step, layer));
+}
+
+// The copying thread launches the kernels: the next kernel launches after
+// every copy issued before it (run_layer waits for pins_).
+JobId WeightOffload::pin_now(double bytes, uint64_t step, uint32_t layer) {
+  const JobId j = s_.weights->pin_copy(bytes, static_cast<int32_t>(step), layer, board_, cpu_stream());
+  pins_.push_back(j);
+  return j;
 }
 
 // A prefill kernel's weights: the layer's load first (with the first
@@ -81,8 +99,8 @@ void WeightOffload::run_layer(const LayerSlot& slot, uint64_t k, JobId weights, 
     // only then launches the kernel.
     if (g == 0 && p.overlap) w.await(w.ahead_staging(), board_);
     // The KV copies into pinned buffers (select issued the first share of
-    // each layer it selected since the last kernel; the others go one
-    // before each later GPU batch).
+    // each layer it selected since the last kernel, and the blocks it
+    // predicted; the other shares go one before each later GPU batch).
     if (g == 0) {
       for (JobId j : pins_) board_.wait(j);
       pins_.clear();

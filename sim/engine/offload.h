@@ -40,6 +40,10 @@ class WeightOffload {
   // memory is copied into pinned buffers now, the rest before later batches.
   // The layer's transfer into `gpu_ep` (the GPU tier, or the GPU as an endpoint) waits for that first share.
   void pin_first_share(double host_read_bytes, uint64_t step, uint32_t layer, size_t gpu_ep);
+  // Pageable KV a prefetch policy predicted (of layer `layer`, for a later
+  // step): copied into pinned buffers now, whole; the transfer of the
+  // predicted blocks from host memory waits for the copy.
+  void pin_predicted(double host_read_bytes, uint64_t step, uint32_t layer);
   // Before a prefill kernel of `tokens` tokens: the layer's weights (with
   // its first chunk), hidden states; returns the restore pass of
   // compressed weights the kernel adds.
@@ -61,15 +65,19 @@ class WeightOffload {
   // `bytes` to host memory, then `bytes` back, one after the other on the
   // activation streams; the GPU waits for both.
   void move_hidden(double bytes, int32_t step, uint32_t layer);
+  // The CPU's copy of `bytes` of pageable host memory into pinned buffers,
+  // issued now; the next kernel launches after it. Returns its job.
+  JobId pin_now(double bytes, uint64_t step, uint32_t layer);
   // The work queue of the CPU (attention, copies into pinned buffers).
   Stream& cpu_stream() { return tp_.stream(static_cast<size_t>(s_.cpu_dev), static_cast<size_t>(s_.cpu_dev)); }
 
   EngineSetup& s_;
   TransferPlanner& tp_;
   JobBoard& board_;
-  // pin_cache false: the first share of each layer's KV copy into pinned
-  // buffers issued since the last kernel, and the bytes of the other
-  // shares, copied one before each later GPU batch.
+  // pin_cache false: the KV copies into pinned buffers issued since the
+  // last kernel (each selected layer's first share, each layer's predicted
+  // blocks), and the bytes of the other shares, copied one before each
+  // later GPU batch.
   std::vector<JobId> pins_;
   double pin_rest_bytes_ = 0;
   uint64_t issued_ = 0, iterations_ = 0;  // weight loads issued so far, and layer computations in the run

@@ -230,7 +230,12 @@ JobId TransferPlanner::add_prefetch(size_t from, uint32_t layer, double raw_byte
 }
 
 void TransferPlanner::depend(size_t from_ep, size_t to_ep, JobId j) {
-  Batch& bt = batches_[from_ep * (s_.tiers() + 1) + to_ep];
+  depend_batch(batches_[from_ep * (s_.tiers() + 1) + to_ep], j);
+}
+
+void TransferPlanner::depend_prefetch(size_t from, JobId j) { depend_batch(prefetch_batches_[from], j); }
+
+void TransferPlanner::depend_batch(Batch& bt, JobId j) {
   if (bt.id != kNoJob) add_dep(bt.deps, j);
   if (bt.id != kNoJob && recording_ && j != kNoJob) add_dep(bt.asked, j);
 }

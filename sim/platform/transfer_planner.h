@@ -87,6 +87,8 @@ class TransferPlanner final : public MoveSink {
   JobId add_prefetch(size_t from, uint32_t layer, double raw_bytes, JobId wait_for) override;
   // The open transfer from_ep -> to_ep, if any, also waits for j.
   void depend(size_t from_ep, size_t to_ep, JobId j);
+  // The open transfer of predicted blocks from tier `from`, if any, also waits for j.
+  void depend_prefetch(size_t from, JobId j);
   // The ids of every open transfer.
   void open_ids(std::vector<JobId>& out) const;
   // Settles every open transfer without simulating it (KV assumed in place).
@@ -163,6 +165,8 @@ class TransferPlanner final : public MoveSink {
   void mirror_streams();
   // The per-byte factors of bt for its endpoints and `layer`.
   void open_layer(Batch& bt, size_t from_ep, size_t to_ep, uint32_t layer) const;
+  // The open batch bt, if any, also waits for j (kept as asked while recording).
+  void depend_batch(Batch& bt, JobId j);
   [[gnu::noinline]] void accumulate(Batch& bt, size_t from_ep, size_t to_ep, uint32_t layer, double raw_bytes,
                                     JobId wait_for);
   void submit(Batch& bt, size_t a, size_t b, bool critical, std::vector<JobId>* waits, double* gpu_codec_s);

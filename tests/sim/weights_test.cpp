@@ -258,6 +258,47 @@ TEST_CASE("pageable host memory: the CPU's copy into a pinned buffer holds back 
   }
 }
 
+TEST_CASE("pageable host memory: KV predicted from host memory is copied into a pinned buffer before its transfer") {
+  // A GPU tier above pageable DRAM, every block placed in DRAM, and a
+  // prefetch policy that predicts the next step's blocks (the span of the
+  // ones attention used): blocks reach the GPU on demand and predicted. Every
+  // byte read from DRAM into the GPU, all that crosses PCIe to it (the
+  // weights stay on the GPU, nothing else comes up), the CPU copies first:
+  // 2 bytes of memory traffic a byte.
+  const double B = 1e9, M = 1e9;
+  json w = offload(100, 0);
+  w["pin_cache"] = false;
+  auto run = [&](double gpu_blocks, double Mc) {
+    json hw = hardware(1e6, M / 1e9, B / 1e9, 1e6, Mc / 1e9);
+    hw["devices"]["gpu"]["capacity_GB"] = (kS * kL + gpu_blocks * 128 * kKvTok) / 1e9;
+    json c = config(hw, w, 2, 1024, 4, json{{"name", "fractions"}, {"percent", {0, 100}}});
+    c["policies"]["prefetch"] = {{"name", "hifc_hot_span"}, {"depth", 1}};
+    return simulate(c);
+  };
+  auto check = [&](double gpu_blocks, double Mc) {
+    INFO("GPU room: " << gpu_blocks << " blocks; CPU memory: " << Mc << " B/s");
+    json m = run(gpu_blocks, Mc);
+    REQUIRE(m.contains("weights"));
+    CHECK(m["prefetch"]["prefetched_blocks"].get<double>() > 0);
+    const double from_dram = m["links"]["pcie:root->gpu"]["bytes"].get<double>();
+    CHECK(from_dram > 0);
+    CHECK(m["weights"]["pin_copy_s"].get<double>() == Approx(2 * from_dram / Mc).epsilon(1e-9));
+    return m["simulated_time_s"].get<double>();
+  };
+  // Room for every block: predictions bring up all a step will read.
+  check(1000, 1e9);
+  // Room for 16 of the 72 blocks: predictions evict one another, and what
+  // they left in DRAM is read on demand.
+  check(16, 1e9);
+  // A slower copy never makes the run shorter.
+  double before = 0;
+  for (double Mc : {64e9, 8e9, 1e9, 0.25e9}) {
+    const double t = check(16, Mc);
+    CHECK(t >= before);
+    before = t;
+  }
+}
+
 TEST_CASE("hidden states in host memory go out and back before every GPU batch's kernel, at both sub-layers") {
   const double Bu = 2e3, Bd = 1e3, M = 100e9;  // link into the GPU, out of it; GPU memory
   const int G = 2, batch = 4;
