@@ -41,6 +41,7 @@ class LfuEviction : public EvictionPolicy {
     free_.reserve(nodes);
     for (size_t i = nodes; i-- > 0;) free_.push_back(uint32_t(i));
     lowest_.assign(table.tiers.size(), kNone);
+    resume_.assign(table.tiers.size(), Resume{});
   }
   void on_insert(BlockId b, TierId t) override {
     if (!keep_history_) freq_[b] = 0;
@@ -51,7 +52,7 @@ class LfuEviction : public EvictionPolicy {
       x = nnext_[x];
     }
     if (x == kNone || nfreq_[x] != freq_[b]) x = new_node(t, prev, freq_[b]);
-    push_front(x, b);
+    push_front(t, x, b);
   }
   void on_access(BlockId b, TierId t) override {
     const uint32_t x = node_of_[b];
@@ -59,21 +60,34 @@ class LfuEviction : public EvictionPolicy {
     if (x == kNone) return;
     uint32_t y = nnext_[x];
     if (y == kNone || nfreq_[y] != freq_[b]) y = new_node(t, x, freq_[b]);
-    unlink(x, b);
-    push_front(y, b);
+    unlink(t, x, b);
+    push_front(t, y, b);
     if (nhead_[x] == kNoBlock) free_node(t, x);
   }
   void on_remove(BlockId b, TierId t) override {
     const uint32_t x = node_of_[b];
     if (x == kNone) return;
-    unlink(x, b);
+    unlink(t, x, b);
     if (nhead_[x] == kNoBlock) free_node(t, x);
   }
   BlockId victim(TierId t) override {
     // Lowest count first, least recent first within it; past pinned blocks.
-    for (uint32_t x = lowest_[t]; x != kNone; x = nnext_[x])
-      for (BlockId b = ntail_[x]; b != kNoBlock; b = bprev_[b])
-        if (!table_->pinned(b)) return b;
+    // The walk resumes where the last one found its victim while the
+    // blocks before that point are still all pinned (see Resume).
+    Resume& r = resume_[t];
+    uint32_t x = lowest_[t];
+    BlockId b = x != kNone ? ntail_[x] : kNoBlock;
+    if (r.node != kNone && r.stamp == table_->pin_stamp) {
+      x = r.node;
+      b = r.block;
+    }
+    for (; x != kNone; x = nnext_[x], b = x != kNone ? ntail_[x] : kNoBlock)
+      for (; b != kNoBlock; b = bprev_[b])
+        if (!table_->pinned(b)) {
+          r = Resume{table_->pin_stamp, x, b};
+          return b;
+        }
+    r.node = kNone;
     return kNoBlock;
   }
 
@@ -101,7 +115,14 @@ class LfuEviction : public EvictionPolicy {
     if (nnext_[x] != kNone) nprev_[nnext_[x]] = nprev_[x];
     free_.push_back(x);
   }
-  void push_front(uint32_t x, BlockId b) {
+  // b enters node x of tier t at its front (the walk's last place in x). A
+  // lower count's node is before the resume point: unless b is pinned under
+  // the point's stamp (a block being used, as most that enter are), the
+  // walk restarts.
+  void push_front(TierId t, uint32_t x, BlockId b) {
+    Resume& r = resume_[t];
+    if (r.node != kNone && nfreq_[x] < nfreq_[r.node] && (r.stamp != table_->pin_stamp || !table_->pinned(b)))
+      r.node = kNone;
     node_of_[b] = x;
     bprev_[b] = kNoBlock;
     bnext_[b] = nhead_[x];
@@ -109,7 +130,22 @@ class LfuEviction : public EvictionPolicy {
     nhead_[x] = b;
     if (ntail_[x] == kNoBlock) ntail_[x] = b;
   }
-  void unlink(uint32_t x, BlockId b) {
+  // b leaves node x of tier t. Leaving the walk's resume point moves that
+  // point to the block the walk would look at next (what was before it
+  // stays pinned); past the tier's last block, the walk restarts.
+  void unlink(TierId t, uint32_t x, BlockId b) {
+    Resume& r = resume_[t];
+    if (r.node != kNone && r.block == b) {
+      if (bprev_[b] != kNoBlock) {
+        r.block = bprev_[b];
+      } else {
+        // On to the next count's oldest block (an access may just have
+        // made that node, still empty: then the walk restarts).
+        r.node = nnext_[x];
+        r.block = r.node != kNone ? ntail_[r.node] : kNoBlock;
+        if (r.block == kNoBlock) r.node = kNone;
+      }
+    }
     if (bprev_[b] != kNoBlock) bnext_[bprev_[b]] = bnext_[b];
     else nhead_[x] = bnext_[b];
     if (bnext_[b] != kNoBlock) bprev_[bnext_[b]] = bprev_[b];
@@ -118,6 +154,19 @@ class LfuEviction : public EvictionPolicy {
     node_of_[b] = kNone;
   }
 
+  // Where victim(t)'s walk resumes: every block the walk passes before
+  // (node, block) was pinned when it last walked, under pin_stamp `stamp`.
+  // That stays true while the stamp stays (a block stays pinned until then:
+  // accesses only raise last_access) and no block enters a node before the
+  // point (push_front); blocks leaving only shorten it (unlink). Without it
+  // every victim would walk again past the blocks a layer in flight pins,
+  // thousands of them in serving, where the replay pins none.
+  struct Resume {
+    uint64_t stamp = 0;
+    uint32_t node = kNone;
+    BlockId block = kNoBlock;
+  };
+  std::vector<Resume> resume_;
   bool keep_history_;
   const BlockTable* table_ = nullptr;
   std::vector<uint32_t> freq_, node_of_;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "sim/core/footprint.h"
+#include "policies/eviction/hints.h"
 
 #include "models/fpga_ku15p.h"
 
@@ -21,6 +22,13 @@ void EnginePolicies::create(json& pol, const json& defaults) {
     if (!pol.contains(d.key())) pol[d.key()] = *d;
   spec_ = pol;
   evict = Registry<EvictionPolicy>::instance().create(pol["eviction"], "policies.eviction");
+  // An offline policy needs each block's next reference, which the replay
+  // computes from the whole trace before it starts; a run's blocks are
+  // created as it goes, so it would choose blindly.
+  if (dynamic_cast<const NextAccessEviction*>(evict.get()))
+    throw ConfigError("policies.eviction: '" + pol["eviction"]["name"].get<std::string>() +
+                      "' needs every block's next reference, which only `kvtier replay` knows (from the whole trace); "
+                      "use it there, or an online policy here");
   promote = Registry<PromotionPolicy>::instance().create(pol["promotion"], "policies.promotion");
   place = Registry<PlacementPolicy>::instance().create(pol["placement"], "policies.placement");
   prefetch = Registry<PrefetchPolicy>::instance().create(pol["prefetch"], "policies.prefetch");
