@@ -54,6 +54,19 @@ struct TierQueues {
     unlink(b);
     push_front(b, q);
   }
+  // Moves the blocks from `first` to the tail of queue q (its oldest) to the
+  // front, in their order: what moving the tail block to the front once per
+  // block of that segment does, in O(1). The whole queue is left as it is.
+  void rotate_to_front(BlockId first, uint8_t q) {
+    if (first == head[q]) return;
+    BlockId last = tail[q], before = prev[first];
+    next[before] = kNoBlock;
+    tail[q] = before;
+    prev[first] = kNoBlock;
+    next[last] = head[q];
+    prev[head[q]] = last;
+    head[q] = first;
+  }
   // The oldest block of queue q that is not pinned, kNoBlock if none.
   BlockId oldest_unpinned(uint8_t q, const BlockTable& t) const {
     for (BlockId b = tail[q]; b != kNoBlock; b = prev[b])
