@@ -25,14 +25,16 @@ that makes its room, a write down where the victim has no valid copy below):
 "moves per access" is (kv.blocks_promoted + kv.blocks_demoted +
 kv.blocks_written_back) / kv.block_accesses, and "ns per operation" divides
 the CPU time by the accesses and those moves together, the store's work
-whatever the mix. With
+whatever the mix. --eviction lru,lfu,s3fifo,... runs every tiered point under
+each eviction policy, a row each (in serving a layer in flight pins the
+blocks it reads, which a policy's victim must pass over). With
 --baseline B (another build of kvtier) every point runs on both binaries in
 turn, the ratio is taken pair by pair, and the two results must agree (or the
 row says which differ); a point the baseline refuses says so.
 
   /usr/bin/python3 bench/serving_tiered_speed.py [--sizes 15,60,240] [--mooncake 200] [--mooncake-cache 200]
       [--mooncake-own 50,100,200] [--paged-hour] [--tiered-hour] [--kv-unit layer,all_layers]
-      [--gpu 15,60] [--dram 15,60] [--kv-layers all,representative]
+      [--gpu 15,60] [--dram 15,60] [--kv-layers all,representative] [--eviction lru,lfu,s3fifo]
       [--baseline OLD/kvtier] [-n 1]
 
 prints a Markdown table.
@@ -98,7 +100,10 @@ def tiered_points(a):
 def points(a):
     units = [u for u in a.kv_unit.split(",") if u]
     layers = [x for x in a.kv_layers.split(",") if x]
-    for name, args in tiered_points(a):
+    policies = [x for x in a.eviction.split(",") if x] or [""]
+    for name, args, pol in ((n, g, p) for n, g in tiered_points(a) for p in policies):
+        if pol:
+            name, args = "%s, eviction %s" % (name, pol), args + ["--set", "policies.eviction.name=%s" % pol]
         for u in units:
             for kl in layers:
                 n, more = name, list(args)
@@ -130,6 +135,9 @@ def main():
                     help="serving.kv_layers of every tiered point, comma-separated for a row each (all, representative); "
                          "a representative row's block accesses are the full run's (layer 0's times L), and it says "
                          "whether the run was exact")
+    ap.add_argument("--eviction", default="",
+                    help="eviction policies, comma-separated: every tiered point runs with each (policies.eviction), "
+                         "a row each (empty: the configs' own, LRU)")
     ap.add_argument("--gpu", default="",
                     help="also vllm_swap tiered with its KV in the GPU only, N requests (comma-separated N)")
     ap.add_argument("--dram", default="",
