@@ -402,8 +402,7 @@ double LayerPipeline::predict_for(uint32_t step1, uint32_t layer, uint32_t s, ui
     const BlockId b = t_.id(s, layer, i);
     // A prediction reads the block from the tier it is in (prefetch_up).
     const bool from_pageable = pageable >= 0 && t_.tier[b] == static_cast<TierId>(pageable);
-    const double bytes = kv_.data_bytes(b);
-    if (kv_.prefetch_up(b, layer) && from_pageable) pageable_raw += bytes;
+    if (kv_.prefetch_up(b, layer) && from_pageable) pageable_raw += kv_.data_bytes(b);
   }
   return pageable_raw;
 }
