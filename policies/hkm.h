@@ -41,11 +41,22 @@ class HitRateTable {
     uint32_t d = step > last_[b] ? step - last_[b] : 0;
     return d >= 16 ? 0 : uint16_t(bits_[b] << d);
   }
-  uint32_t hits(BlockId b, uint32_t step) const { return uint32_t(__builtin_popcount(history(b, step) & mask_)); }
+  uint32_t hits(BlockId b, uint32_t step) const { return bits_set(uint16_t(history(b, step) & mask_)); }
   double rate(BlockId b, uint32_t step) const { return double(hits(b, step)) / double(window_); }
   uint32_t window() const { return window_; }
   // Memory of HillInfer's table: 2 bytes per token.
   static uint64_t table_bytes(const BlockTable& t) { return 2ull * t.size() * t.block_tokens; }
+  // The set bits of a 16-bit history, in a few inline operations: the
+  // compiler's popcount builtin is a library call where the target has no
+  // popcount instruction (x86-64's baseline), and a victim compares up to
+  // `candidates` hit counts.
+  static uint32_t bits_set(uint16_t h) {
+    uint32_t x = h;
+    x = x - ((x >> 1) & 0x5555u);
+    x = (x & 0x3333u) + ((x >> 2) & 0x3333u);
+    x = (x + (x >> 4)) & 0x0F0Fu;
+    return (x + (x >> 8)) & 0x1Fu;
+  }
 
  private:
   std::vector<uint16_t> bits_;

@@ -44,21 +44,19 @@ class HkmEviction : public EvictionPolicy {
     table_ = &table;
     size_t n = table.size();
     hits_.setup(n, window_);
-    counts_.setup(table);
     lists_.setup(n, table.tiers.size());
   }
-  void on_insert(BlockId b, TierId t) override {
-    counts_.insert(*table_, b, t);
-    lists_.push_front(b, t);
-  }
+  void on_insert(BlockId b, TierId t) override { lists_.push_front(b, t); }
   void on_access(BlockId b, TierId t) override {
     hits_.hit(b, table_->step);
     lists_.unlink(b);
     lists_.push_front(b, t);
   }
-  void on_remove(BlockId b, TierId t) override {
-    counts_.remove(*table_, b, t);
+  void on_remove(BlockId b, TierId) override { lists_.unlink(b); }
+  // A move between tiers is a removal and an insertion: one call, not two.
+  void on_move(BlockId b, TierId, TierId to) override {
     lists_.unlink(b);
+    lists_.push_front(b, to);
   }
 
   BlockId victim(TierId t) override {
@@ -96,7 +94,6 @@ class HkmEviction : public EvictionPolicy {
   double watermark_;
   const BlockTable* table_ = nullptr;
   HitRateTable hits_;
-  GroupCounts counts_;
   RecencyLists lists_;
 };
 KVTIER_REGISTER(EvictionPolicy, HkmEviction, "hkm",

@@ -306,6 +306,14 @@ TEST_CASE("hkm eviction: watermark bounds the warm tier, hit-rate table is 2 byt
   CHECK(HitRateTable::table_bytes(T.t) == 2ull * (2 * 3 * 10) * 128);
 }
 
+TEST_CASE("hkm: a history's hit count is its set bits, for every 16-bit history") {
+  for (uint32_t h = 0; h <= 0xFFFFu; ++h) {
+    uint32_t n = 0;
+    for (uint32_t x = h; x; x >>= 1) n += x & 1u;
+    REQUIRE(HitRateTable::bits_set(uint16_t(h)) == n);
+  }
+}
+
 namespace {
 
 // S3-FIFO's victim as the algorithm states it, one block at a time: the
