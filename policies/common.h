@@ -120,6 +120,9 @@ struct GroupCounts {
     if (c) --c;
     if (live[g]) --live[g];
   }
+  // b's sequence is gone (every block of its group has been removed): the
+  // group's next blocks are a new sequence's, created from index 0.
+  void release(const BlockTable& t, BlockId b) { created[group_of(t, b)] = 0; }
   // The group with the most blocks in tier t (kNoBlock if the tier is empty).
   uint32_t largest(TierId tier) const {
     uint32_t best = kNoBlock, n = 0;

@@ -41,6 +41,11 @@ class HitRateTable {
     uint32_t d = step > last_[b] ? step - last_[b] : 0;
     return d >= 16 ? 0 : uint16_t(bits_[b] << d);
   }
+  // b's place holds a new block: no history.
+  void forget(BlockId b) {
+    bits_[b] = 0;
+    last_[b] = 0;
+  }
   uint32_t hits(BlockId b, uint32_t step) const { return bits_set(uint16_t(history(b, step) & mask_)); }
   double rate(BlockId b, uint32_t step) const { return double(hits(b, step)) / double(window_); }
   uint32_t window() const { return window_; }

@@ -70,6 +70,11 @@ class EvictionPolicy {
   // place in the table may be given to another block. A cache of a few
   // blocks out of millions then needs state for what it holds only.
   virtual bool forgets_departed() const { return false; }
+  // b's sequence is gone and b's place may be given to a new block (serving
+  // takes a finished request's places again): whatever the policy keeps of
+  // b beyond its tiers (ghost entries, counters, a group's length) goes, so
+  // that the next block there starts new. Called once b has left its tiers.
+  virtual void on_release(BlockId b) { (void)b; }
   // b left tier `from` for tier `to` (a read up or a demotion): one call
   // where the store moves a block, which a policy whose removal and
   // insertion are list operations can do at once. Default: on_remove, then
@@ -105,6 +110,12 @@ class PromotionPolicy {
   virtual void on_access(BlockId b, TierId t, const BlockTable& table) {
     (void)b;
     (void)t;
+    (void)table;
+  }
+  // b's sequence is gone and its place may hold a new block: what the
+  // policy recorded of b (hit history) goes (EvictionPolicy::on_release).
+  virtual void on_release(BlockId b, const BlockTable& table) {
+    (void)b;
     (void)table;
   }
 };
@@ -189,6 +200,12 @@ class PrefetchPolicy {
   // mass from the trace (may be null). Predictors learn from it.
   virtual void observe(const SelectInput& done, const BlockTable& table) {
     (void)done;
+    (void)table;
+  }
+  // b's sequence is gone (called for each of its blocks, index 0 first) and
+  // its (seq, layer) may be a new sequence's: what was learnt of it goes.
+  virtual void on_release(BlockId b, const BlockTable& table) {
+    (void)b;
     (void)table;
   }
   // Adaptive depth: the engine calls it once per decode step, before the
@@ -284,6 +301,12 @@ class EvaluationPolicy {
   // the same blocks at every layer, so that whole-model blocks
   // (serving.kv_unit "all_layers") can be selected once for all layers.
   virtual bool dense() const { return false; }
+  // b's sequence is gone and its place may hold a new block: what a
+  // selection remembered of b goes.
+  virtual void on_release(BlockId b, const BlockTable& table) {
+    (void)b;
+    (void)table;
+  }
 };
 KVTIER_REGISTRY_FAMILY(EvaluationPolicy, "evaluation policy")
 

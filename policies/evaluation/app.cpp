@@ -176,6 +176,8 @@ class AppEvaluation : public EvaluationPolicy {
     for (size_t j = before; j < out.size(); ++j) chosen_[table.block_at(g, out[j])] = 1;
   }
   ScoringSplit* scoring() override { return &split_; }
+  // A new block in b's place was not chosen by any scoring.
+  void on_release(BlockId b, const BlockTable&) override { chosen_[b] = 0; }
 
  private:
   static AppSplit::Mode mode(const std::string& s) {

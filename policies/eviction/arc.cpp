@@ -72,6 +72,8 @@ class ArcEviction : public EvictionPolicy, public MissAwareEviction {
       s.pending = kNoBlock;
     }
   }
+  // A new block in b's place is no returning ghost.
+  void on_release(BlockId b) override { q_.forget(b); }
   BlockId victim(TierId t) override {
     TierQueues& q = q_.at(t);
     State& s = st_[t];

@@ -35,6 +35,7 @@ class H2oEviction : public EvictionPolicy {
   void on_insert(BlockId b, TierId t) override { counts_.insert(*table_, b, t); }
   void on_access(BlockId, TierId) override {}
   void on_remove(BlockId b, TierId t) override { counts_.remove(*table_, b, t); }
+  void on_release(BlockId b) override { counts_.release(*table_, b); }
   bool drops() const override { return true; }
   bool reads_attention() const override { return true; }
 

@@ -53,6 +53,8 @@ class HkmEviction : public EvictionPolicy {
     lists_.push_front(b, t);
   }
   void on_remove(BlockId b, TierId) override { lists_.unlink(b); }
+  // A new block in b's place has no hits yet.
+  void on_release(BlockId b) override { hits_.forget(b); }
   // A move between tiers is a removal and an insertion: one call, not two.
   void on_move(BlockId b, TierId, TierId to) override {
     lists_.unlink(b);

@@ -70,6 +70,9 @@ class LfuEviction : public EvictionPolicy {
     unlink(t, x, b);
     if (nhead_[x] == kNoBlock) free_node(t, x);
   }
+  // A new block in b's place starts with no uses (with keep_history the
+  // count would otherwise outlive the block).
+  void on_release(BlockId b) override { freq_[b] = 0; }
   BlockId victim(TierId t) override {
     // Lowest count first, least recent first within it; past pinned blocks.
     // The walk resumes where the last one found its victim while the

@@ -90,6 +90,11 @@ struct QueuesPerTier {
     if (!q.ready()) q.setup(blocks, queues);
     return q;
   }
+  // b is in no queue of any tier (its ghost entries go too).
+  void forget(BlockId b) {
+    for (TierQueues& q : tiers)
+      if (q.ready()) q.unlink(b);
+  }
 };
 
 }  // namespace kvtier

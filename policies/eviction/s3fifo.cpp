@@ -72,6 +72,8 @@ class S3FifoEviction : public EvictionPolicy, public MissAwareEviction {
       }
     }
   }
+  // A new block in b's place does not return from the ghost FIFO.
+  void on_release(BlockId b) override { q_.forget(b); }
   BlockId victim(TierId t) override {
     TierQueues& q = at(t);
     State& s = st_[t];

@@ -31,6 +31,11 @@ class StreamingLlmEviction : public EvictionPolicy {
   void on_insert(BlockId b, TierId t) override { counts_.insert(*table_, b, t); }
   void on_access(BlockId, TierId) override {}
   void on_remove(BlockId b, TierId t) override { counts_.remove(*table_, b, t); }
+  // A new sequence in b's group starts with nothing dropped.
+  void on_release(BlockId b) override {
+    counts_.release(*table_, b);
+    cursor_[group_of(*table_, b)] = sinks_;
+  }
   bool drops() const override { return true; }
 
   BlockId budget_victim(uint32_t seq, uint32_t layer) override {

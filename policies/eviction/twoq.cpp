@@ -62,6 +62,8 @@ class TwoQEviction : public EvictionPolicy, public MissAwareEviction {
       }
     }
   }
+  // A new block in b's place does not return from Aout.
+  void on_release(BlockId b) override { q_.forget(b); }
   BlockId victim(TierId t) override {
     TierQueues& q = at(t);
     State& s = st_[t];

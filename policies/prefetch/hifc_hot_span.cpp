@@ -89,6 +89,13 @@ class HotSpanPrefetch : public PrefetchPolicy {
     for (uint32_t i = from; i <= to; ++i) out.push_back(i);
   }
 
+  // A new sequence in the (seq, layer) has no hot span yet.
+  void on_release(BlockId b, const BlockTable& table) override {
+    if (table.index_of(b) != 0) return;
+    const size_t base = size_t(table.group_of(b)) * window_;
+    std::fill(step_.begin() + static_cast<std::ptrdiff_t>(base), step_.begin() + static_cast<std::ptrdiff_t>(base + window_), kNone);
+  }
+
  private:
   static constexpr uint32_t kNone = 0xFFFFFFFFu;
   size_t slot(const BlockTable& t, uint32_t seq, uint32_t layer, uint32_t step) const {

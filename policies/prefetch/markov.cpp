@@ -96,6 +96,21 @@ class MarkovPrefetch : public PrefetchPolicy {
     }
   }
 
+  // A new sequence in the (seq, layer) learns from nothing: every count its
+  // window holds is cleared (a slot with no count is free, as at setup).
+  void on_release(BlockId b, const BlockTable& table) override {
+    if (table.index_of(b) != 0) return;
+    const uint32_t g = table.group_of(b);
+    const size_t r = size_t(g) * window_;
+    for (uint32_t k = 0; k < ring_len_[g]; ++k) {
+      const size_t base = (size_t(g) * bpsl_ + ring_src_[r + k]) * ways_;
+      std::fill(cnt_.begin() + static_cast<std::ptrdiff_t>(base), cnt_.begin() + static_cast<std::ptrdiff_t>(base + ways_), 0);
+    }
+    ring_pos_[g] = ring_len_[g] = 0;
+    last_[g] = kNoBlock;
+    set_n_[g] = 0;
+  }
+
  private:
   // Slot w is the f-th best (0-based) of `base`'s slots: exactly f slots are
   // strictly better (ties broken by slot order).

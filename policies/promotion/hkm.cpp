@@ -25,6 +25,7 @@ class HkmPromotion : public PromotionPolicy {
 
   void setup(const BlockTable& table) override { hits_.setup(table.size(), window_); }
   void on_access(BlockId b, TierId, const BlockTable& table) override { hits_.hit(b, table.step); }
+  void on_release(BlockId b, const BlockTable&) override { hits_.forget(b); }
   bool promote(BlockId b, TierId from, const BlockTable& table) override {
     hits_.hit(b, table.step);
     return from > 0;

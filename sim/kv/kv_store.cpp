@@ -241,6 +241,11 @@ void KvStore::release(BlockId b) {
     leave_tier(b);
     if (motion_[b].predicted) waste_prefetch(b);  // predicted, never used, and now gone
   }
+  // b's place goes to a new block: no policy may carry over what it knew of b.
+  s_.pol.evict->on_release(b);
+  s_.pol.promote->on_release(b, t_);
+  s_.pol.prefetch->on_release(b, t_);
+  s_.pol.eval->on_release(b, t_);
   t_.tier[b] = kNotCreated;
   t_.last_access[b] = 0;
   t_.access_count[b] = 0;

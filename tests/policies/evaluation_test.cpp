@@ -251,3 +251,28 @@ TEST_CASE("evaluation app: between scorings the last choice is reused") {
   e->select(in, T.t, out);
   CHECK(out == std::vector<uint32_t>{0, 7, 9});
 }
+
+TEST_CASE("evaluation app: a new sequence in a released one's place reuses no choice of it") {
+  // Block 7 of (seq 0, layer 0) was chosen at step 0 (beside the sink and
+  // the window); seq 0 is released and a new sequence takes its place.
+  // Before its first scoring it is chosen as a sequence never seen (seq 1):
+  // no score anywhere, so the tie goes to the newest block outside the
+  // window, 8, not to the old choice.
+  Table T(2, 1, 16, {32});
+  auto e = app(json{{"budget", 3}, {"budget_unit", "blocks"}, {"sinks", 1}, {"recent", 1}, {"score_interval", 4},
+                    {"score_bits", 16}}, T);
+  std::vector<uint32_t> b{5, 7};
+  std::vector<float> m{1.f, 1.f};
+  SelectInput in = input(10, 0);
+  in.trace_blocks = &b;
+  in.trace_mass = &m;
+  std::vector<uint32_t> out;
+  e->select(in, T.t, out);
+  CHECK(out == std::vector<uint32_t>{0, 7, 9});
+  for (uint32_t i = 0; i < 10; ++i) e->on_release(T.t.id(0, 0, i), T.t);
+  std::vector<uint32_t> reused, fresh;
+  e->select(input(10, 1, 0, 0), T.t, reused);
+  e->select(input(10, 1, 0, 1), T.t, fresh);
+  CHECK(reused == fresh);
+  CHECK(reused == std::vector<uint32_t>{0, 8, 9});
+}

@@ -103,3 +103,22 @@ TEST_CASE("promotion baselines: none and on_access") {
   CHECK(p->promote(1, 1, T.t));
   CHECK(p->promote_to(1, 1, T.t) == 0);
 }
+
+TEST_CASE("promotion hkm: a new block in a released block's place has no hit history") {
+  // Block 5 was hit at 4 of the last 8 steps, so it would go by the warm
+  // tier; released, the new block there is as cold as one never used (6).
+  Table T(1, 1, 8, {8, 100, 1000});
+  auto p = make<PromotionPolicy>(json{{"name", "hkm"}, {"window", 8}, {"threshold", 0.5}});
+  p->setup(T.t);
+  for (uint32_t s = 20; s < 24; ++s) {
+    T.t.step = s;
+    p->on_access(5, 2, T.t);
+  }
+  CHECK(p->promote_to(5, 2, T.t) == 1);
+  p->on_release(5, T.t);
+  T.t.step = 24;
+  CHECK(p->promote(5, 2, T.t));
+  CHECK(p->promote(6, 2, T.t));
+  CHECK(p->promote_to(5, 2, T.t) == p->promote_to(6, 2, T.t));
+  CHECK(p->promote_to(5, 2, T.t) == 0);
+}

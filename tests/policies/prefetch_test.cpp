@@ -121,3 +121,44 @@ TEST_CASE("prefetch stats: accuracy and coverage") {
   CHECK(s.accuracy() == Approx(0.92));
   CHECK(s.coverage() == Approx(0.46));
 }
+
+TEST_CASE("prefetch markov and hifc_hot_span: a new sequence in a released one's place learns from nothing") {
+  // What (seq 0, layer 0) taught the predictor goes with it: once its blocks
+  // are released, a new sequence there gets the prediction of a (seq,
+  // layer) never seen (seq 1), and learns again from its own steps.
+  for (const char* name : {"markov", "hifc_hot_span"}) {
+    DYNAMIC_SECTION(name) {
+      Table T(2, 1, 100, {100, 1000});
+      auto p = make<PrefetchPolicy>(name);
+      p->setup(T.t);
+      std::vector<uint32_t> a{0, 40, 41, 42}, c{0, 60, 61};
+      std::vector<float> ma{0.1f, 0.3f, 0.3f, 0.3f}, mc{0.1f, 0.45f, 0.45f};
+      for (uint32_t s = 0; s < 3; ++s) p->observe(at(s, 90, &a, &ma), T.t);
+      std::vector<uint32_t> before;
+      p->predict(at(3, 90), T.t, before);
+      REQUIRE(!before.empty());
+      for (uint32_t i = 0; i < 90; ++i) p->on_release(T.t.id(0, 0, i), T.t);
+      std::vector<uint32_t> reused, fresh;
+      SelectInput r = at(3, 90), f = at(3, 90);
+      f.seq = 1;
+      p->predict(r, T.t, reused);
+      p->predict(f, T.t, fresh);
+      CHECK(reused == fresh);
+      CHECK(reused.empty());
+      // The new sequence's own steps, in both places alike.
+      for (uint32_t s = 3; s < 6; ++s) {
+        SelectInput o0 = at(s, 90, &c, &mc), o1 = at(s, 90, &c, &mc);
+        o1.seq = 1;
+        p->observe(o0, T.t);
+        p->observe(o1, T.t);
+      }
+      reused.clear();
+      fresh.clear();
+      r.step = f.step = 6;
+      p->predict(r, T.t, reused);
+      p->predict(f, T.t, fresh);
+      CHECK(!reused.empty());
+      CHECK(reused == fresh);
+    }
+  }
+}

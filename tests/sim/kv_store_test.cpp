@@ -347,3 +347,22 @@ TEST_CASE("kv store: room goes to the oldest drain no layer in flight reads, the
   r.kv->reclaim_drains();
   CHECK(r.tier(1).draining_blocks == 0);
 }
+
+TEST_CASE("kv store: a new sequence in a released sequence's place is new to the policies") {
+  // LFU keeps a block's count across moves; a released block's count must
+  // not pass to the new block in its place. Block 0 of the first sequence
+  // is used five times; after the release, the new block 0 is never used
+  // and the new block 1 once, so a full GPU sends the new block 0 down.
+  KvRig r(2, 100, "lfu");
+  r.allocate(0, 1);
+  for (int i = 0; i < 5; ++i) r.kv->touch(0, 0.f);
+  r.kv->release_sequence(0);
+  CHECK(r.where(0) == kNotCreated);
+  CHECK(r.tier(0).used_blocks == 0);
+  r.allocate(0, 1);
+  r.kv->touch(1, 0.f);
+  r.allocate(2, 2);
+  CHECK(r.where(0) == 1);
+  CHECK(r.where(1) == 0);
+  CHECK(r.where(2) == 0);
+}
