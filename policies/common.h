@@ -95,6 +95,10 @@ inline void select_top_k(const float* score, uint32_t n, uint32_t k, uint32_t si
 // Per (tier, group) block counts, live blocks per group and blocks created
 // per group, kept current from an eviction policy's on_insert/on_remove.
 // "Created" is the highest index seen + 1: blocks are created in order.
+// The group with the most blocks in a tier is kept by a max tree per tier
+// (a leaf per group, each node the larger of its children): an insert or a
+// removal updates one path, O(log groups), and the question is a walk down
+// that path, not a scan of every group at every victim.
 struct GroupCounts {
   uint32_t groups = 0, tiers = 0;
   std::vector<uint32_t> in_tier;  // [t * groups + g]
@@ -106,10 +110,13 @@ struct GroupCounts {
     in_tier.assign(size_t(groups) * tiers, 0);
     live.assign(groups, 0);
     created.assign(groups, 0);
+    leaves_ = 1;
+    while (leaves_ < groups) leaves_ <<= 1;
+    tree_.assign(size_t(tiers) * 2 * leaves_, 0);
   }
   void insert(const BlockTable& t, BlockId b, TierId tier) {
     uint32_t g = group_of(t, b);
-    ++in_tier[size_t(tier) * groups + g];
+    set(tier, g, ++in_tier[size_t(tier) * groups + g]);
     ++live[g];
     uint32_t i = t.index_of(b) + 1;
     if (i > created[g]) created[g] = i;
@@ -117,23 +124,35 @@ struct GroupCounts {
   void remove(const BlockTable& t, BlockId b, TierId tier) {
     uint32_t g = group_of(t, b);
     uint32_t& c = in_tier[size_t(tier) * groups + g];
-    if (c) --c;
+    if (c) set(tier, g, --c);
     if (live[g]) --live[g];
   }
   // b's sequence is gone (every block of its group has been removed): the
   // group's next blocks are a new sequence's, created from index 0.
   void release(const BlockTable& t, BlockId b) { created[group_of(t, b)] = 0; }
-  // The group with the most blocks in tier t (kNoBlock if the tier is empty).
+  // The group with the most blocks in tier t, the lowest-numbered of those
+  // with as many (kNoBlock if the tier is empty).
   uint32_t largest(TierId tier) const {
-    uint32_t best = kNoBlock, n = 0;
-    const uint32_t* c = in_tier.data() + size_t(tier) * groups;
-    for (uint32_t g = 0; g < groups; ++g)
-      if (c[g] > n) {
-        n = c[g];
-        best = g;
-      }
-    return best;
+    const uint32_t* n = tree_.data() + size_t(tier) * 2 * leaves_;
+    if (n[1] == 0) return kNoBlock;
+    uint32_t x = 1;
+    while (x < leaves_) x = n[2 * x] == n[x] ? 2 * x : 2 * x + 1;
+    return x - leaves_;
   }
+
+ private:
+  void set(TierId tier, uint32_t g, uint32_t count) {
+    uint32_t* n = tree_.data() + size_t(tier) * 2 * leaves_;
+    uint32_t x = leaves_ + g;
+    n[x] = count;
+    for (x >>= 1; x >= 1; x >>= 1) {
+      const uint32_t m = std::max(n[2 * x], n[2 * x + 1]);
+      if (n[x] == m) break;  // the rest of the path already holds it
+      n[x] = m;
+    }
+  }
+  uint32_t leaves_ = 1;
+  std::vector<uint32_t> tree_;  // per tier, 2 x leaves_: node 1 the root, leaf leaves_ + g
 };
 
 // Deterministic hash -> uniform (0, 1), for seeded noise that needs no state

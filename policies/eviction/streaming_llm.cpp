@@ -70,21 +70,34 @@ class StreamingLlmEviction : public EvictionPolicy {
     if (i + recent_ >= n) return 1;
     return 0;
   }
-  BlockId oldest(uint32_t g, TierId t) const {
+  // The sinks are scanned, then the blocks from the group's cursor on: every
+  // block between the sinks and the cursor is dropped (the cursor only
+  // passes dropped blocks), so none of them is in t, and the scan costs what
+  // the group still holds, not its whole length. The first evictable block
+  // found is the oldest one; else the oldest of the window, else a sink.
+  BlockId oldest(uint32_t g, TierId t) {
     const BlockTable& tb = *table_;
-    uint32_t n = counts_.created[g];
+    const uint32_t n = counts_.created[g];
     BlockId best = kNoBlock;
     int best_cls = 3;
-    for (uint32_t i = 0; i < n; ++i) {
-      BlockId b = tb.block_at(g, i);
-      if (tb.tier[b] != t || tb.pinned(b)) continue;
-      int c = cls(i, n);
+    auto consider = [&](uint32_t i) {
+      const BlockId b = tb.block_at(g, i);
+      if (tb.tier[b] != t || tb.pinned(b)) return false;
+      const int c = cls(i, n);
       if (c < best_cls) {
         best = b;
         best_cls = c;
-        if (c == 0) break;  // the oldest evictable one
       }
-    }
+      return c == 0;
+    };
+    const uint32_t s_end = std::min(sinks_, n);
+    for (uint32_t i = 0; i < s_end; ++i)
+      if (consider(i)) return best;
+    uint32_t& c = cursor_[g];
+    const uint32_t r_begin = n > recent_ ? n - recent_ : 0;
+    while (c < r_begin && tb.tier[tb.block_at(g, c)] >= kDropped) ++c;  // what victims dropped since
+    for (uint32_t i = std::max(c, s_end); i < n; ++i)
+      if (consider(i)) return best;
     return best;
   }
 
