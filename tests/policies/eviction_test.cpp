@@ -233,6 +233,33 @@ TEST_CASE("h2o: victim of a full tier is the lightest block outside the window")
   CHECK(e->victim(0) == T.t.id(0, 0, 0));
 }
 
+TEST_CASE("group counts: the group with most blocks in a tier is the one a scan of every group finds") {
+  // Random inserts and removals over 37 groups (not a power of two) in two
+  // tiers; the answer is the lowest-numbered group of the largest count.
+  Table T(37, 1, 16, {1000, 1000});
+  GroupCounts gc;
+  gc.setup(T.t);
+  std::mt19937 rng(5);
+  std::vector<std::vector<uint8_t>> in(2, std::vector<uint8_t>(T.t.size(), 0));
+  for (int op = 0; op < 20000; ++op) {
+    const BlockId b = BlockId(rng() % T.t.size());
+    const TierId t = TierId(rng() % 2);
+    if (in[t][b]) {
+      gc.remove(T.t, b, t);
+      in[t][b] = 0;
+    } else if (rng() % 3) {
+      gc.insert(T.t, b, t);
+      in[t][b] = 1;
+    }
+    for (TierId q : {TierId(0), TierId(1)}) {
+      uint32_t best = kNoBlock, n = 0;
+      for (uint32_t g = 0; g < gc.groups; ++g)
+        if (gc.in_tier[size_t(q) * gc.groups + g] > n) n = gc.in_tier[size_t(q) * gc.groups + (best = g)];
+      REQUIRE(gc.largest(q) == best);
+    }
+  }
+}
+
 TEST_CASE("streaming_llm: keeps the sinks and the recent window") {
   Table T(1, 1, 16, {100, 100});
   auto e = make<EvictionPolicy>(json{{"name", "streaming_llm"}, {"sinks", 1}, {"recent", 3}});
