@@ -165,10 +165,12 @@ void PagedPipeline::run_layers(const PagedIteration& it, double layer_s, const P
       s_.weights->await(w, board_);
     }
     for (JobId j : loads[l]) board_.wait(j);
-    kernel(it, gpu, layer_s + (l == 0 ? ends.first_s : 0.0) + (l + 1 == L ? ends.last_s : 0.0), static_cast<int64_t>(l), l);
+    kernel(it, gpu, layer_s + (l == 0 ? ends.first_s : 0.0), static_cast<int64_t>(l), l);
     all_reduce(it, group, 1);
     push_layer(it, static_cast<uint32_t>(l));
   }
+  // The head samples after the last layer, whose KV is already on its way.
+  if (ends.last_s > 0) kernel(it, gpu, ends.last_s, static_cast<int64_t>(L - 1), L - 1);
 }
 
 // The layer's KV of the iteration's chunk exists on every rank once its

@@ -61,13 +61,13 @@ class WeightStream {
   double gpu_bytes() const { return plan_.gpu * layer_bytes_ * layers_ + plan_.gpu * ends_bytes(); }
   double dram_bytes() const { return plan_.cpu * layer_bytes_ * layers_ + plan_.cpu * ends_bytes(); }
   double disk_bytes() const { return plan_.disk * layer_bytes_ * layers_ + plan_.disk * ends_bytes(); }
-  // GPU buffers for streamed weights: the largest load's streamed share
-  // (a layer's, with the embedding or the head), two with overlap (the
-  // layer computing and the one loading).
-  double gpu_staging_bytes() const { return (plan_.overlap ? 2.0 : 1.0) * streamed_layer_bytes(); }
-  // DRAM buffer a disk share passes through: the largest load's disk share (two with overlap).
-  double dram_staging_bytes() const { return (plan_.overlap ? 2.0 : 1.0) * plan_.disk * largest_load_bytes(); }
-  double streamed_layer_bytes() const { return (plan_.cpu + plan_.disk) * largest_load_bytes(); }
+  // GPU buffers for streamed weights: the streamed share of the largest
+  // load, and with overlap of the largest two loads in flight at once (the
+  // one computing and the next loading), the embedding, the layers and the
+  // head taken as FlexGen's consecutive layers.
+  double gpu_staging_bytes() const { return (plan_.cpu + plan_.disk) * staged_bytes(); }
+  // DRAM buffer a disk share passes through: the same loads' disk share.
+  double dram_staging_bytes() const { return plan_.disk * staged_bytes(); }
   // What the load of layer `layer` brings, all shares: the layer's weights,
   // the embedding's with the first, the head's with the last.
   double load_bytes(uint32_t layer) const {
@@ -123,7 +123,11 @@ class WeightStream {
   uint32_t layers_;
   double first_bytes_ = 0, last_bytes_ = 0;
   double ends_bytes() const { return first_bytes_ + last_bytes_; }
-  double largest_load_bytes() const { return layer_bytes_ + std::max(first_bytes_, last_bytes_); }
+  double staged_bytes() const {
+    if (!plan_.overlap) return std::max(layer_bytes_, std::max(first_bytes_, last_bytes_));
+    return std::max(2.0 * layer_bytes_,
+                    std::max(layer_bytes_ + std::max(first_bytes_, last_bytes_), first_bytes_ + last_bytes_));
+  }
   Homes homes_;
   GroupQuant quant_;
   double to_gpu_ = 0, from_disk_ = 0;
