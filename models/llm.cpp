@@ -1,5 +1,7 @@
 #include "models/llm.h"
 
+#include <cstdio>
+
 namespace kvtier {
 
 uint32_t weight_dtype_bits(const std::string& dtype) {
@@ -27,6 +29,16 @@ ParamList llm_params() {
               0, 1 << 30),
       str("weight_dtype", "same", "weight element type, separate from the KV's dtype_bytes; same = as many bytes as a KV element",
           {"same", "fp16", "bf16", "fp8", "int8", "int4"}),
+      // Caps above any published vocabulary (Gemma's 256000).
+      integer("vocab_size", 0,
+              "vocabulary (tokens; Hugging Face config.json vocab_size): an embedding of vocab x d (one row read per input "
+              "token) and an LM head of d x vocab (2 d vocab FLOPs per sampled token, its matrix read once per forward "
+              "pass) outside the layers, d = heads x head_dim; the layers hold the rest of params_B. 0 = not modelled: "
+              "every parameter in the layers",
+              0, 1 << 24),
+      boolean("tied_embeddings", false,
+              "the LM head is the embedding's matrix (Hugging Face tie_word_embeddings): no parameters of its own, its "
+              "FLOPs and its read remain"),
   };
 }
 
@@ -45,6 +57,25 @@ LlmSpec parse_llm(json& m, const std::string& where) {
   s.max_context = static_cast<uint32_t>(get_int(m, "max_context_tokens"));
   s.weight_dtype = m["weight_dtype"].get<std::string>();
   s.weight_bits = weight_dtype_bits(s.weight_dtype);
+  s.vocab = static_cast<uint32_t>(get_int(m, "vocab_size"));
+  s.tied = m["tied_embeddings"].get<bool>();
+  if (s.layer_params() <= 0) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, " (%.4g B parameters of vocab_size x heads x head_dim) leave none of params_B %.4g for the layers",
+                  (s.embedding_params() + s.head_params()) / 1e9, s.params / 1e9);
+    throw ConfigError(where + ".vocab_size: the embedding" + std::string(s.tied ? "" : " and the LM head") + buf);
+  }
+  return s;
+}
+
+LlmSpec LlmSpec::stage(uint32_t stage_layers, bool first, bool last) const {
+  LlmSpec s = *this;
+  s.layers = stage_layers;
+  s.has_embedding = first && has_embedding;
+  s.has_head = last && has_head;
+  // Parameters as the stage's own spec subtracts them again, so that its
+  // layers hold exactly their share of this spec's.
+  s.params = layer_params() * double(stage_layers) / double(layers) + s.embedding_params() + s.head_params();
   return s;
 }
 

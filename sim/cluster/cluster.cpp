@@ -504,6 +504,7 @@ json ClusterSimulation::instance_config(size_t gpu, const std::vector<size_t>& t
     c["model"]["note"] = "one of " + std::to_string(tp) + " tensor-parallel ranks' shard of " + whole.name;
   }
   const uint32_t pp = cfg_["cluster"]["pp"].get<uint32_t>();
+  std::vector<LlmSpec> stage_specs;
   if (tp > 1 || pp > 1) {
     const json& w = c["policies"].is_object() && c["policies"].contains("weights") ? c["policies"]["weights"] : json();
     if (!w.is_null() && w != "gpu" && !(w.is_object() && w.value("name", "") == "gpu"))
@@ -516,9 +517,15 @@ json ClusterSimulation::instance_config(size_t gpu, const std::vector<size_t>& t
     // layer of the stage) is 1/pp of the model's. The stage with the most
     // layers holds the fewest blocks, and vLLM sizes every stage's pool by
     // the smallest; the micro-batches' virtual engines then split it.
+    // The embedding is stage 0's, the head the last stage's (each engine
+    // runs every stage's layers, so its spec keeps both ends and its layers
+    // their per-layer share; what each stage's GPU holds is stage_specs').
     uint32_t top = 0;
-    for (uint32_t l : stage_layers(whole.layers, pp)) top = std::max(top, l);
-    model.params = model.params * double(top) / double(whole.layers);
+    const std::vector<uint32_t> per_stage = stage_layers(whole.layers, pp);
+    for (uint32_t l : per_stage) top = std::max(top, l);
+    for (size_t st = 0; st < per_stage.size(); ++st)
+      stage_specs.push_back(model.stage(per_stage[st], st == 0, st + 1 == per_stage.size()));
+    model.params = model.layer_params() * double(top) / double(whole.layers) + model.embedding_params() + model.head_params();
     model.layers = top;
     c["model"]["layers"] = model.layers;
     c["model"]["params_B"] = model.params / 1e9;
@@ -546,11 +553,20 @@ json ClusterSimulation::instance_config(size_t gpu, const std::vector<size_t>& t
       // A stage's GPU: its memory less its layers' weights, in blocks of its
       // layers, shared out among the micro-batches' virtual engines (vLLM
       // divides num_gpu_blocks by pp).
-      double room = hw.devices[tier_devs[0]].model->capacity_bytes() - model.weight_bytes();
-      if (given.contains(own))
-        room = kv_room_bytes(parse_kv_capacity(json{{own, given[own]}}, {own}, "hardware.kv_capacity"), own, room,
-                             block_bytes, " after the stage's weights");
-      const uint64_t blocks = room > 0 ? static_cast<uint64_t>(room / block_bytes) / pp : 0;
+      // Every stage's pool is the smallest stage's: each stage's GPU less
+      // its own weights (its layers', with the embedding or the head), in
+      // blocks of its own layers.
+      const double cap_bytes = hw.devices[tier_devs[0]].model->capacity_bytes();
+      uint64_t per_stage_blocks = UINT64_MAX;
+      for (const LlmSpec& st : stage_specs) {
+        const double st_block = double(st.kv_bytes_per_token()) * get_int(c["workload"], "block_tokens");
+        double room = cap_bytes - st.weight_bytes();
+        if (given.contains(own))
+          room = kv_room_bytes(parse_kv_capacity(json{{own, given[own]}}, {own}, "hardware.kv_capacity"), own, room,
+                               st_block, " after the stage's weights");
+        per_stage_blocks = std::min<uint64_t>(per_stage_blocks, room > 0 ? static_cast<uint64_t>(room / st_block) : 0);
+      }
+      const uint64_t blocks = per_stage_blocks / pp;
       if (blocks == 0)
         throw ConfigError("cluster.pp: a stage's GPU (" + mine + ") holds no KV block of its layers for each of its " +
                           std::to_string(pp) + " micro-batches after its weights");
@@ -646,7 +662,8 @@ void ClusterSimulation::estimate_first_token(size_t i, const ServingRequest& q, 
   hit_from_.clear();
   // At least the prompt's last token is computed (it yields the first token).
   const uint32_t cached = std::min(e.prefix_hit_sources(q, hit_from_), q.input_tokens > 0 ? q.input_tokens - 1 : 0u);
-  const double compute = layers * e.prefill_layer_s(cached, q.input_tokens - cached);
+  const double compute =
+      layers * e.prefill_layer_s(cached, q.input_tokens - cached) + e.prefill_ends_s(cached, q.input_tokens - cached);
   std::sort(hit_from_.begin(), hit_from_.end());
   const double per_token = e.prefix_load_bytes_per_token_layer();
   double loading = 0;

@@ -159,6 +159,7 @@ json next_request_metrics(const EngineSetup& s, const EngineCounters& c, Platfor
   const double q = s.query_tokens, T = s.ctx;
   double query_s = 0;
   for (uint32_t l = 0; l < s.model.layers; ++l) query_s += query_kernel_s(s, q, T, s.batch);
+  query_s += embedding_kernel_s(s, KernelPhase::Prefill, q * s.batch) + head_kernel_s(s, KernelPhase::Prefill, s.batch);
   // Every hop counts: where the load stops short of the GPU (in the tier
   // above the flash), the next batch's KV still crosses to the GPU, on an
   // idle link once this decode is done.

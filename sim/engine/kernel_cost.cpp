@@ -71,6 +71,32 @@ double iteration_kernel_s(const EngineSetup& s, uint32_t block_tokens, const std
                   m.weight_bytes_per_layer(), kv);
 }
 
+double embedding_kernel_s(const EngineSetup& s, KernelPhase phase, double tokens) {
+  const double bytes = s.model.embedding_bytes_per_token() * tokens;
+  return bytes > 0 ? kernel_s(s, phase, 0.0, 0.0, bytes, 0.0) : 0.0;
+}
+
+double head_kernel_s(const EngineSetup& s, KernelPhase phase, double sampled) {
+  if (s.model.vocab == 0 || !s.model.has_head || sampled <= 0) return 0.0;
+  return kernel_s(s, phase, s.model.head_flops_per_token() * sampled, 0.0, s.model.head_read_bytes(), 0.0);
+}
+
+PassEnds iteration_ends_s(const EngineSetup& s, const std::vector<KernelSeq>& seqs) {
+  PassEnds e;
+  if (s.model.vocab == 0) return e;
+  double tokens = 0, sampled = 0;
+  bool prefill = false;
+  for (const KernelSeq& q : seqs) {
+    tokens += q.tokens;
+    prefill = prefill || q.prefill;
+    if (!q.prefill || q.ends_prompt) sampled += 1;
+  }
+  const KernelPhase phase = prefill ? KernelPhase::Prefill : KernelPhase::Decode;
+  e.first_s = embedding_kernel_s(s, phase, tokens);
+  e.last_s = head_kernel_s(s, phase, sampled);
+  return e;
+}
+
 double weight_restore_s(const EngineSetup& s) {
   return s.weights && s.weights->plan().compress_weights
              ? s.weights->quant().decompress_s(s.model.weight_bytes_per_layer(), s.gpu_mem_Bps)

@@ -37,6 +37,7 @@ double decode_kernel_s(const EngineSetup& s, double seqs, double kv_tokens);
 struct KernelSeq {
   uint32_t past = 0, tokens = 0;
   bool prefill = false;
+  bool ends_prompt = false;  // a prefill chunk that ends its prompt: it samples the first token
 };
 // One layer's kernel for a serving iteration: every token through the
 // weights once; attention of each decode token over its sequence's pages
@@ -46,6 +47,20 @@ struct KernelSeq {
 // dropped blocks.
 double iteration_kernel_s(const EngineSetup& s, uint32_t block_tokens, const std::vector<KernelSeq>& seqs,
                           const std::vector<uint64_t>* read = nullptr);
+
+// Outside the layers (model.vocab_size; 0 without it): the embedding's
+// lookup of `tokens` input tokens' rows before the first layer, and the LM
+// head over `sampled` tokens (the last of each prompt, each decode token)
+// after the last, reading its whole matrix once per pass. Each is a kernel
+// of the same roofline as a layer's.
+double embedding_kernel_s(const EngineSetup& s, KernelPhase phase, double tokens);
+double head_kernel_s(const EngineSetup& s, KernelPhase phase, double sampled);
+// A serving iteration's: the first layer's extra (the embedding) and the
+// last's (the head, over its decode tokens and the chunks that end a prompt).
+struct PassEnds {
+  double first_s = 0, last_s = 0;
+};
+PassEnds iteration_ends_s(const EngineSetup& s, const std::vector<KernelSeq>& seqs);
 
 // Compressed weights (policies.weights compress_weights) are restored on
 // the GPU before every use of a layer's weights: that pass's time for one

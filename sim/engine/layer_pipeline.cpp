@@ -130,7 +130,12 @@ void LayerPipeline::prefill() {
       // out of that room: this kernel waits until they have left.
       output_.wait_rooms();
       if (s_.prefill_compute) {
-        auto kernel = [&] { return prefill_kernel_s(s_, T, k); };
+        // The embedding's rows before the first layer; the head samples after
+        // the last unless query tokens (prefill_load) produce the first token.
+        auto kernel = [&] {
+          return prefill_kernel_s(s_, T, k) + (l == 0 ? embedding_kernel_s(s_, KernelPhase::Prefill, T * k) : 0.0) +
+                 (l + 1 == s_.model.layers && !s_.prefill_load ? head_kernel_s(s_, KernelPhase::Prefill, k) : 0.0);
+        };
         // The layer's weights first; compressed weights are restored for every GPU batch.
         const double extra = offload_ ? offload_->before_prefill_kernel(l, s0 == 0, T * k) : 0.0;
         compute(kernel() + extra, "prefill", -1, l, 0);
@@ -156,7 +161,9 @@ void LayerPipeline::prefill() {
   const double q = s_.query_tokens;
   for (uint32_t l = 0; l < s_.model.layers; ++l) {
     for (JobId j : loads[l]) board_.wait(j);
-    compute(query_kernel_s(s_, q, T, s_.batch), "query", -1, l, 0);
+    compute(query_kernel_s(s_, q, T, s_.batch) + (l == 0 ? embedding_kernel_s(s_, KernelPhase::Prefill, q * s_.batch) : 0.0) +
+                (l + 1 == s_.model.layers ? head_kernel_s(s_, KernelPhase::Prefill, s_.batch) : 0.0),
+            "query", -1, l, 0);
   }
 }
 
@@ -509,8 +516,11 @@ void LayerPipeline::compute_layer(Slot& slot, uint64_t k, JobId weights_job) {
     offload_->run_layer(slot, k, weights_job, [&](double seconds) { compute(seconds, "decode", step, layer, slot.kv_blocks); });
     return;
   }
-  compute(decode_kernel_s(s_, s_.batch, static_cast<double>(slot.kv_tokens)) + slot.extra_gpu_s, "decode", step, layer,
-          slot.kv_blocks);
+  // The embedding's rows of the step's tokens before the first layer, the head after the last.
+  const double ends = (layer == 0 ? embedding_kernel_s(s_, KernelPhase::Decode, s_.batch) : 0.0) +
+                      (layer + 1 == s_.model.layers ? head_kernel_s(s_, KernelPhase::Decode, s_.batch) : 0.0);
+  compute(decode_kernel_s(s_, s_.batch, static_cast<double>(slot.kv_tokens)) + ends + slot.extra_gpu_s, "decode", step,
+          layer, slot.kv_blocks);
 }
 
 void LayerPipeline::drive() {
@@ -697,12 +707,13 @@ void LayerPipeline::append_iteration(uint32_t layer, const std::vector<Iteration
 void LayerPipeline::run_iteration(uint64_t index, const std::vector<IterationSeq>& seqs, bool more_after) {
   const uint32_t L = s_.model.layers;
   shape_.clear();
-  for (const IterationSeq& q : seqs) shape_.push_back(KernelSeq{q.past, q.tokens, q.prefill});
+  for (const IterationSeq& q : seqs) shape_.push_back(KernelSeq{q.past, q.tokens, q.prefill, q.ends_prompt});
+  const PassEnds ends = iteration_ends_s(s_, shape_);
   const std::vector<KernelSeq>& shape = shape_;
   const double restore_s = weight_restore_s(s_);
   if (ring_.empty()) ring_.assign(65, Slot{});
   if (s_.kv_all_layers) {
-    run_iteration_whole_blocks(index, seqs, restore_s);
+    run_iteration_whole_blocks(index, seqs, restore_s, ends);
     return;
   }
   const bool rep = s_.kv_representative;
@@ -732,7 +743,9 @@ void LayerPipeline::run_iteration(uint64_t index, const std::vector<IterationSeq
     if (check_) check_->before_attention(static_cast<uint32_t>(index), rep ? 0 : l, slot.on_gpu);
     // As in the single-batch prefill: the rooms the last layer's new blocks took must be free first.
     output_.wait_rooms();
-    compute(iteration_kernel_s(s_, s_.bt, shape, &slot.seq_tokens) + restore_s + slot.extra_gpu_s, "iteration", static_cast<int64_t>(index), l, slot.kv_blocks);
+    const double end_s = (l == 0 ? ends.first_s : 0.0) + (l + 1 == L ? ends.last_s : 0.0);
+    compute(iteration_kernel_s(s_, s_.bt, shape, &slot.seq_tokens) + restore_s + end_s + slot.extra_gpu_s, "iteration",
+            static_cast<int64_t>(index), l, slot.kv_blocks);
     represent_gpu(next, l + 1);
     append_layer(l, seqs);
     output_.take_room_waits();
@@ -809,7 +822,8 @@ void LayerPipeline::end_iteration(uint64_t index, const std::vector<IterationSeq
 // layer (a decode token, a prefill chunk) goes into its blocks once, after
 // the last layer, with all layers' bytes, and prefill's new blocks are
 // placed once.
-void LayerPipeline::run_iteration_whole_blocks(uint64_t index, const std::vector<IterationSeq>& seqs, double restore_s) {
+void LayerPipeline::run_iteration_whole_blocks(uint64_t index, const std::vector<IterationSeq>& seqs, double restore_s,
+                                               const PassEnds& ends) {
   const uint32_t L = s_.model.layers;
   const uint64_t k = clock_base_;
   kv_.pin_from(k + 1);
@@ -826,12 +840,14 @@ void LayerPipeline::run_iteration_whole_blocks(uint64_t index, const std::vector
     // Nothing is loaded into layers 1..L-1 and nothing waits between them:
     // one activity of the kernels' summed time (the same end, up to the
     // rounding of adding the kernels before adding them to the clock).
-    double total = kernel_s + slot.extra_gpu_s;
+    double total = kernel_s + ends.first_s + slot.extra_gpu_s;
     for (uint32_t l = 1; l < L; ++l) total += kernel_s;
+    total += ends.last_s;
     compute(total, "iteration", static_cast<int64_t>(index), 0, slot.kv_blocks, L);
   } else {
     for (uint32_t l = 0; l < L; ++l)
-      compute(kernel_s + (l == 0 ? slot.extra_gpu_s : 0.0), "iteration", static_cast<int64_t>(index), l, slot.kv_blocks);
+      compute(kernel_s + (l == 0 ? ends.first_s + slot.extra_gpu_s : 0.0) + (l + 1 == L ? ends.last_s : 0.0), "iteration",
+              static_cast<int64_t>(index), l, slot.kv_blocks);
   }
   append_iteration(0, seqs);
   output_.take_room_waits();

@@ -49,6 +49,7 @@ class LayerPipeline {
   struct IterationSeq {
     uint32_t seq = 0, past = 0, tokens = 0;
     bool prefill = false;
+    bool ends_prompt = false;  // a prefill chunk that ends its prompt (the head samples its first token)
     // The request's attention (serving.attention; null: none): the record of
     // each decode step `step` (0 = the first token after prefill), every
     // layer in order, and the prompt's attention for its prefill blocks.
@@ -88,7 +89,8 @@ class LayerPipeline {
   void load_cached(const IterationSeq& q, uint32_t layer);
   void append_iteration(uint32_t layer, const std::vector<IterationSeq>& seqs);
   // serving.kv_unit "all_layers": the iteration with whole-model blocks.
-  void run_iteration_whole_blocks(uint64_t index, const std::vector<IterationSeq>& seqs, double restore_s);
+  void run_iteration_whole_blocks(uint64_t index, const std::vector<IterationSeq>& seqs, double restore_s,
+                                  const PassEnds& ends);
   // Once an iteration's layers are done: background demotion, the moves submitted, the invariants.
   void end_iteration(uint64_t index, const std::vector<IterationSeq>& seqs);
   // Pass 1 for one sequence of `n` blocks: what attention uses, into sel_.

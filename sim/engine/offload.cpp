@@ -113,7 +113,12 @@ void WeightOffload::run_layer(const LayerSlot& slot, uint64_t k, JobId weights, 
     // sub-layers (attention, MLP): d FP16 values per sequence each way.
     if (p.activations_on_cpu) move_hidden(2.0 * 2.0 * d * seqs, step, layer);
     const double gemm = s_.model.weight_flops_per_token_layer() * seqs, attn = 4.0 * gpu_tokens * d;
-    kernel(kernel_s(s_, KernelPhase::Decode, gemm, attn, wb, gpu_tokens * tok) + restore_w + restore_kv +
+    // Each GPU batch goes through the embedding before the first layer and
+    // the head after the last, as through every layer (FlexGen's InputEmbed
+    // and OutputEmbed), the head reading its whole matrix each time.
+    const double ends = (layer == 0 ? embedding_kernel_s(s_, KernelPhase::Decode, seqs) : 0.0) +
+                        (layer + 1 == L ? head_kernel_s(s_, KernelPhase::Decode, seqs) : 0.0);
+    kernel(kernel_s(s_, KernelPhase::Decode, gemm, attn, wb, gpu_tokens * tok) + ends + restore_w + restore_kv +
            (g == 0 ? slot.extra_gpu_s : 0.0));
     if (p.cpu_attention && cpu_tokens > 0) {
       // Between the QKV projection and the output projection: the query

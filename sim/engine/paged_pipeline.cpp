@@ -59,20 +59,23 @@ bool PagedPipeline::run(const PagedIteration& it) {
   for (JobId j : before) board_.wait(j);
   moved_in_s_ = sg4::Engine::get_clock();
   const double layer_s = iteration_kernel_s(s_, block_tokens_, it.seqs) + weight_restore_s(s_);
-  if (stages_) return run_stages(it, layer_s, loads);
-  return compute(it, layer_s, loads, gpu_, s_.tp_gpus, L);
+  const PassEnds ends = iteration_ends_s(s_, it.seqs);
+  if (stages_) return run_stages(it, layer_s, ends, loads);
+  return compute(it, layer_s, ends, loads, gpu_, s_.tp_gpus, L);
 }
 
-bool PagedPipeline::compute(const PagedIteration& it, double layer_s, const std::vector<std::vector<JobId>>& loads,
+bool PagedPipeline::compute(const PagedIteration& it, double layer_s, const PassEnds& ends,
+                            const std::vector<std::vector<JobId>>& loads,
                             GpuStream& gpu, const std::vector<size_t>& group, size_t layers) {
   // A layer's KV leaves when that layer is done: pushing iterations run layer by layer.
   if (merges_layers() && it.loads.empty() && it.pushes.empty()) {
-    double total = 0;
+    double total = ends.first_s;
     for (size_t l = 0; l < layers; ++l) total += layer_s;
+    total += ends.last_s;
     merged_layers(it, gpu, group, total, -1, 0, layers);
     return false;
   }
-  run_layers(it, layer_s, loads, gpu, group, layers);
+  run_layers(it, layer_s, ends, loads, gpu, group, layers);
   return true;
 }
 
@@ -85,7 +88,8 @@ bool PagedPipeline::compute(const PagedIteration& it, double layer_s, const std:
 // where they fit NCCL's buffer, sends into the next stage's buffer, frees
 // its own and then waits for the next stage's. The loads
 // of layer l are the same jobs for every stage: local layer l of each stage.
-bool PagedPipeline::run_stages(const PagedIteration& it, double layer_s, const std::vector<std::vector<JobId>>& loads) {
+bool PagedPipeline::run_stages(const PagedIteration& it, double layer_s, const PassEnds& ends,
+                               const std::vector<std::vector<JobId>>& loads) {
   PipelineStages& ps = *stages_;
   double tokens = 0;
   for (const KernelSeq& q : it.seqs) tokens += q.tokens;
@@ -96,7 +100,11 @@ bool PagedPipeline::run_stages(const PagedIteration& it, double layer_s, const s
   for (size_t st = 0; st < ps.size(); ++st) {
     if (st > 0) ps.receive(st, tokens);
     stage_ = st;
-    layered = compute(it, layer_s, loads, ps.gpu(st), ps.stage(st).gpus, ps.stage(st).layers) || layered;
+    // The embedding is the first stage's, the head the last's.
+    PassEnds mine;
+    if (st == 0) mine.first_s = ends.first_s;
+    if (st + 1 == ps.size()) mine.last_s = ends.last_s;
+    layered = compute(it, layer_s, mine, loads, ps.gpu(st), ps.stage(st).gpus, ps.stage(st).layers) || layered;
     stage_first_layer_ += ps.stage(st).layers;
     if (st + 1 < ps.size() && ps.buffered(tokens)) {
       ps.send_buffered(st, tokens);
@@ -137,13 +145,15 @@ bool PagedPipeline::loads_in_from(const std::vector<std::vector<JobId>>& loads, 
   return true;
 }
 
-void PagedPipeline::run_layers(const PagedIteration& it, double layer_s, const std::vector<std::vector<JobId>>& loads,
+void PagedPipeline::run_layers(const PagedIteration& it, double layer_s, const PassEnds& ends,
+                               const std::vector<std::vector<JobId>>& loads,
                                GpuStream& gpu, const std::vector<size_t>& group, size_t L) {
   LoadCursor in;
   for (size_t l = 0; l < L; ++l) {
     if (merges_layers() && it.pushes.empty() && l > 0 && loads_in_from(loads, l, in)) {
       double rest = 0;
       for (size_t k = l; k < L; ++k) rest += layer_s;
+      rest += ends.last_s;
       merged_layers(it, gpu, group, rest, static_cast<int64_t>(l), L - 1, L - l);
       return;
     }
@@ -155,10 +165,12 @@ void PagedPipeline::run_layers(const PagedIteration& it, double layer_s, const s
       s_.weights->await(w, board_);
     }
     for (JobId j : loads[l]) board_.wait(j);
-    kernel(it, gpu, layer_s, static_cast<int64_t>(l), l);
+    kernel(it, gpu, layer_s + (l == 0 ? ends.first_s : 0.0), static_cast<int64_t>(l), l);
     all_reduce(it, group, 1);
     push_layer(it, static_cast<uint32_t>(l));
   }
+  // The head samples after the last layer, whose KV is already on its way.
+  if (ends.last_s > 0) kernel(it, gpu, ends.last_s, static_cast<int64_t>(L - 1), L - 1);
 }
 
 // The layer's KV of the iteration's chunk exists on every rank once its

@@ -71,11 +71,14 @@ class PagedPipeline {
   // The iteration's kernels for `layers` layers on `gpu`, its all-reduces
   // among `group`: one kernel where nothing is loaded into them (returns
   // false), else layer by layer while loads are pending.
-  bool compute(const PagedIteration& it, double layer_s, const std::vector<std::vector<JobId>>& loads, GpuStream& gpu,
-               const std::vector<size_t>& group, size_t layers);
-  void run_layers(const PagedIteration& it, double layer_s, const std::vector<std::vector<JobId>>& loads, GpuStream& gpu,
-                  const std::vector<size_t>& group, size_t layers);
-  bool run_stages(const PagedIteration& it, double layer_s, const std::vector<std::vector<JobId>>& loads);
+  // `ends`: the embedding's time before the first of them, the head's after the last.
+  bool compute(const PagedIteration& it, double layer_s, const PassEnds& ends, const std::vector<std::vector<JobId>>& loads,
+               GpuStream& gpu, const std::vector<size_t>& group, size_t layers);
+  void run_layers(const PagedIteration& it, double layer_s, const PassEnds& ends,
+                  const std::vector<std::vector<JobId>>& loads, GpuStream& gpu, const std::vector<size_t>& group,
+                  size_t layers);
+  bool run_stages(const PagedIteration& it, double layer_s, const PassEnds& ends,
+                  const std::vector<std::vector<JobId>>& loads);
   // Layers `layer` .. `last` in one kernel (layer -1: all of them).
   GpuStream::Span kernel(const PagedIteration& it, GpuStream& gpu, double seconds, int64_t layer, size_t last,
                          bool place_work = true);

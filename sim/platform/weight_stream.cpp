@@ -25,8 +25,10 @@ std::string gb(double bytes) {
 }
 }  // namespace
 
-WeightStream::WeightStream(const WeightPlan& plan, double layer_bytes, uint32_t layers, Homes homes)
-    : plan_(plan), layer_bytes_(layer_bytes), layers_(layers), homes_(homes) {}
+WeightStream::WeightStream(const WeightPlan& plan, double layer_bytes, uint32_t layers, Homes homes, double first_bytes,
+                           double last_bytes)
+    : plan_(plan), layer_bytes_(layer_bytes), layers_(layers), first_bytes_(first_bytes), last_bytes_(last_bytes),
+      homes_(homes) {}
 
 WeightStreamPtr WeightStream::from_config(const WeightPlan& plan, const Hardware& hw, const LlmSpec& model,
                                                         const std::vector<size_t>& tiers, size_t gpu_dev, int cpu_dev,
@@ -72,8 +74,12 @@ WeightStreamPtr WeightStream::from_config(const WeightPlan& plan, const Hardware
   if (plan.compress_cache && plan.cpu_attention)
     throw ConfigError(P + ".compress_cache: compressed KV with cpu_attention (the CPU restoring it) is not modelled");
   GroupQuant q;
-  const double layer = model.weight_bytes_per_layer() / (plan.compress_weights ? q.ratio() : 1.0);
-  WeightStreamPtr ws(new WeightStream(plan, layer, model.layers, h));
+  const double ratio = plan.compress_weights ? q.ratio() : 1.0;
+  const double layer = model.weight_bytes_per_layer() / ratio;
+  // The head's matrix as FlexGen's OutputEmbed holds it: its own copy even where tied.
+  const double first = model.embedding_params() * model.weight_elem_bytes() / ratio;
+  const double last = model.head_read_bytes() / ratio;
+  WeightStreamPtr ws(new WeightStream(plan, layer, model.layers, h, first, last));
   // Whatever holds a share must hold all of it.
   auto fits = [&](int dev, double bytes, const char* param) {
     if (dev < 0 || bytes <= 0) return;
@@ -119,7 +125,7 @@ JobId WeightStream::load(uint32_t layer, int32_t step, JobBoard& board,
                          const std::function<Stream&(size_t, size_t)>& stream, JobId* staging) {
   if (!streams()) return kNoJob;
   const size_t gpu = static_cast<size_t>(homes_.gpu), dram = static_cast<size_t>(homes_.dram);
-  const double from_dram = plan_.cpu * layer_bytes_, from_disk = plan_.disk * layer_bytes_;
+  const double from_dram = plan_.cpu * load_bytes(layer), from_disk = plan_.disk * load_bytes(layer);
   JobId last = kNoJob;
   auto job = [&](size_t from, size_t to, double bytes, std::vector<JobId> deps) {
     TransferJob j{board.create(), from, to, bytes, std::move(deps), -1, 0, "weights"};

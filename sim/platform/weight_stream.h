@@ -6,11 +6,18 @@
 // The layer pipeline decides when a layer's load is issued (one layer ahead
 // with overlap, just before its compute without) and waits for it.
 //
+// The embedding and the LM head are weights too, placed in the same shares
+// (FlexGen's InputEmbed and OutputEmbed are layers of its weight list, each
+// weight placed by the policy's percentages; OutputEmbed holds its own copy
+// of a tied matrix): the embedding's streamed share loads with the first
+// layer's, the head's with the last's.
+//
 // Homes: the cpu share lives in the first tier below the GPU (host memory),
 // the disk share in the lowest tier. Their capacity for KV is what the
 // weights (and the buffers they pass through) leave.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -34,8 +41,10 @@ class WeightStream {
     int cpu = -1;                                // the CPU that copies pageable memory into pinned buffers
     int dram_tier = -1, disk_tier = -1;          // their tiers
   };
-  // `layer_bytes`: one layer's weights as stored (compressed if the plan compresses).
-  WeightStream(const WeightPlan& plan, double layer_bytes, uint32_t layers, Homes homes);
+  // `layer_bytes`: one layer's weights as stored (compressed if the plan
+  // compresses); `first_bytes`, `last_bytes`: the embedding's and the head's.
+  WeightStream(const WeightPlan& plan, double layer_bytes, uint32_t layers, Homes homes, double first_bytes = 0,
+               double last_bytes = 0);
 
   // Validates policies.weights against the hardware, the model and the
   // workload (ConfigError naming the JSON path) and builds the stream.
@@ -49,15 +58,21 @@ class WeightStream {
   const Homes& homes() const { return homes_; }
   bool streams() const { return !plan_.all_on_gpu(); }
   // Resident bytes of the whole model on each home.
-  double gpu_bytes() const { return plan_.gpu * layer_bytes_ * layers_; }
-  double dram_bytes() const { return plan_.cpu * layer_bytes_ * layers_; }
-  double disk_bytes() const { return plan_.disk * layer_bytes_ * layers_; }
-  // GPU buffers for streamed weights: one layer's streamed share, two with
-  // overlap (the layer computing and the one loading).
-  double gpu_staging_bytes() const { return (plan_.overlap ? 2.0 : 1.0) * streamed_layer_bytes(); }
-  // DRAM buffer a disk share passes through: one layer's disk share (two with overlap).
-  double dram_staging_bytes() const { return (plan_.overlap ? 2.0 : 1.0) * plan_.disk * layer_bytes_; }
-  double streamed_layer_bytes() const { return (plan_.cpu + plan_.disk) * layer_bytes_; }
+  double gpu_bytes() const { return plan_.gpu * layer_bytes_ * layers_ + plan_.gpu * ends_bytes(); }
+  double dram_bytes() const { return plan_.cpu * layer_bytes_ * layers_ + plan_.cpu * ends_bytes(); }
+  double disk_bytes() const { return plan_.disk * layer_bytes_ * layers_ + plan_.disk * ends_bytes(); }
+  // GPU buffers for streamed weights: the streamed share of the largest
+  // load, and with overlap of the largest two loads in flight at once (the
+  // one computing and the next loading), the embedding, the layers and the
+  // head taken as FlexGen's consecutive layers.
+  double gpu_staging_bytes() const { return (plan_.cpu + plan_.disk) * staged_bytes(); }
+  // DRAM buffer a disk share passes through: the same loads' disk share.
+  double dram_staging_bytes() const { return plan_.disk * staged_bytes(); }
+  // What the load of layer `layer` brings, all shares: the layer's weights,
+  // the embedding's with the first, the head's with the last.
+  double load_bytes(uint32_t layer) const {
+    return layer_bytes_ + (layer == 0 ? first_bytes_ : 0.0) + (layer + 1 == layers_ ? last_bytes_ : 0.0);
+  }
   // Bytes tier `tier` gives to weights (resident share and staging).
   double tier_bytes(int tier) const;
   // The KV codec of every tier under compress_cache (group-wise 4-bit, on the GPU).
@@ -106,6 +121,13 @@ class WeightStream {
   WeightPlan plan_;
   double layer_bytes_;
   uint32_t layers_;
+  double first_bytes_ = 0, last_bytes_ = 0;
+  double ends_bytes() const { return first_bytes_ + last_bytes_; }
+  double staged_bytes() const {
+    if (!plan_.overlap) return std::max(layer_bytes_, std::max(first_bytes_, last_bytes_));
+    return std::max(2.0 * layer_bytes_,
+                    std::max(layer_bytes_ + std::max(first_bytes_, last_bytes_), first_bytes_ + last_bytes_));
+  }
   Homes homes_;
   GroupQuant quant_;
   double to_gpu_ = 0, from_disk_ = 0;

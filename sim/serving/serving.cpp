@@ -114,7 +114,7 @@ void ServingSimulation::paged_iteration(const IterationPlan& p, uint64_t index, 
   cache_->plan_loads(p, reqs_, it);
   it.seqs.reserve(p.items.size());
   for (const IterationItem& item : p.items) {
-    it.seqs.push_back(KernelSeq{item.past, item.tokens, item.prefill});
+    it.seqs.push_back(KernelSeq{item.past, item.tokens, item.prefill, item.prefill && item.completes_prefill});
     if (item.prefill && item.req < push_of_.size() && push_of_[item.req]) {
       // The chunk's KV, each layer's as it is computed; with the first chunk
       // the prefix found in place (its KV is part of what the decode
@@ -172,7 +172,7 @@ void ServingSimulation::tiered_iteration(const IterationPlan& p, uint64_t index,
   for (size_t i = 0; i < p.items.size(); ++i) {
     const IterationItem& it = p.items[i];
     ServingRequest& r = reqs_[it.req];
-    LayerPipeline::IterationSeq q{take_slot(it.req), it.past, it.tokens, it.prefill};
+    LayerPipeline::IterationSeq q{take_slot(it.req), it.past, it.tokens, it.prefill, it.prefill && it.completes_prefill};
     q.attention = attention_of(r);
     // A prompt admitted with prefix hits reads them from the cache's tiers.
     cache_->take_loads(it, r, cached_tokens_[i]);
@@ -527,6 +527,11 @@ double ServingSimulation::prefill_layer_s(uint32_t cached, uint32_t tokens) cons
                                                              double(tokens) * s_.tp_allreduce_bytes_per_token, algo, 2));
   }
   return s;
+}
+
+double ServingSimulation::prefill_ends_s(uint32_t cached, uint32_t tokens) const {
+  const PassEnds e = iteration_ends_s(s_, {KernelSeq{cached, tokens, true, true}});
+  return e.first_s + e.last_s;
 }
 
 uint32_t ServingSimulation::prefix_hit_sources(const ServingRequest& r,

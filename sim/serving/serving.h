@@ -151,6 +151,8 @@ class ServingSimulation {
   // where the prefix cache would read r's cached tokens from
   // (PrefixCache::hit_sources, with the bytes of a token of a layer).
   double prefill_layer_s(uint32_t cached, uint32_t tokens) const;
+  // The same prompt's embedding and LM head, once per pass (model.vocab_size).
+  double prefill_ends_s(uint32_t cached, uint32_t tokens) const;
   double queued_prefill_layer_s() const { return queued_prefill_layer_s_ > 0 ? queued_prefill_layer_s_ : 0.0; }
   uint32_t prefix_hit_sources(const ServingRequest& r, std::vector<std::pair<size_t, uint32_t>>& from) const;
   double prefix_load_bytes_per_token_layer() const;

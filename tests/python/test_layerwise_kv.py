@@ -20,6 +20,28 @@ ONE_REQUEST = 'serving.requests={"kind": "identical", "count": 1, "input_tokens"
 # Llama-3-70B: 80 layers x 2 x 8 KV heads x 128 x 2 bytes per token.
 LAYERS = 80
 KV = 8192 * LAYERS * 2 * 8 * 128 * 2
+# Outside the layers (model.vocab_size): the embedding reads a row of d FP8
+# weights per prompt token before the first layer; the LM head (2 d vocab
+# FLOPs, its d x vocab matrix read whole) samples after the last. Each is a
+# kernel of the H100's roofline (configs/hardware/hgx_h100x8.json: launch,
+# then the longer of FLOPs at fp16_TFLOPS x flops_efficiency and bytes at
+# memory_GBps).
+D, VOCAB, WEIGHT_BYTES = 8192, 128256, 1
+
+
+def _roofline(flops, nbytes):
+    import json
+    gpu = next(v for v in json.load(open(HGX))["devices"].values() if v["kind"] == "gpu")
+    launch = gpu["launch_overhead_us"] * 1e-6
+    rate = gpu["fp16_TFLOPS"] * 1e12 * gpu.get("flops_efficiency", 1.0)
+    return max(launch + flops / rate, launch + nbytes / (gpu["memory_GBps"] * 1e9 * gpu.get("memory_efficiency", 1.0)))
+
+
+def embedding_s(tokens):
+    return _roofline(0.0, tokens * D * WEIGHT_BYTES)
+
+
+HEAD_S = _roofline(2.0 * D * VOCAB, VOCAB * D * WEIGHT_BYTES)
 
 
 def two_nodes(gbps):
@@ -35,8 +57,8 @@ def pair(mode):
 @pytest.mark.parametrize("gbps", [50, 0.25])
 def test_one_prompts_kv_lands_at_the_max_over_layers_of_its_end_plus_the_transfers_left(kvtier, tmp_path, gbps):
     # Prefill on node 0's gpu0, decode on node 1's, 8,192 tokens. The prompt's
-    # prefill alone (one instance) takes L equal layers; layer l ends at
-    # (l + 1) x T / L. Layer l's KV (KV / L) crosses the route in t = 6 us
+    # prefill alone (one instance) takes T: the embedding (e), L equal layers
+    # and the head (h); layer l ends at e + (l + 1) x (T - e - h) / L. Layer l's KV (KV / L) crosses the route in t = 6 us
     # (four PCIe hops and two fabric ports of 1 us) + KV / L / the port's
     # bandwidth, one layer after another on the pair's copy stream: the last
     # lands at max over l of (end of layer l + (L - l) x t). At 50 GB/s a
@@ -48,7 +70,9 @@ def test_one_prompts_kv_lands_at_the_max_over_layers_of_its_end_plus_the_transfe
     lw, out = run(kvtier, tmp_path, "lw", MOONCAKE, hw, ONE_REQUEST, pair("layerwise"))
     prefill = colo["ttft_s"]["mean"]
     t = 6e-6 + KV / LAYERS / (gbps * 1e9)
-    landed = max((l + 1) * prefill / LAYERS + (LAYERS - l) * t for l in range(LAYERS))
+    e = embedding_s(8192)
+    layer = (prefill - e - HEAD_S) / LAYERS
+    landed = max(e + (l + 1) * layer + (LAYERS - l) * t for l in range(LAYERS))
     assert lw["ttft_s"]["mean"] == pytest.approx(landed, rel=1e-9)
     # The pull after the prefill: the whole KV in one transfer at its end.
     assert after["ttft_s"]["mean"] == pytest.approx(prefill + 6e-6 + KV / (gbps * 1e9), rel=1e-9)
@@ -72,7 +96,9 @@ def test_one_prompts_kv_lands_at_the_max_over_layers_of_its_end_plus_the_transfe
 def test_a_chunked_prompt_streams_each_chunks_kv_as_it_is_computed(kvtier, tmp_path, gbps):
     # 24,576 tokens in three chunks of 8,192 (the preset's token budget). The
     # same prompt served alone gives each chunk's iteration (iterations.csv);
-    # layer l of chunk c ends at its start + (l + 1) x its length / L, and its
+    # a chunk is the embedding of its tokens, L equal layers and, in the chunk
+    # that ends the prompt, the head: layer l of chunk c ends at its start +
+    # the embedding + (l + 1) x its layers' time / L, and its
     # 8,192 tokens' KV of that layer go then, one transfer after another on
     # the pair's stream: the last lands at the recurrence below. Sent all in
     # the last chunk instead (each layer the whole prompt's), it would land
@@ -91,15 +117,17 @@ def test_a_chunked_prompt_streams_each_chunks_kv_as_it_is_computed(kvtier, tmp_p
             done = max(at, done) + 6e-6 + tokens * per_token / (gbps * 1e9)
         return done
 
-    def layer_ends(r):
+    def layer_ends(r, last):
         t0, t1 = float(r["start_s"]), float(r["end_s"])
-        return [t0 + (l + 1) * (t1 - t0) / LAYERS for l in range(LAYERS)]
+        e = embedding_s(8192)
+        layer = (t1 - t0 - e - (HEAD_S if last else 0.0)) / LAYERS
+        return [t0 + e + (l + 1) * layer for l in range(LAYERS)]
 
-    chunked = landed([(t, 8192) for r in chunks for t in layer_ends(r)])
+    chunked = landed([(t, 8192) for i, r in enumerate(chunks) for t in layer_ends(r, i + 1 == len(chunks))])
     assert lw["ttft_s"]["mean"] == pytest.approx(chunked, rel=1e-9)
     prefill_end = float(chunks[-1]["end_s"])
     assert lw["ttft_s"]["mean"] >= prefill_end
-    at_the_end = landed([(t, 24576) for t in layer_ends(chunks[-1])])
+    at_the_end = landed([(t, 24576) for t in layer_ends(chunks[-1], True)])
     if gbps < 1:
         assert lw["ttft_s"]["mean"] < at_the_end
     for link in ("n0.fabric:up", "fabric.core", "n1.fabric:down"):
@@ -200,14 +228,16 @@ def test_pipeline_stages_stream_their_own_layers_from_their_own_gpus(kvtier, tmp
     # n1.gpu1 decode. Each stage sends the KV of its layers as it computes
     # them, from its GPU to its peer's: at 50 GB/s a layer's transfer is
     # shorter than its compute, so the last (stage 1's last layer) lands one
-    # transfer after the prefill's end.
+    # transfer after that layer's end: the prefill's end less the head, which
+    # runs after it on stage 1 (the transfer outlasts it).
     hw = two_nodes(50)
     colo, _ = run(kvtier, tmp_path, "colo", MOONCAKE, hw, ONE_REQUEST,
                   'cluster={"replicas": 1, "pp": 2, "gpus": ["n0.gpu0", "n0.gpu1"]}')
     lw, _ = run(kvtier, tmp_path, "lw", MOONCAKE, hw, ONE_REQUEST, stages("layerwise", 2))
     after, _ = run(kvtier, tmp_path, "after", MOONCAKE, hw, ONE_REQUEST, stages("after_prefill", 2))
     prefill = colo["ttft_s"]["mean"]
-    assert lw["ttft_s"]["mean"] == pytest.approx(prefill + 6e-6 + KV / LAYERS / 50e9, rel=1e-9)
+    assert 6e-6 + KV / LAYERS / 50e9 > HEAD_S
+    assert lw["ttft_s"]["mean"] == pytest.approx(prefill - HEAD_S + 6e-6 + KV / LAYERS / 50e9, rel=1e-9)
     assert lw["ttft_s"]["mean"] < after["ttft_s"]["mean"]
     for link in ("n0.fabric:up", "n1.fabric:down"):
         assert lw["links"][link]["bytes"] == pytest.approx(KV, rel=1e-12), link

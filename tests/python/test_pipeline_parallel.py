@@ -74,9 +74,14 @@ def test_a_stage_holds_its_layers_kv_only(kvtier, tmp_path):
     whole, _ = run(kvtier, tmp_path, "w1", VLLM, hw, *ONE, 'cluster={"replicas": 1}')
     quarter, _ = run(kvtier, tmp_path, "w4", VLLM, hw, *ONE, 'cluster={"replicas": 1, "pp": 4}')
     block = OPT_LAYERS * 2 * OPT_HIDDEN * 2 * 16  # 16-token blocks of every layer, FP16
-    weights = 6.7e9 * 2
+    weights = 6.7e9 * 2  # the head tied to the embedding: one copy on one GPU
     room = whole["kv_pool_blocks"] * block + weights  # the GPU's memory after its reserve, to a block
-    expect = (room - weights / 4) / (block / 4)
+    # Every stage's pool is the fullest stage's: a quarter of the layers with
+    # the embedding (stage 0) or the head's own copy of the tied matrix (the
+    # last stage): 50272 x 4096 FP16 either way.
+    vocab = 50272 * OPT_HIDDEN
+    stage = ((6.7e9 - vocab) / 4 + vocab) * 2
+    expect = (room - stage) / (block / 4)
     assert abs(quarter["kv_pool_blocks"] - expect) < 8
 
 
@@ -93,7 +98,10 @@ def test_micro_batches_keep_every_stage_busy(kvtier, tmp_path):
     # micro-batch after another and waits only for the hand-overs (a few
     # us against ms of compute): the instance runs at one micro-batch per t,
     # the slowest stage's rate, the bound, within 2% here (the fill and the
-    # drain at both ends of the run).
+    # drain at both ends of the run). The stages' layers take the same time;
+    # the first stage adds the embedding's lookups and the last the LM head
+    # (its matrix read for every micro-batch's step), so the other stages
+    # idle for the difference: the bubble is that imbalance, and 2% more.
     sets = ["serving.requests.input_tokens=512", "serving.requests.output_tokens=129", "serving.preemption=recompute"]
     single, _ = run(kvtier, tmp_path, "single", VLLM, HGX_HW, *sets, "serving.requests.count=1",
                     'cluster={"replicas": 1, "pp": 4}')
@@ -102,12 +110,17 @@ def test_micro_batches_keep_every_stage_busy(kvtier, tmp_path):
     inst = full["instances"][0]
     rows = list(csv.DictReader(open(out / "requests.csv")))
     assert sorted(r["virtual_engine"] for r in rows) == ["0", "1", "2", "3"] and {r["pp"] for r in rows} == {"4"}
-    slowest = max(s["busy_s"] for s in inst["stages"])
+    busy = [s["busy_s"] for s in inst["stages"]]
+    slowest = max(busy)
+    assert slowest == inst["stages"][-1]["busy_s"]
     assert slowest / full["simulated_time_s"] > 0.98
-    assert inst["pipeline_bubble_fraction"] < 0.02
-    # Four micro-batches of one request each: four times one's throughput,
-    # to the same 2%; one alone leaves three stages of four idle.
-    assert full["throughput_tokens_per_s"] == pytest.approx(4 * single["throughput_tokens_per_s"], rel=0.02)
+    imbalance = 1 - sum(busy) / len(busy) / slowest
+    assert inst["pipeline_bubble_fraction"] < imbalance + 0.02
+    # Four micro-batches of one request each: a micro-batch per slowest
+    # stage's time against one per all stages' (sum / slowest: four with
+    # equal stages), to the same 2%; one alone leaves three stages of four idle.
+    assert full["throughput_tokens_per_s"] == pytest.approx(sum(busy) / slowest * single["throughput_tokens_per_s"],
+                                                            rel=0.02)
     assert single["instances"][0]["pipeline_bubble_fraction"] > 0.74
 
 
