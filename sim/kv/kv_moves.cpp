@@ -62,7 +62,17 @@ void KvStore::load_from(BlockId b, TierId from, uint32_t layer) {
 
 JobId KvStore::load_cached(BlockId b, TierId from, uint32_t layer, double bytes, JobId after) {
   const TierId t = t_.tier[b];
-  if (t == from || t >= t_.tiers.size()) return kNoJob;
+  if (t >= t_.tiers.size()) return kNoJob;
+  // The prompt's attention reads b at the layer being selected, which
+  // touch() marks only once every block of the prompt is placed. Until then
+  // the room made for its next blocks could take b: a policy that ranks a
+  // new block first (LFU's lowest count, ARC's T1) writes it back before its
+  // load has landed, its room is handed on, and attention reads it up again
+  // within the same transfers: the write waits for the load and the load
+  // for the write, and neither ever runs. In use from its load on, as a
+  // block being read into is in a real server.
+  t_.last_access[b] = t_.clock;
+  if (t == from) return kNoJob;
   motion_[b].job = planner_->add(from, t, layer, bytes, after);
   motion_[b].src = kNoSource;
   return motion_[b].job;

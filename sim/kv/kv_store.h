@@ -160,8 +160,9 @@ class KvStore {
   void load_from(BlockId b, TierId from, uint32_t layer);
   // Serving's prefix cache (serving.kv "tiered"): `bytes` of b, just
   // allocated, are read from the cache's copy in tier `from` into b's tier
-  // once `after` is done; b is read once they are in. Returns the job (kNoJob
-  // where the cache's tier is b's own: the data is there).
+  // once `after` is done; b is read once they are in, and is in use (pinned)
+  // by the layer being selected from now. Returns the job (kNoJob where the
+  // cache's tier is b's own: the data is there).
   JobId load_cached(BlockId b, TierId from, uint32_t layer, double bytes, JobId after);
 
   // Sets aside `blocks` more of tier t's room, as far as its blocks can

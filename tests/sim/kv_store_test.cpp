@@ -308,6 +308,31 @@ TEST_CASE("kv store: a prefix-cache load reads the cached bytes into the block's
   CHECK(d.sink.moves.size() == before);
 }
 
+TEST_CASE("kv store: a block a prefix-cache load fills stays while room is made for the prompt's next blocks") {
+  // A prompt's cached blocks are placed and loaded one after another, all
+  // of them read by the layer being selected. LFU (a new block has the
+  // lowest count) and ARC (T1) would pick the block whose load was just
+  // issued, and LRU the oldest new one: its write down would wait for its
+  // load, and in a run the read that brings it back up joins that same load
+  // (the two wait for each other). The loaded blocks keep the GPU; the
+  // third goes to DRAM.
+  for (const char* eviction : {"lru", "lfu", "arc"}) {
+    INFO(eviction);
+    KvRig r(2, 100, eviction);
+    r.kv->begin_layer(5, 0, 0, 0.0);
+    r.kv->pin_from(5);
+    for (BlockId b = 0; b < 3; ++b) {
+      r.kv->allocate(b, 9);
+      if (r.where(b) == 0) r.kv->load_cached(b, 1, 0, double(kBlock), kNoJob);
+    }
+    CHECK(r.where(0) == 0);
+    CHECK(r.where(1) == 0);
+    CHECK(r.where(2) == 1);
+    for (const auto& m : r.sink.moves) CHECK(!(m.from == 0 && m.to == 1));  // nothing written back
+    CHECK(r.c.demoted_blocks == 0);
+  }
+}
+
 TEST_CASE("kv store: room goes to the oldest drain no layer in flight reads, the drains behind keep their order") {
   // HKM demotes DRAM (4 blocks) down to its watermark (2) in the background:
   // two writes to the SSD still in flight are DRAM's drains, oldest first.
