@@ -84,7 +84,9 @@ class ArcEviction : public EvictionPolicy, public MissAwareEviction {
         forget(q, B1);
         return replace(q, s);
       }
-      return choose(q, s, T1, 0);
+      const BlockId b = choose(q, s, T1, 0);
+      // Every block of T1 pinned (a layer in flight reads them): T2's LRU block.
+      return b != kNoBlock ? b : choose(q, s, T2, B2);
     }
     if (q.size[T1] + q.size[B1] + q.size[T2] + q.size[B2] >= 2 * c && q.size[B2] > 0) forget(q, B2);
     return replace(q, s);

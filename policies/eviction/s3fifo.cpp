@@ -80,9 +80,10 @@ class S3FifoEviction : public EvictionPolicy, public MissAwareEviction {
     // Each pass either evicts or moves every block of S to M, so M is over
     // its share on the next pass; a pass over M lowers every counter. The
     // bound only matters when pinned blocks make every candidate ineligible.
-    bool main_failed = false;  // every block of M is pinned: look in S
+    bool main_failed = false;   // every block of M is pinned: look in S
+    bool small_failed = false;  // every block of S is pinned: look in M
     for (int pass = 0; pass < 8; ++pass) {
-      if (!main_failed && (q.size[M] > s.main_cap || q.size[S] == 0)) {
+      if (!main_failed && (q.size[M] > s.main_cap || q.size[S] == 0 || small_failed)) {
         BlockId b = main_victim(q, freq_[t]);
         if (b != kNoBlock) {
           s.pending = b;
@@ -93,7 +94,11 @@ class S3FifoEviction : public EvictionPolicy, public MissAwareEviction {
       } else {
         // Known to hold only pinned blocks below the threshold: the pass
         // would find nothing, move nothing and leave S as it is.
-        if (s.small_stuck && s.stuck_stamp == table_->pin_stamp) return kNoBlock;
+        if (s.small_stuck && s.stuck_stamp == table_->pin_stamp) {
+          if (main_failed) return kNoBlock;
+          small_failed = true;
+          continue;
+        }
         uint64_t moved = 0;
         BlockId b = small_victim(q, freq_[t], moved);
         if (b != kNoBlock) {
@@ -106,10 +111,11 @@ class S3FifoEviction : public EvictionPolicy, public MissAwareEviction {
         // all of S are answered without a walk over S.
         s.small_stuck = true;
         s.stuck_stamp = table_->pin_stamp;
-        // What is left in S is pinned and below the threshold. With nothing
-        // moved, or with M known to be all pinned, every later pass takes
-        // the same branch over the same S and changes nothing.
-        if (main_failed || moved == 0) return kNoBlock;
+        // What is left in S is pinned and below the threshold: every later
+        // pass over S would find nothing. M gives the victim if it can (a
+        // tier with a block that may leave gives one, whatever M's share).
+        if (main_failed) return kNoBlock;
+        if (moved == 0) small_failed = true;
       }
     }
     return kNoBlock;

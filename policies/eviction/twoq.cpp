@@ -71,7 +71,10 @@ class TwoQEviction : public EvictionPolicy, public MissAwareEviction {
     BlockId b = kNoBlock;
     if (full && q.size[Ain] > s.ain_cap) b = q.oldest_unpinned(Ain, *table_);
     if (b == kNoBlock) b = q.oldest_unpinned(Am, *table_);
-    if (b == kNoBlock && full) b = q.oldest_unpinned(Ain, *table_);
+    // The store asks once its copies and free drains are gone, so the lists
+    // may hold less than the capacity (room held by blocks still being
+    // written down): a tier with a block that may leave gives one.
+    if (b == kNoBlock) b = q.oldest_unpinned(Ain, *table_);
     s.pending = b;
     return b;
   }

@@ -393,9 +393,9 @@ class S3FifoOneByOne {
     TierQueues& q = at(t);
     State& s = st_[t];
     auto& f = freq_[t];
-    bool main_failed = false;
+    bool main_failed = false, small_failed = false;
     for (int pass = 0; pass < 8; ++pass) {
-      if (!main_failed && (q.size[M] > s.main_cap || q.size[S] == 0)) {
+      if (!main_failed && (q.size[M] > s.main_cap || q.size[S] == 0 || small_failed)) {
         for (uint64_t i = 0, limit = 4 * q.size[M] + 1; i < limit && q.size[M] > 0; ++i) {
           const BlockId b = q.tail[M];
           if (f[b] >= 1 || table_->pinned(b)) {
@@ -409,12 +409,14 @@ class S3FifoOneByOne {
         if (q.size[S] == 0) return kNoBlock;
         main_failed = true;
       } else {
+        uint64_t moved = 0;
         for (uint64_t i = 0, limit = q.size[S]; i < limit && q.size[S] > 0; ++i) {
           const BlockId b = q.tail[S];
           if (f[b] >= 2) {
             q.unlink(b);
             q.push_front(b, M);
             f[b] = 0;
+            ++moved;
             continue;
           }
           if (table_->pinned(b)) {
@@ -424,6 +426,8 @@ class S3FifoOneByOne {
           s.pending = b;
           return b;
         }
+        // S held only pinned blocks and moved none: M gives the victim if it can.
+        if (moved == 0) small_failed = true;
       }
     }
     return kNoBlock;
