@@ -44,9 +44,7 @@ class StreamingLlmEviction : public EvictionPolicy {
     uint32_t n = counts_.created[g];
     if (counts_.live[g] <= sinks_ + recent_ || n <= sinks_ + recent_) return kNoBlock;
     uint32_t r_begin = n - recent_;
-    uint32_t& c = cursor_[g];
-    while (c < r_begin && tb.tier[tb.block_at(g, c)] >= kDropped) ++c;  // skip what is gone
-    for (uint32_t i = c; i < r_begin; ++i) {
+    for (uint32_t i = cursor(g, r_begin); i < r_begin; ++i) {
       BlockId b = tb.block_at(g, i);
       if (tb.tier[b] < kDropped && !tb.pinned(b)) return b;
     }
@@ -91,14 +89,19 @@ class StreamingLlmEviction : public EvictionPolicy {
       return c == 0;
     };
     const uint32_t s_end = std::min(sinks_, n);
-    for (uint32_t i = 0; i < s_end; ++i)
-      if (consider(i)) return best;
-    uint32_t& c = cursor_[g];
+    for (uint32_t i = 0; i < s_end; ++i) consider(i);  // sinks: the last resort
     const uint32_t r_begin = n > recent_ ? n - recent_ : 0;
-    while (c < r_begin && tb.tier[tb.block_at(g, c)] >= kDropped) ++c;  // what victims dropped since
-    for (uint32_t i = std::max(c, s_end); i < n; ++i)
+    for (uint32_t i = std::max(cursor(g, r_begin), s_end); i < n; ++i)
       if (consider(i)) return best;
     return best;
+  }
+  // The group's first block at or after its cursor that is not gone, before
+  // r_begin: the cursor moves past what budgets and victims have dropped.
+  uint32_t cursor(uint32_t g, uint32_t r_begin) {
+    const BlockTable& tb = *table_;
+    uint32_t& c = cursor_[g];
+    while (c < r_begin && tb.tier[tb.block_at(g, c)] >= kDropped) ++c;
+    return c;
   }
 
   uint32_t sinks_, recent_;
