@@ -266,7 +266,7 @@ void KvStore::write_down(BlockId v, TierId from, size_t mark) {
   motion_[v].src = from;
   t_.dirty[v] = 0;
   ++c_.written_back_blocks;
-  Drain d;
+  Drain& d = drains_[from].emplace_back();
   d.block = v;
   d.write = j;
   // The room below may itself be waiting for writes further down: this
@@ -278,7 +278,6 @@ void KvStore::write_down(BlockId v, TierId from, size_t mark) {
     else d.after.back() = std::max(d.after.back(), w);  // the latest of the rest (ids grow with time)
   }
   room_waits_.resize(mark);
-  drains_[from].push_back(d);
   ++t_.tiers[from].draining_blocks;
   c_.peak_blocks[from] = std::max(c_.peak_blocks[from], t_.tiers[from].occupied_blocks());
 }
@@ -308,13 +307,13 @@ bool KvStore::claim_drain(TierId t) {
   uint32_t it = q.front();
   while (it != q.kEnd && t_.pinned(q.at(it).block)) it = q.next(it);
   if (it == q.kEnd) return false;
-  const Drain d = q.at(it);
-  q.erase(it);
+  const Drain& d = q.at(it);
   --t_.tiers[t].draining_blocks;
   if (motion_[d.block].job == d.write) motion_[d.block].src = kNoSource;
   if (!planner_->done(d.write)) room_waits_.push_back(d.write);
   for (uint8_t i = 0; i < d.n_after; ++i)
     if (!planner_->done(d.after[i])) room_waits_.push_back(d.after[i]);
+  q.erase(it);  // after the last read of d, which lives in the node erase frees
   return true;
 }
 

@@ -22,7 +22,13 @@ class PooledFifo {
   uint32_t next(uint32_t i) const { return nodes_[i].next; }
   const T& at(uint32_t i) const { return nodes_[i].value; }
 
-  void push_back(const T& v) {
+  void push_back(const T& v) { emplace_back() = v; }
+  // A new element at the back, reset to T{}, to be filled in place: the
+  // caller writes its fields where they stay instead of building it
+  // elsewhere and copying it in (a copy that reads back, as one wide load,
+  // fields just written one by one, which the CPU cannot forward from its
+  // store buffer and waits for).
+  T& emplace_back() {
     uint32_t i = free_;
     if (i != kEnd) {
       free_ = nodes_[i].next;
@@ -31,12 +37,13 @@ class PooledFifo {
       nodes_.emplace_back();
     }
     Node& n = nodes_[i];
-    n.value = v;
+    n.value = T{};
     n.prev = tail_;
     n.next = kEnd;
     if (tail_ != kEnd) nodes_[tail_].next = i;
     else head_ = i;
     tail_ = i;
+    return n.value;
   }
   void erase(uint32_t i) {
     Node& n = nodes_[i];
