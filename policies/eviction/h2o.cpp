@@ -31,10 +31,18 @@ class H2oEviction : public EvictionPolicy {
   void setup(const BlockTable& table) override {
     table_ = &table;
     counts_.setup(table);
+    held_.assign(counts_.groups, {});
+    place_.assign(table.size(), kNoBlock);
   }
-  void on_insert(BlockId b, TierId t) override { counts_.insert(*table_, b, t); }
+  void on_insert(BlockId b, TierId t) override {
+    counts_.insert(*table_, b, t);
+    hold(b);
+  }
   void on_access(BlockId, TierId) override {}
-  void on_remove(BlockId b, TierId t) override { counts_.remove(*table_, b, t); }
+  void on_remove(BlockId b, TierId t) override {
+    counts_.remove(*table_, b, t);
+    unhold(b);
+  }
   void on_release(BlockId b) override { counts_.release(*table_, b); }
   bool drops() const override { return true; }
   bool reads_attention() const override { return true; }
@@ -59,7 +67,10 @@ class H2oEviction : public EvictionPolicy {
  private:
   static constexpr TierId kAnyTier = kDropped;
   // The unpinned block of group g (in tier t, or in any tier) with the least
-  // accumulated mass, blocks outside the recent window first.
+  // accumulated mass, blocks outside the recent window first, the lowest
+  // index of those as light. Only the blocks g holds are looked at: with a
+  // budget most of what a sequence created has been dropped, and a scan of
+  // every index it created was most of H2O's time.
   BlockId lightest(uint32_t g, TierId t) const {
     const BlockTable& tb = *table_;
     uint32_t n = counts_.created[g];
@@ -67,25 +78,49 @@ class H2oEviction : public EvictionPolicy {
     BlockId best = kNoBlock;
     bool best_recent = true;
     float best_mass = 0;
-    for (uint32_t i = 0; i < n; ++i) {
+    uint32_t best_i = 0;
+    for (uint32_t i : held_[g]) {
       BlockId b = tb.block_at(g, i);
       TierId bt = tb.tier[b];
       if (bt >= kDropped || (t != kAnyTier && bt != t) || tb.pinned(b)) continue;
       bool rec = i >= r_begin;
       float m = tb.mass[b];
-      if (best == kNoBlock || (!rec && best_recent) || (rec == best_recent && m < best_mass)) {
+      if (best == kNoBlock || (!rec && best_recent) ||
+          (rec == best_recent && (m < best_mass || (m == best_mass && i < best_i)))) {
         best = b;
         best_recent = rec;
         best_mass = m;
+        best_i = i;
       }
     }
     return best;
+  }
+  // held_[g]: the indices of g's blocks in a tier, in no order (a removal
+  // moves the last into its place); place_[b] is b's position there.
+  void hold(BlockId b) {
+    if (place_[b] != kNoBlock) return;
+    std::vector<uint32_t>& h = held_[group_of(*table_, b)];
+    place_[b] = uint32_t(h.size());
+    h.push_back(table_->index_of(b));
+  }
+  void unhold(BlockId b) {
+    const uint32_t p = place_[b];
+    if (p == kNoBlock) return;
+    const uint32_t g = group_of(*table_, b);
+    std::vector<uint32_t>& h = held_[g];
+    const uint32_t last = h.back();
+    h[p] = last;
+    place_[table_->block_at(g, last)] = p;
+    h.pop_back();
+    place_[b] = kNoBlock;
   }
 
   Budget budget_;
   uint32_t recent_;
   const BlockTable* table_ = nullptr;
   GroupCounts counts_;
+  std::vector<std::vector<uint32_t>> held_;  // per group, grown to its most blocks held at once
+  std::vector<uint32_t> place_;              // per block
 };
 KVTIER_REGISTER(EvictionPolicy, H2oEviction, "h2o",
                 "H2O: keep heavy hitters (accumulated attention mass) + recent window within a budget; the rest is dropped");

@@ -233,6 +233,109 @@ TEST_CASE("h2o: victim of a full tier is the lightest block outside the window")
   CHECK(e->victim(0) == T.t.id(0, 0, 0));
 }
 
+TEST_CASE("h2o: victims are those of a scan of every block each group created") {
+  // Random creates, uses (masses from three values, so ties are common),
+  // moves between tiers, drops, pins and released groups; H2O looks only at
+  // the blocks a group holds, in no order, and must answer as the scan of
+  // every index in order does: outside the recent window first, then the
+  // least mass, then the lowest index.
+  const uint32_t seqs = 3, layers = 2, per = 24, recent = 3, budget = 6;
+  Table T(seqs, layers, per, {1000, 1000});
+  auto e = make<EvictionPolicy>(
+      json{{"name", "h2o"}, {"budget", budget}, {"budget_unit", "blocks"}, {"recent", recent}});
+  e->setup(T.t);
+  const uint32_t groups = seqs * layers;
+  std::vector<uint32_t> created(groups, 0);
+  auto lightest = [&](uint32_t g, int tier) {
+    const uint32_t n = created[g], r_begin = recent >= n ? 0 : n - recent;
+    BlockId best = kNoBlock;
+    bool best_recent = true;
+    float best_mass = 0;
+    for (uint32_t i = 0; i < n; ++i) {
+      const BlockId b = T.t.block_at(g, i);
+      const TierId bt = T.t.tier[b];
+      if (bt >= kDropped || (tier >= 0 && bt != tier) || T.t.pinned(b)) continue;
+      const bool rec = i >= r_begin;
+      const float m = T.t.mass[b];
+      if (best == kNoBlock || (!rec && best_recent) || (rec == best_recent && m < best_mass)) {
+        best = b;
+        best_recent = rec;
+        best_mass = m;
+      }
+    }
+    return best;
+  };
+  auto in_tier = [&](uint32_t g, TierId tier) {
+    uint32_t c = 0;
+    for (uint32_t i = 0; i < created[g]; ++i) c += T.t.tier[T.t.block_at(g, i)] == tier;
+    return c;
+  };
+  auto scan_victim = [&](TierId tier) {
+    uint32_t top = kNoBlock, most = 0;
+    for (uint32_t g = 0; g < groups; ++g)
+      if (in_tier(g, tier) > most) most = in_tier(g, tier), top = g;
+    if (top == kNoBlock) return kNoBlock;
+    BlockId b = lightest(top, tier);
+    for (uint32_t g = 0; b == kNoBlock && g < groups; ++g)
+      if (in_tier(g, tier)) b = lightest(g, tier);
+    return b;
+  };
+  auto scan_budget = [&](uint32_t g) {
+    uint32_t live = 0;
+    for (uint32_t i = 0; i < created[g]; ++i) live += T.t.tier[T.t.block_at(g, i)] < kDropped;
+    const uint32_t n = created[g], cap = std::max(std::min(budget, n), std::min(recent, n));
+    return live <= cap ? kNoBlock : lightest(g, -1);
+  };
+  auto live_block = [&](std::mt19937& r) {
+    for (int tries = 0; tries < 50; ++tries) {
+      const uint32_t g = r() % groups;
+      if (!created[g]) continue;
+      const BlockId b = T.t.block_at(g, r() % created[g]);
+      if (T.t.tier[b] < kDropped) return b;
+    }
+    return kNoBlock;
+  };
+  std::mt19937 rng(11);
+  const float masses[3] = {0.f, 0.5f, 1.f};
+  for (int op = 0; op < 30000; ++op) {
+    const uint32_t k = rng() % 100;
+    if (k < 30) {
+      const uint32_t g = rng() % groups;
+      if (created[g] < per) T.create(e.get(), T.t.block_at(g, created[g]++), TierId(rng() % 2));
+    } else if (k < 60) {
+      const BlockId b = live_block(rng);
+      if (b != kNoBlock) T.use(e.get(), b, masses[rng() % 3]);
+    } else if (k < 70) {
+      const BlockId b = live_block(rng);
+      if (b != kNoBlock) T.move(e.get(), b, TierId(1 - T.t.tier[b]));
+    } else if (k < 80) {
+      const BlockId b = live_block(rng);
+      if (b != kNoBlock) T.drop(e.get(), b);
+    } else if (k < 83) {
+      T.pin_from_now();
+    } else if (k < 86) {
+      T.t.pin_stamp = 0;
+    } else if (k < 87) {
+      // A sequence ends: its blocks leave, and its places go to a new one.
+      const uint32_t g = rng() % groups;
+      for (uint32_t i = 0; i < created[g]; ++i) {
+        const BlockId b = T.t.block_at(g, i);
+        if (T.t.tier[b] < kDropped) T.drop(e.get(), b);
+        e->on_release(b);
+        T.t.tier[b] = kNotCreated;
+        T.t.mass[b] = 0.f;
+        T.t.last_access[b] = 0;
+      }
+      created[g] = 0;
+    } else {
+      const TierId tier = TierId(rng() % 2);
+      REQUIRE(e->victim(tier) == scan_victim(tier));
+      const uint32_t g = rng() % groups;
+      REQUIRE(e->budget_victim(g / layers, g % layers) == scan_budget(g));
+    }
+  }
+}
+
 TEST_CASE("group counts: the group with most blocks in a tier is the one a scan of every group finds") {
   // Random inserts and removals over 37 groups (not a power of two) in two
   // tiers; the answer is the lowest-numbered group of the largest count.
