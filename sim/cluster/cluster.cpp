@@ -641,11 +641,11 @@ void ClusterSimulation::route_all() {
 // makes the same estimate). Queued: the layer-seconds of the prompts handed
 // to the instance (all its virtual engines: they share its GPUs) that have
 // not been prefilled, each as if alone and uncached, times the model's
-// layers. Service: the prompt's prefill less its cached prefix, on the
-// instance's kernel model with each layer's tensor-parallel all-reduces and
-// a pipeline's hand-overs between stages as they take on an idle platform;
-// its cached blocks load layer by layer from the
-// devices they lie on (its own host memory or drives, or with a pool another
+// layers, with their embeddings and LM heads. Service: the prompt's prefill
+// less its cached prefix, on the instance's kernel model with each layer's
+// tensor-parallel all-reduces and a pipeline's hand-overs between stages as
+// they take on an idle platform; its cached blocks load layer by layer from
+// the devices they lie on (its own host memory or drives, or with a pool another
 // node's, over the fabric) at the route's rate and latency when alone, and
 // layer l computes once its KV is in: with L equal layers, the longer of the
 // two sides plus one layer of the shorter. The running sequences' decode
@@ -655,9 +655,12 @@ void ClusterSimulation::estimate_first_token(size_t i, const ServingRequest& q, 
   double layers = 0;
   for (const PipelineStages::Stage& st : in.stage_plan) layers += st.layers;
   if (in.stage_plan.empty()) layers = in.sim->setup().model.layers;
-  double queued = 0;
-  for (size_t v = 0; v < in.engines(); ++v) queued += in.engine(v).queued_prefill_layer_s();
-  load.queue_s = layers * queued;
+  double queued = 0, queued_ends = 0;
+  for (size_t v = 0; v < in.engines(); ++v) {
+    queued += in.engine(v).queued_prefill_layer_s();
+    queued_ends += in.engine(v).queued_prefill_ends_s();
+  }
+  load.queue_s = layers * queued + queued_ends;
   const ServingSimulation& e = in.engine(in.least_busy_engine());
   hit_from_.clear();
   // At least the prompt's last token is computed (it yields the first token).

@@ -293,7 +293,8 @@ void ServingSimulation::after_iteration(const IterationPlan& p, uint64_t& done) 
     if (write_through && it.completes_prefill && reqs_[it.req].generated == 0) cache_->write_down(reqs_[it.req]);
     if (it.completes_prefill && it.req < queued_of_.size() && queued_of_[it.req] > 0) {
       queued_prefill_layer_s_ -= queued_of_[it.req];
-      queued_of_[it.req] = 0;
+      queued_prefill_ends_s_ -= queued_ends_of_[it.req];
+      queued_of_[it.req] = queued_ends_of_[it.req] = 0;
     }
   }
   for (uint32_t id : sched_->complete(end)) {
@@ -425,9 +426,12 @@ void ServingSimulation::accept(ServingRequest r) {
   outstanding_tokens_ += uint64_t(r.input_tokens) + r.output_tokens;
   ++unfinished_;
   queued_of_.resize(r.id + 1, 0.0);
+  queued_ends_of_.resize(r.id + 1, 0.0);
   if (r.generated == 0) {
     queued_of_[r.id] = prefill_layer_s(0, r.input_tokens);
     queued_prefill_layer_s_ += queued_of_[r.id];
+    queued_ends_of_[r.id] = prefill_ends_s(0, r.input_tokens);
+    queued_prefill_ends_s_ += queued_ends_of_[r.id];
   }
   reqs_.push_back(std::move(r));
   if (!attention_cfg_.empty()) attention_.resize(reqs_.size());

@@ -154,6 +154,8 @@ class ServingSimulation {
   // The same prompt's embedding and LM head, once per pass (model.vocab_size).
   double prefill_ends_s(uint32_t cached, uint32_t tokens) const;
   double queued_prefill_layer_s() const { return queued_prefill_layer_s_ > 0 ? queued_prefill_layer_s_ : 0.0; }
+  // Their embeddings and LM heads (prefill_ends_s), once each.
+  double queued_prefill_ends_s() const { return queued_prefill_ends_s_ > 0 ? queued_prefill_ends_s_ : 0.0; }
   uint32_t prefix_hit_sources(const ServingRequest& r, std::vector<std::pair<size_t, uint32_t>>& from) const;
   double prefix_load_bytes_per_token_layer() const;
   // One layer's load of `bytes` a rank from device `dev` on an otherwise
@@ -242,9 +244,10 @@ class ServingSimulation {
   bool fed_ = false, closed_ = false;
   std::unique_ptr<Wakeup> wakeup_;
   uint64_t outstanding_tokens_ = 0, unfinished_ = 0;
-  // Fed: the prefill layer-seconds of handed prompts not yet prefilled, and each one's share.
-  double queued_prefill_layer_s_ = 0;
-  std::vector<double> queued_of_;
+  // Fed: the prefill layer-seconds of handed prompts not yet prefilled, and
+  // each one's share; the same of their embeddings and heads.
+  double queued_prefill_layer_s_ = 0, queued_prefill_ends_s_ = 0;
+  std::vector<double> queued_of_, queued_ends_of_;
   std::vector<size_t> pull_devices_;
   std::vector<std::pair<size_t, size_t>> pool_pairs_, pool_drives_;
   bool pooled_ = false;

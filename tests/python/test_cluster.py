@@ -65,6 +65,26 @@ def test_least_tokens_balances_what_round_robin_does_not(kvtier, tmp_path):
     assert lt["ttft_s"]["p50"] <= rr["ttft_s"]["p50"]
 
 
+def test_min_ttft_weighs_a_queued_prompt_as_it_weighs_the_prompt_it_routes(kvtier, tmp_path):
+    # Prompts of 400, 200 and 200 tokens at once on two idle instances: the
+    # first goes to one, the second to the other, and the third queues behind
+    # the second, the same prompt. Its estimated first token is then twice
+    # the second's: the queued prompt's layers, embedding and LM head (a
+    # vocabulary of a million reads an 8 GB head once per pass), then its own.
+    trace = tmp_path / "three.jsonl"
+    lines = [{"timestamp": 0, "input_length": n, "output_length": 4, "hash_ids": [i]}
+             for i, n in enumerate([400, 200, 200])]
+    trace.write_text("".join(json.dumps(l) + "\n" for l in lines))
+    for vocab in (0, 1000000):
+        _, d = run(kvtier, tmp_path, "v%d" % vocab, VLLM, FOUR_HW, "serving.preemption=recompute",
+                   'serving.requests={"kind": "trace", "path": "%s"}' % trace,
+                   'cluster={"replicas": 2, "router": "min_ttft"}', "model.vocab_size=%d" % vocab)
+        rows = list(csv.DictReader(open(d / "requests.csv")))
+        assert rows[1]["instance"] == rows[2]["instance"] != rows[0]["instance"]
+        second, third = float(rows[1]["estimated_ttft_s"]), float(rows[2]["estimated_ttft_s"])
+        assert third == pytest.approx(2 * second, rel=1e-9), vocab
+
+
 def test_kv_aware_routing_finds_more_cached_prefix_than_round_robin(kvtier, tmp_path):
     sets = [FOUR_H200_HW, "serving.limit=1500", "serving.preemption=recompute"]
     rr, _ = run(kvtier, tmp_path, "rr", MOONCAKE, *sets, 'cluster={"replicas": 4, "router": "round_robin"}')
