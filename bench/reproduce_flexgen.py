@@ -530,7 +530,7 @@ def causes(results, calibrations):
             f"{_above(x67, 'high', 'low')} and the compressed cells "
             f"{_span([abs(x - 1) for x in comp_known], lambda v: f'{v * 100:.0f}')}% {comp_dir}; the CPU's datasheet "
             f"{sheet_cpu_TF:.0f} TFLOP/s makes CPU attention cheap, so FlexGen OPT-30B becomes bound by {b30_words} "
-            f"({fmt(ratio('datasheet', 'flexgen', 'opt-30b'))}x); FlexGen measured its CPU attention (PyTorch, FP32) near "
+            f"({ratio('datasheet', 'flexgen', 'opt-30b') or 0:.1f}x); FlexGen measured its CPU attention (PyTorch, FP32) near "
             f"the fitted {cpu_GF:.1f} GFLOP/s.")
     T.append("Not modelled (docs/weights.md): the page cache in front of FlexGen's memory-mapped disk tensors, the weights "
              "of FlexGen's separate attention and MLP layers loading at half a layer's granularity.")
