@@ -398,8 +398,8 @@ def causes(results, calibrations):
             wait = r30["prefill_write_wait_s"]
             write_clause = (f"so part of each layer waits for earlier writes ({wait:.0f} s in all, "
                             "metrics.prefill_write_wait_s)" if wait >= 0.5 else
-                            f"and no layer waits for earlier writes ({wait:.1f} s, metrics.prefill_write_wait_s): each "
-                            "layer's writes land while its kernels run")
+                            f"and no layer waits for earlier writes ({wait:.1f} s, metrics.prefill_write_wait_s): they "
+                            "drain while later kernels run")
             x = r30["tokens_per_s"] / tps30
             y = r30["prefill_s"] / cm_prefill
             T.append(
