@@ -1,7 +1,8 @@
 // Attention reads a block that is still being written down (a drain): its
 // data is read where it still is, the tier it is leaving, without waiting
-// for the write. Two cases: the block is leaving the GPU's own tier (nothing
-// moves) and it is leaving DRAM for a slow SSD (it is read from DRAM).
+// for the write. The block is leaving the GPU's own tier (nothing moves), or
+// DRAM for a slow SSD (it is read from DRAM); and where its data was still
+// arriving in DRAM when its write began, it is read after the write, below.
 #include <catch2/catch.hpp>
 #include <unistd.h>
 
@@ -181,4 +182,57 @@ TEST_CASE("a block read while it drains from DRAM to a slow SSD is read from DRA
   CHECK(m["links"]["s:ssd->rc"]["bytes"].get<double>() == 0);
   // The reads took microseconds; the writes a second each.
   CHECK(m["decode_time_s"].get<double>() < 0.01 * kWriteS);
+}
+
+TEST_CASE("a block written down while its new token is still being written into it is not read before the token lands") {
+  // FlexGen's placement keeps the whole sequence in DRAM: four blocks
+  // (500-token prompt; the decode tokens go into block 3). A write out of the
+  // GPU takes kWriteS per block, so kTokenS for a token's KV. Step 0 reads
+  // blocks 0 and 1, and its token is then written into block 3. After the
+  // step HKM brings DRAM (room for eight: the placement checks the block
+  // table's two sequences fit) down to two blocks: it writes blocks 2 and 3,
+  // which step 0 did not read, to the SSD, block 3's behind its token's
+  // write. Step 1 reads both: block 2 from DRAM at once; block 3 is complete
+  // in DRAM only once the token has landed, so it is read after its write,
+  // from the SSD.
+  constexpr double kTokenS = 512.0 / kBlock * kWriteS;
+  const std::string trace = drain_trace("drain_token", 500, {{0, 1}, {2, 3}});
+  json hw{{"devices",
+           {{"gpu", fast_gpu(1.5 * kBlock / 1e9)},
+            {"dram", {{"kind", "dram"}, {"capacity_GB", 8.5 * kBlock / 1e9}, {"bandwidth_GBps", 1e3}, {"latency_us", 0}}},
+            {"ssd", {{"kind", "nvme"}, {"capacity_GB", 100}, {"read_GBps", 7}, {"write_GBps", 6}, {"latency_us", 0}}},
+            {"rc", {{"kind", "switch"}}}}},
+          {"links",
+           {{"pcie", {{"ends", {"rc", "gpu"}}, {"bandwidth_GBps", 10}, {"bandwidth_back_GBps", kSlowGBps}, {"latency_us", 0}}},
+            {"dbus", {{"ends", {"rc", "dram"}}, {"bandwidth_GBps", 1e3}, {"latency_us", 0}}},
+            {"s", {{"ends", {"rc", "ssd"}}, {"bandwidth_GBps", 7}, {"latency_us", 0}}}}},
+          {"tiers", {"gpu", "dram", "ssd"}}};
+  json cfg{{"hardware", hw},
+           {"model", tiny_model(1)},
+           {"workload",
+            {{"context_tokens", 500}, {"decode_steps", 2}, {"prefill", "none"}, {"trace", {{"kind", "file"}, {"path", trace}}}}},
+           {"policies",
+            {{"eviction", {{"name", "hkm"}, {"watermark", 0.25}}},
+             {"promotion", "none"},
+             {"placement", {{"name", "fractions"}, {"percent", {0, 100, 0}}}},
+             {"prefetch", "none"}}}};
+  json m = simulate(cfg);
+  std::filesystem::remove(trace);
+  INFO(m.dump());
+  REQUIRE(m.contains("decode_time_s"));  // the run finished: nothing deadlocked
+  // Blocks 2 and 3 were written to the SSD, and step 1's token into block 3 there.
+  CHECK(m["ssd_bytes_written"].get<double>() == 2 * kBlock + 512);
+  CHECK(m["links"]["pcie:gpu->rc"]["bytes"].get<double>() == 2 * 512);
+  // Step 0 waited for nothing; step 1 for the token's write into DRAM (and
+  // block 3's write after it), not for anything of kWriteS.
+  CHECK(m["first_step_latency_s"].get<double>() < 0.01 * kTokenS);
+  const double step1 = m["decode_time_s"].get<double>() - m["first_step_latency_s"].get<double>();
+  CHECK(step1 >= kTokenS);
+  CHECK(step1 < 2 * kTokenS);
+  // Block 2 was read from DRAM while it drained, block 3 from the SSD.
+  CHECK(m["block_accesses"].get<double>() == 4);
+  CHECK(tier_hits(m, "dram") == 3);
+  CHECK(tier_hits(m, "ssd") == 1);
+  CHECK(m["fetched_bytes"].get<double>() == 4 * kBlock);
+  CHECK(m["links"]["s:ssd->rc"]["bytes"].get<double>() == kBlock);
 }
