@@ -353,8 +353,8 @@ void LayerPipeline::fetch_selected(Slot& slot, uint32_t layer) {
     }
     // Still being written down from a tier: the data is read from there
     // (the source keeps it until the write completes, unless its room was
-    // given away: then pending_src is cleared and the read waits for the
-    // write). Prefill output written from the GPU's staging buffer is not
+    // given away or the data had not all arrived there when the write
+    // began: then pending_src is cleared and the read waits for the write). Prefill output written from the GPU's staging buffer is not
     // kept: that buffer is reused layer after layer, so a read waits for the write.
     if (draining) {
       const size_t src = at;

@@ -260,10 +260,15 @@ void KvStore::release(BlockId b) {
 // drain). The caller has made room below.
 void KvStore::write_down(BlockId v, TierId from, size_t mark) {
   const TierId to = static_cast<TierId>(from + 1);
-  JobId j = planner_->add(from, to, t_.layer_of(v), data_bytes(v), motion_[v].job);
+  const JobId before = motion_[v].job;
+  JobId j = planner_->add(from, to, t_.layer_of(v), data_bytes(v), before);
   move(v, from, to);
   motion_[v].job = j;
-  motion_[v].src = from;
+  // A reader of a drain reads `from` at once, waiting for nothing. That is
+  // right only if v's data is all there: while a move into `from` is still
+  // landing (a new token's KV, a write down from above) the write waits for
+  // it, and so must the reader, which then reads v after the write, below.
+  motion_[v].src = planner_->done(before) ? from : kNoSource;
   t_.dirty[v] = 0;
   ++c_.written_back_blocks;
   Drain& d = drains_[from].emplace_back();

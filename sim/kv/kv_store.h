@@ -11,7 +11,8 @@
 // needs room. Demoting a block with a valid copy below moves no bytes.
 //
 // Drains: a block written down keeps its memory in the tier it leaves until
-// the write lands (the data is read from there while it moves). Until then
+// the write lands (the data is read from there while it moves, if it had
+// all arrived there when the write began). Until then
 // that room is the tier's draining_blocks. Whoever needs the room takes the
 // oldest drain and must wait for its write (and for the writes the room
 // below it was waiting for) before putting data there: make_room hands
@@ -78,7 +79,8 @@ class KvStore {
 
   // Per block: the job moving it, if any; while that is a write down
   // (demotion, prefill output), the endpoint still holding the data
-  // (kNoSource: the move is a read up, and a reader must wait for it).
+  // (kNoSource: the move is a read up, or a write down of data that was
+  // still arriving where it left, and a reader must wait for it).
   static constexpr uint8_t kNoSource = 255;
   JobId pending(BlockId b) const { return motion_[b].job; }
   uint8_t pending_src(BlockId b) const { return motion_[b].src; }

@@ -219,7 +219,10 @@ void TransferPlanner::accumulate(Batch& bt, size_t from_ep, size_t to_ep, uint32
   bt.stored += raw_bytes * bt.stored_f;
   ++bt.pieces;
   if (bt.codec_Bps > 0) bt.codec_s += raw_bytes / bt.codec_Bps;
-  if (!board_.done(wait_for)) add_dep(bt.deps, wait_for);
+  if (!board_.done(wait_for)) {
+    check_no_cycle(bt, wait_for);
+    add_dep(bt.deps, wait_for);
+  }
   if (recording_ && wait_for != kNoJob) add_dep(bt.asked, wait_for);
 }
 
@@ -236,8 +239,49 @@ void TransferPlanner::depend(size_t from_ep, size_t to_ep, JobId j) {
 void TransferPlanner::depend_prefetch(size_t from, JobId j) { depend_batch(prefetch_batches_[from], j); }
 
 void TransferPlanner::depend_batch(Batch& bt, JobId j) {
-  if (bt.id != kNoJob) add_dep(bt.deps, j);
-  if (bt.id != kNoJob && recording_ && j != kNoJob) add_dep(bt.asked, j);
+  if (bt.id == kNoJob) return;
+  if (j != kNoJob) check_no_cycle(bt, j);
+  add_dep(bt.deps, j);
+  if (recording_ && j != kNoJob) add_dep(bt.asked, j);
+}
+
+// Only direct cycles, two open batches each waiting for the other: the
+// shape a block moved up and down within one layer's batches takes (a
+// prefix-cache load written back before it landed and read up again:
+// KvStore::load_cached), found with one look at the other batch's
+// dependencies, on the path where a dependency is added only.
+void TransferPlanner::check_no_cycle(const Batch& bt, JobId j) const {
+  if (j == bt.id) return;
+  const Batch* other = nullptr;
+  for (const auto* v : {&batches_, &prefetch_batches_})
+    for (const Batch& o : *v)
+      if (o.id == j) other = &o;
+  if (!other || std::find(other->deps.begin(), other->deps.end(), bt.id) == other->deps.end()) return;
+  // A batch between the GPU's tier and the GPU moves nothing: submit
+  // finishes it without waiting, so it closes no cycle.
+  const auto [a_from, a_to] = batch_ends(bt);
+  const auto [b_from, b_to] = batch_ends(*other);
+  if (ep_dev(a_from) == ep_dev(a_to) || ep_dev(b_from) == ep_dev(b_to)) return;
+  throw std::logic_error("kvtier: transfer planner: the open transfer " + endpoints(bt) + " of layer " +
+                         std::to_string(bt.layer) + " would wait for the open transfer " + endpoints(*other) +
+                         " of layer " + std::to_string(other->layer) +
+                         ", which already waits for it: a dependency cycle (SimGrid would report a deadlock)");
+}
+
+std::pair<size_t, size_t> TransferPlanner::batch_ends(const Batch& bt) const {
+  if (is_prefetch(bt)) return {static_cast<size_t>(&bt - prefetch_batches_.data()), 0};
+  const size_t i = static_cast<size_t>(&bt - batches_.data());
+  return {i / eps_, i % eps_};
+}
+
+// Tier names, with the endpoint numbers: where the GPU's memory is tier 0,
+// the GPU is named twice (tier 0 and endpoint n, the staging buffers).
+std::string TransferPlanner::endpoints(const Batch& bt) const {
+  const size_t n = s_.tiers();
+  const auto [from, to] = batch_ends(bt);
+  auto name = [&](size_t ep) { return ep == n ? s_.hw.gpu : s_.hw.tiers[ep]; };
+  return name(from) + "->" + name(to) + " (endpoints " + std::to_string(from) + "->" + std::to_string(to) +
+         (is_prefetch(bt) ? ", predicted blocks)" : ")");
 }
 
 void TransferPlanner::open_ids(std::vector<JobId>& out) const {

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <utility>
 #include <unordered_map>
 #include <vector>
@@ -167,6 +168,16 @@ class TransferPlanner final : public MoveSink {
   void open_layer(Batch& bt, size_t from_ep, size_t to_ep, uint32_t layer) const;
   // The open batch bt, if any, also waits for j (kept as asked while recording).
   void depend_batch(Batch& bt, JobId j);
+  // Throws std::logic_error if j is another open batch that waits for bt:
+  // bt waiting for it too would be a cycle, which SimGrid reports only as a
+  // deadlock with no hint of the batches or the layer.
+  [[gnu::noinline]] void check_no_cycle(const Batch& bt, JobId j) const;
+  // The endpoints of one of batches_ or prefetch_batches_, and as a message names them.
+  std::pair<size_t, size_t> batch_ends(const Batch& bt) const;
+  std::string endpoints(const Batch& bt) const;
+  bool is_prefetch(const Batch& bt) const {
+    return &bt >= prefetch_batches_.data() && &bt < prefetch_batches_.data() + prefetch_batches_.size();
+  }
   [[gnu::noinline]] void accumulate(Batch& bt, size_t from_ep, size_t to_ep, uint32_t layer, double raw_bytes,
                                     JobId wait_for);
   void submit(Batch& bt, size_t a, size_t b, bool critical, std::vector<JobId>* waits, double* gpu_codec_s);

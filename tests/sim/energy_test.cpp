@@ -13,15 +13,6 @@ using namespace kvtier;
 using namespace kvtier::test;
 
 namespace {
-json serve(json cfg) {
-  return in_child([cfg]() mutable {
-    resolve_params(cfg["workload"], workload_params(), "workload");
-    resolve_params(cfg["sim"], sim_params(), "sim");
-    ServingSimulation sim(cfg);
-    return sim.run("");
-  });
-}
-
 // GPU + root + DRAM + NVMe, their power figures given; links PCIe and a structural DRAM join.
 json energy_hw() {
   return json{{"devices",

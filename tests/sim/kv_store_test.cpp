@@ -339,6 +339,8 @@ TEST_CASE("kv store: room goes to the oldest drain no layer in flight reads, the
   KvRig r(2, 4, json{{"name", "hkm"}, {"watermark", 0.5}});
   r.allocate(0, 5);  // blocks 0..3 written down to DRAM, 4 and 5 on the GPU
   REQUIRE(r.tier(1).used_blocks == 4);
+  REQUIRE(r.sink.moves.size() == 4);
+  for (JobId j = 1; j <= 4; ++j) r.sink.finish(j);  // in DRAM: a drain there is read there
   r.kv->background_demotion();
   REQUIRE(r.tier(1).draining_blocks == 2);
   REQUIRE(r.sink.moves.size() == 6);
@@ -371,6 +373,31 @@ TEST_CASE("kv store: room goes to the oldest drain no layer in flight reads, the
   r.kv->pin_from(21);
   r.kv->reclaim_drains();
   CHECK(r.tier(1).draining_blocks == 0);
+}
+
+TEST_CASE("kv store: a block written down before its move into the tier has landed is read after the write, from below") {
+  // HKM demotes DRAM (4 blocks) down to its watermark (2) in the background.
+  KvRig r(2, 4, json{{"name", "hkm"}, {"watermark", 0.5}});
+  r.allocate(0, 5);  // blocks 0..3 written down to DRAM (moves 1..4), 4 and 5 on the GPU
+  REQUIRE(r.sink.moves.size() == 4);
+  std::vector<JobId> into_dram(6, kNoJob);
+  for (BlockId b = 0; b < 4; ++b) into_dram[b] = r.kv->pending(b);
+  // Only block 0 has arrived in DRAM; HKM demotes the two oldest, 0 and 1.
+  r.sink.finish(into_dram[0]);
+  r.kv->background_demotion();
+  REQUIRE(r.sink.moves.size() == 6);
+  REQUIRE(r.where(0) == 2);
+  REQUIRE(r.where(1) == 2);
+  for (BlockId b = 0; b < 2; ++b) {
+    INFO("block " << b);
+    // The write to the SSD waits for the one into DRAM either way.
+    CHECK(r.sink.moves[r.kv->pending(b) - 1].wait_for == into_dram[b]);
+    // Its data is read from DRAM while it drains only where it is all there.
+    CHECK(r.kv->pending_src(b) == (r.sink.done(into_dram[b]) ? 1 : KvStore::kNoSource));
+    CHECK(r.kv->draining(b) == r.sink.done(into_dram[b]));
+  }
+  CHECK(r.kv->pending_src(0) == 1);
+  CHECK(r.kv->pending_src(1) == KvStore::kNoSource);
 }
 
 TEST_CASE("kv store: a new sequence in a released sequence's place is new to the policies") {

@@ -112,16 +112,6 @@ namespace {
 
 double rel(double a, double b) { return std::fabs(a - b) / std::max(std::fabs(b), 1e-300); }
 
-json serve(json cfg) {
-  return in_child([cfg]() mutable {
-    if (!cfg.contains("sim")) cfg["sim"] = json::object();
-    resolve_params(cfg["workload"], workload_params(), "workload");
-    resolve_params(cfg["sim"], sim_params(), "sim");
-    ServingSimulation sim(cfg);
-    return sim.run("");
-  });
-}
-
 // `count` identical requests of `input` tokens, tiered KV on a fast GPU of
 // `gpu_GB` over 100 GB of DRAM, the tiny model of `layers` layers.
 json tiny_serving(int layers, const std::string& unit, double gpu_GB, uint32_t count, uint32_t input) {

@@ -21,19 +21,6 @@ namespace {
 
 double rel(double a, double b) { return std::fabs(a - b) / std::max(std::fabs(b), 1e-300); }
 
-json serve(json cfg) {
-  return in_child([cfg]() mutable {
-    if (!cfg.contains("workload")) cfg["workload"] = json::object();
-    if (!cfg.contains("sim")) cfg["sim"] = json::object();
-    resolve_params(cfg["workload"], workload_params(), "workload");
-    resolve_params(cfg["sim"], sim_params(), "sim");
-    ServingSimulation sim(cfg);
-    json m = sim.run("");
-    m["csv"] = sim.requests_csv();
-    return m;
-  });
-}
-
 // The A100 testbed with OPT-6.7B, KV on the GPU only (nothing moves).
 json a100(const std::vector<std::string>& tiers) {
   return json{{"preset", "configs/hardware/a100_80gb_dram_nvme.json"}, {"tiers", tiers}};

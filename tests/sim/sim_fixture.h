@@ -16,6 +16,7 @@
 #include "sim/engine/engine.h"
 #include "sim/platform/platform.h"
 #include "sim/platform/streams.h"
+#include "sim/serving/serving.h"
 
 namespace kvtier::test {
 
@@ -67,6 +68,21 @@ inline json simulate(json cfg) {
     resolve_params(cfg["sim"], sim_params(), "sim");
     Simulation sim(cfg);
     return sim.run("");
+  });
+}
+
+// The same through the serving engine, its metrics with the per-request CSV
+// as "csv".
+inline json serve(json cfg) {
+  return in_child([cfg]() mutable {
+    if (!cfg.contains("workload")) cfg["workload"] = json::object();
+    if (!cfg.contains("sim")) cfg["sim"] = json::object();
+    resolve_params(cfg["workload"], workload_params(), "workload");
+    resolve_params(cfg["sim"], sim_params(), "sim");
+    ServingSimulation sim(cfg);
+    json m = sim.run("");
+    m["csv"] = sim.requests_csv();
+    return m;
   });
 }
 
