@@ -354,8 +354,9 @@ void LayerPipeline::fetch_selected(Slot& slot, uint32_t layer) {
     // Still being written down from a tier: the data is read from there
     // (the source keeps it until the write completes, unless its room was
     // given away or the data had not all arrived there when the write
-    // began: then pending_src is cleared and the read waits for the write). Prefill output written from the GPU's staging buffer is not
-    // kept: that buffer is reused layer after layer, so a read waits for the write.
+    // began: then pending_src is cleared and the read waits for the write).
+    // Prefill output written from the GPU's staging buffer is not kept:
+    // that buffer is reused layer after layer, so a read waits for the write.
     if (draining) {
       const size_t src = at;
       if (gpu_tier && src == 0) continue;  // still on the GPU

@@ -12,8 +12,8 @@
 //
 // Drains: a block written down keeps its memory in the tier it leaves until
 // the write lands (the data is read from there while it moves, if it had
-// all arrived there when the write began). Until then
-// that room is the tier's draining_blocks. Whoever needs the room takes the
+// all arrived there when the write began). Until then that room is the
+// tier's draining_blocks. Whoever needs the room takes the
 // oldest drain and must wait for its write (and for the writes the room
 // below it was waiting for) before putting data there: make_room hands
 // those jobs out through take_room_waits.
