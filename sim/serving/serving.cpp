@@ -291,10 +291,10 @@ void ServingSimulation::after_iteration(const IterationPlan& p, uint64_t& done) 
   const bool write_through = cache_->write_through();
   for (const IterationItem& it : p.items) {
     if (write_through && it.completes_prefill && reqs_[it.req].generated == 0) cache_->write_down(reqs_[it.req]);
-    if (it.completes_prefill && it.req < queued_of_.size() && queued_of_[it.req] > 0) {
-      queued_prefill_layer_s_ -= queued_of_[it.req];
-      queued_prefill_ends_s_ -= queued_ends_of_[it.req];
-      queued_of_[it.req] = queued_ends_of_[it.req] = 0;
+    if (it.completes_prefill && it.req < queued_of_.size() && queued_of_[it.req].layer_s > 0) {
+      queued_prefill_layer_s_ -= queued_of_[it.req].layer_s;
+      queued_prefill_ends_s_ -= queued_of_[it.req].ends_s;
+      queued_of_[it.req] = QueuedPrefill{};
     }
   }
   for (uint32_t id : sched_->complete(end)) {
@@ -425,13 +425,12 @@ void ServingSimulation::accept(ServingRequest r) {
   r.id = static_cast<uint32_t>(reqs_.size());
   outstanding_tokens_ += uint64_t(r.input_tokens) + r.output_tokens;
   ++unfinished_;
-  queued_of_.resize(r.id + 1, 0.0);
-  queued_ends_of_.resize(r.id + 1, 0.0);
+  queued_of_.resize(r.id + 1);
   if (r.generated == 0) {
-    queued_of_[r.id] = prefill_layer_s(0, r.input_tokens);
-    queued_prefill_layer_s_ += queued_of_[r.id];
-    queued_ends_of_[r.id] = prefill_ends_s(0, r.input_tokens);
-    queued_prefill_ends_s_ += queued_ends_of_[r.id];
+    QueuedPrefill& q = queued_of_[r.id];
+    q = {prefill_layer_s(0, r.input_tokens), prefill_ends_s(0, r.input_tokens)};
+    queued_prefill_layer_s_ += q.layer_s;
+    queued_prefill_ends_s_ += q.ends_s;
   }
   reqs_.push_back(std::move(r));
   if (!attention_cfg_.empty()) attention_.resize(reqs_.size());

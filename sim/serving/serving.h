@@ -244,10 +244,13 @@ class ServingSimulation {
   bool fed_ = false, closed_ = false;
   std::unique_ptr<Wakeup> wakeup_;
   uint64_t outstanding_tokens_ = 0, unfinished_ = 0;
-  // Fed: the prefill layer-seconds of handed prompts not yet prefilled, and
-  // each one's share; the same of their embeddings and heads.
+  // Fed: the prefill layer-seconds of handed prompts not yet prefilled and
+  // the seconds of their embeddings and heads, and each one's share.
   double queued_prefill_layer_s_ = 0, queued_prefill_ends_s_ = 0;
-  std::vector<double> queued_of_, queued_ends_of_;
+  struct QueuedPrefill {
+    double layer_s = 0, ends_s = 0;
+  };
+  std::vector<QueuedPrefill> queued_of_;
   std::vector<size_t> pull_devices_;
   std::vector<std::pair<size_t, size_t>> pool_pairs_, pool_drives_;
   bool pooled_ = false;
