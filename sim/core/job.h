@@ -31,8 +31,18 @@ class MoveSink {
   // A predicted block of `layer` read from tier `from` into the GPU tier
   // (endpoint 0), off the critical path; the job that moves it.
   virtual JobId add_prefetch(size_t from, uint32_t layer, double raw_bytes, JobId wait_for) = 0;
-  // Whether job j has finished (kNoJob has).
-  virtual bool done(JobId j) const = 0;
+  // Whether job j has finished (kNoJob has). Asked several times for every
+  // block moved, so it reads the sink's flags inline rather than through a
+  // virtual call.
+  bool done(JobId j) const { return (*done_)[j] != 0; }
+
+ protected:
+  // `done_flags[j]` is nonzero once job j has finished; kNoJob's (index 0)
+  // is set, and every job a sink hands out has its entry.
+  explicit MoveSink(const std::vector<uint8_t>& done_flags) : done_(&done_flags) {}
+
+ private:
+  const std::vector<uint8_t>* done_;
 };
 
 }  // namespace kvtier

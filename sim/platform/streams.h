@@ -24,6 +24,8 @@ class JobBoard {
   // instance's copy, one transfer per rank): done with the last of them.
   void expect(JobId j, uint32_t parts) { left_[j] = parts; }
   bool done(JobId j) const { return j == kNoJob || done_[j] != 0; }
+  // Per job, nonzero once done (kNoJob's too): what a MoveSink reads.
+  const std::vector<uint8_t>& done_flags() const { return done_; }
   void finish(JobId j, double duration_s = 0);
   double duration(JobId j) const { return j == kNoJob ? 0 : dur_[j]; }
   void wait(JobId j);  // blocks the calling actor until j is done

@@ -11,7 +11,7 @@ namespace kvtier {
 
 TransferPlanner::TransferPlanner(const EngineSetup& s, EngineCounters& c, Platform& platform, JobBoard& board,
                                  Timeline& timeline)
-    : s_(s), c_(c), platform_(platform), board_(board), timeline_(timeline) {
+    : MoveSink(board.done_flags()), s_(s), c_(c), platform_(platform), board_(board), timeline_(timeline) {
   const size_t nt = s_.tiers();
   eps_ = nt + 1;
   batches_.assign(eps_ * eps_, Batch{});

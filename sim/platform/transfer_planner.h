@@ -77,8 +77,6 @@ class TransferPlanner final : public MoveSink {
   Stream& activations(bool to_host);
 
   size_t gpu_ep() const { return s_.tiers(); }
-  // Whether job j has finished (kNoJob has).
-  bool done(JobId j) const override { return board_.done(j); }
   // Adds `raw_bytes` (uncompressed) of a block of `layer` to the transfer
   // from endpoint from_ep to to_ep; the transfer waits for `wait_for`
   // (whatever is still moving the block) unless that is done.

@@ -4,7 +4,6 @@
 // can be checked exactly.
 #include <catch2/catch.hpp>
 
-#include <set>
 
 #include "kv_rig.h"
 #include "sim_fixture.h"
@@ -27,20 +26,22 @@ class RecordingSink final : public MoveSink {
     JobId wait_for;
     bool prefetch;
   };
+  RecordingSink() : MoveSink(finished_) {}
   JobId add(size_t from_ep, size_t to_ep, uint32_t layer, double raw_bytes, JobId wait_for) override {
     moves.push_back({from_ep, to_ep, layer, raw_bytes, wait_for, false});
+    finished_.push_back(0);
     return static_cast<JobId>(moves.size());
   }
   JobId add_prefetch(size_t from, uint32_t layer, double raw_bytes, JobId wait_for) override {
     moves.push_back({from, 0, layer, raw_bytes, wait_for, true});
+    finished_.push_back(0);
     return static_cast<JobId>(moves.size());
   }
-  bool done(JobId j) const override { return j == kNoJob || finished_.count(j) != 0; }
-  void finish(JobId j) { finished_.insert(j); }
+  void finish(JobId j) { finished_[j] = 1; }
   std::vector<Move> moves;
 
  private:
-  std::set<JobId> finished_;
+  std::vector<uint8_t> finished_{1};  // kNoJob is done
 };
 
 // One sequence of 9 blocks (1024-token prompt, one decode step, 128-token

@@ -39,9 +39,13 @@ json with_planner(const std::function<json(TransferPlanner&)>& body) {
     // The store fills in the tiers and their codecs the planner reads; its
     // own moves are not used here.
     class NoSink final : public MoveSink {
+     public:
+      NoSink() : MoveSink(none_done_) {}
       JobId add(size_t, size_t, uint32_t, double, JobId) override { return kNoJob; }
       JobId add_prefetch(size_t, uint32_t, double, JobId) override { return kNoJob; }
-      bool done(JobId) const override { return true; }
+
+     private:
+      std::vector<uint8_t> none_done_{1};
     } none;
     std::unique_ptr<KvStore> kv = start_store(s, c, none, json::object());
     start_simgrid();
