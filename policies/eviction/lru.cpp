@@ -1,5 +1,7 @@
 // Least recently used, per tier: insert, touch, remove and victim are O(1)
-// and allocate nothing.
+// and allocate nothing. `watermark` below 1 also demotes the least recently
+// used blocks in the background, after each step, while a tier other than the
+// last holds more than that fraction of its capacity.
 #include "policies/common.h"
 #include "policies/policy.h"
 
@@ -7,8 +9,14 @@ namespace kvtier {
 
 class LruEviction : public EvictionPolicy {
  public:
-  static ParamList params() { return {}; }
-  explicit LruEviction(const json&) {}
+  static ParamList params() {
+    ParamSpec w = positive("watermark", 1.0,
+                           "every tier but the last: demote in the background above this fraction of capacity; "
+                           "1 = only on demand");
+    w.max = 1.0;
+    return {w};
+  }
+  explicit LruEviction(const json& p) : watermark_(get_num(p, "watermark")) {}
 
   void setup(const BlockTable& table) override {
     table_ = &table;
@@ -32,8 +40,10 @@ class LruEviction : public EvictionPolicy {
     if (b == kNoBlock || table_->pinned(b)) return kNoBlock;
     return b;
   }
+  double watermark(TierId t) const override { return t + 1u < table_->tiers.size() ? watermark_ : 1.0; }
 
  private:
+  double watermark_;
   const BlockTable* table_ = nullptr;
   RecencyLists lists_;
 };

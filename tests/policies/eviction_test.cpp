@@ -24,6 +24,26 @@ TEST_CASE("lru: the least recently used block leaves first") {
   CHECK(e->victim(0) == 2);
 }
 
+TEST_CASE("lru: watermark applies to every tier but the last, is 1 by default and is refused at or below 0 and above 1") {
+  Table T(1, 1, 8, {8, 8, 100});
+  auto plain = make<EvictionPolicy>("lru");
+  plain->setup(T.t);
+  for (TierId t = 0; t < 3; ++t) CHECK(plain->watermark(t) == 1.0);
+  auto e = make<EvictionPolicy>(json{{"name", "lru"}, {"watermark", 0.5}});
+  e->setup(T.t);
+  CHECK(e->watermark(0) == 0.5);
+  CHECK(e->watermark(1) == 0.5);
+  CHECK(e->watermark(2) == 1.0);  // the last tier has nowhere to demote to
+  CHECK_NOTHROW(make<EvictionPolicy>(json{{"name", "lru"}, {"watermark", 1.0}}));
+  CHECK_NOTHROW(make<EvictionPolicy>(json{{"name", "lru"}, {"watermark", 0.01}}));
+  for (double bad : {0.0, -0.5, 1.5}) {
+    INFO(bad);
+    CHECK_THROWS_AS(make<EvictionPolicy>(json{{"name", "lru"}, {"watermark", bad}}), ConfigError);
+    CHECK_THROWS_WITH(make<EvictionPolicy>(json{{"name", "lru"}, {"watermark", bad}}),
+                      Catch::StartsWith("test.watermark: ") && Catch::Contains("out of range"));
+  }
+}
+
 TEST_CASE("lfu: the least frequently used block leaves; ties go to the least recent") {
   Table T(1, 1, 8, {8, 100});
   auto e = make<EvictionPolicy>("lfu");

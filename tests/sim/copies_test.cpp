@@ -62,6 +62,18 @@ TEST_CASE("a block read up keeps its copy below, so demoting it again moves no b
     }
 }
 
+TEST_CASE("lru's watermark: 1 gives plain lru's numbers, 0.5 demotes out of the GPU in the background") {
+  json plain = simulate(swap_config("lru"));
+  json one = simulate(swap_config(json{{"name", "lru"}, {"watermark", 1.0}}));
+  json half = simulate(swap_config(json{{"name", "lru"}, {"watermark", 0.5}}));
+  REQUIRE(plain.contains("blocks_demoted"));
+  REQUIRE(half.contains("blocks_demoted"));
+  CHECK(one == plain);
+  // After each step the GPU (100 blocks) is brought down to 50 in the
+  // background: more blocks leave it than on demand alone.
+  CHECK(half["blocks_demoted"].get<double>() > plain["blocks_demoted"].get<double>());
+}
+
 TEST_CASE("copies below give way when their tier needs the room") {
   // DRAM holds exactly the KV that does not fit on the GPU plus a few
   // blocks: copies of promoted blocks must be dropped to make room, and the

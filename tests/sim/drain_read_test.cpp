@@ -8,8 +8,6 @@
 
 #include <filesystem>
 
-#include "policies/common.h"
-#include "policies/policy.h"
 #include "sim_fixture.h"
 #include "traces/attention_trace.h"
 
@@ -43,60 +41,47 @@ std::string drain_trace(const char* name, uint32_t context_tokens, const std::ve
   return path;
 }
 
-// LRU that also demotes the GPU's tier in the background, above half its
-// capacity. No shipped policy demotes out of the GPU in the background (HKM's
-// watermark is for the middle tiers), and a write out of the GPU made on
-// demand hands its room on at once (make_room claims the drain it just made),
-// so only such a policy leaves the GPU a drain that attention can read.
-class GpuWatermarkLru final : public EvictionPolicy {
- public:
-  static ParamList params() { return {}; }
-  explicit GpuWatermarkLru(const json&) {}
-  void setup(const BlockTable& table) override {
-    table_ = &table;
-    lists_.setup(table.size(), table.tiers.size());
-  }
-  void on_insert(BlockId b, TierId t) override { lists_.push_front(b, t); }
-  void on_access(BlockId b, TierId t) override {
-    lists_.unlink(b);
-    lists_.push_front(b, t);
-  }
-  void on_remove(BlockId b, TierId) override { lists_.unlink(b); }
-  void on_move(BlockId b, TierId, TierId to) override {
-    lists_.unlink(b);
-    lists_.push_front(b, to);
-  }
-  BlockId victim(TierId t) override {
-    const BlockId b = lists_.tail(t);
-    return b == kNoBlock || table_->pinned(b) ? kNoBlock : b;
-  }
-  double watermark(TierId t) const override { return t == 0 ? 0.5 : 1.0; }
-
- private:
-  const BlockTable* table_ = nullptr;
-  RecencyLists lists_;
-};
-
-// simulate(), with the policy above registered in the child that runs it.
-json simulate_with_gpu_watermark(json cfg) {
-  return in_child([cfg]() mutable {
-    Registry<EvictionPolicy>::instance().add(
-        {"gpu_watermark_lru", "LRU demoting the GPU above half its capacity in the background", GpuWatermarkLru::params(),
-         [](const json& p) { return std::unique_ptr<EvictionPolicy>(new GpuWatermarkLru(p)); }});
-    resolve_params(cfg["workload"], workload_params(), "workload");
-    cfg["sim"] = json::object();
-    resolve_params(cfg["sim"], sim_params(), "sim");
-    Simulation sim(cfg);
-    return sim.run("");
-  });
-}
-
 // A write of one 64 KiB block takes this long on the slow link or drive.
 constexpr double kWriteS = 1.0;
 constexpr double kSlowGBps = kBlock / kWriteS / 1e9;
 
 double tier_hits(const json& m, const char* tier) {
   return m["tiers"][tier]["hit_rate"].get<double>() * m["block_accesses"].get<double>();
+}
+
+// Hardware pieces: every latency is zero, so any time measured is a transfer.
+json dram(double capacity_GB) {
+  return json{{"kind", "dram"}, {"capacity_GB", capacity_GB}, {"bandwidth_GBps", 1e3}, {"latency_us", 0}};
+}
+json link_between(const char* a, const char* b, double GBps) {
+  return json{{"ends", {a, b}}, {"bandwidth_GBps", GBps}, {"latency_us", 0}};
+}
+
+// GPU, DRAM and SSD, each behind a root complex; `pcie` is the GPU's link.
+json gpu_dram_ssd(double gpu_GB, double dram_GB, double ssd_write_GBps, const json& pcie) {
+  return json{{"devices",
+               {{"gpu", fast_gpu(gpu_GB)},
+                {"dram", dram(dram_GB)},
+                {"ssd", {{"kind", "nvme"}, {"capacity_GB", 100}, {"read_GBps", 7}, {"write_GBps", ssd_write_GBps}, {"latency_us", 0}}},
+                {"rc", {{"kind", "switch"}}}}},
+              {"links", {{"pcie", pcie}, {"dbus", link_between("rc", "dram", 1e3)}, {"s", link_between("rc", "ssd", 7)}}},
+              {"tiers", {"gpu", "dram", "ssd"}}};
+}
+
+// The one-layer model decoding two tokens after a `context_tokens` prompt
+// that is already in place (no prefill), attention reading what `trace`
+// says; no promotion and no prefetch, so every move is the eviction's.
+json drain_config(const json& hw, uint32_t context_tokens, const std::string& trace, const json& eviction,
+                  const json& placement) {
+  return json{{"hardware", hw},
+              {"model", tiny_model(1)},
+              {"workload",
+               {{"context_tokens", context_tokens},
+                {"decode_steps", 2},
+                {"prefill", "none"},
+                {"trace", {{"kind", "file"}, {"path", trace}}}}},
+              {"policies",
+               {{"eviction", eviction}, {"promotion", "none"}, {"placement", placement}, {"prefetch", "none"}}}};
 }
 
 }  // namespace
@@ -107,18 +92,15 @@ TEST_CASE("a block read while it drains out of the GPU is read there: no bytes m
   // is above its watermark and blocks 0 and 1 are written to DRAM, each over
   // a PCIe link that takes kWriteS per block. Step 1 reads all four at once.
   const std::string trace = drain_trace("drain_gpu", 500, {{2, 3}, {0, 1, 2, 3}});
-  json hw{{"devices",
-           {{"gpu", fast_gpu(4.5 * kBlock / 1e9)},
-            {"dram", {{"kind", "dram"}, {"capacity_GB", 1}, {"bandwidth_GBps", 1e3}, {"latency_us", 0}}}}},
-          {"links", {{"pcie", {{"ends", {"dram", "gpu"}}, {"bandwidth_GBps", kSlowGBps}, {"latency_us", 0}}}}},
-          {"tiers", {"gpu", "dram"}}};
-  json cfg{{"hardware", hw},
-           {"model", tiny_model(1)},
-           {"workload",
-            {{"context_tokens", 500}, {"decode_steps", 2}, {"prefill", "none"}, {"trace", {{"kind", "file"}, {"path", trace}}}}},
-           {"policies",
-            {{"eviction", "gpu_watermark_lru"}, {"promotion", "none"}, {"placement", "top"}, {"prefetch", "none"}}}};
-  json m = simulate_with_gpu_watermark(cfg);
+  const json hw{{"devices", {{"gpu", fast_gpu(4.5 * kBlock / 1e9)}, {"dram", dram(1)}}},
+                {"links", {{"pcie", link_between("dram", "gpu", kSlowGBps)}}},
+                {"tiers", {"gpu", "dram"}}};
+  // LRU demoting the GPU in the background above half its capacity (of the
+  // two tiers, the watermark applies to the GPU's only). A write out of the
+  // GPU made on demand hands its room on at once (make_room claims the drain
+  // it just made), so only a background demotion leaves the GPU a drain that
+  // attention can read.
+  json m = simulate(drain_config(hw, 500, trace, {{"name", "lru"}, {"watermark", 0.5}}, "top"));
   std::filesystem::remove(trace);
   INFO(m.dump());
   REQUIRE(m.contains("decode_time_s"));  // the run finished: nothing deadlocked
@@ -145,26 +127,8 @@ TEST_CASE("a block read while it drains from DRAM to a slow SSD is read from DRA
   // kWriteS. Step 1 reads all six: the two being written are read from DRAM,
   // as are the two DRAM keeps.
   const std::string trace = drain_trace("drain_dram", 700, {{4, 5}, {0, 1, 2, 3, 4, 5}});
-  json hw{{"devices",
-           {{"gpu", fast_gpu(2.5 * kBlock / 1e9)},
-            {"dram", {{"kind", "dram"}, {"capacity_GB", 4.5 * kBlock / 1e9}, {"bandwidth_GBps", 1e3}, {"latency_us", 0}}},
-            {"ssd", {{"kind", "nvme"}, {"capacity_GB", 100}, {"read_GBps", 7}, {"write_GBps", kSlowGBps}, {"latency_us", 0}}},
-            {"rc", {{"kind", "switch"}}}}},
-          {"links",
-           {{"pcie", {{"ends", {"rc", "gpu"}}, {"bandwidth_GBps", 10}, {"latency_us", 0}}},
-            {"dbus", {{"ends", {"rc", "dram"}}, {"bandwidth_GBps", 1e3}, {"latency_us", 0}}},
-            {"s", {{"ends", {"rc", "ssd"}}, {"bandwidth_GBps", 7}, {"latency_us", 0}}}}},
-          {"tiers", {"gpu", "dram", "ssd"}}};
-  json cfg{{"hardware", hw},
-           {"model", tiny_model(1)},
-           {"workload",
-            {{"context_tokens", 700}, {"decode_steps", 2}, {"prefill", "none"}, {"trace", {{"kind", "file"}, {"path", trace}}}}},
-           {"policies",
-            {{"eviction", {{"name", "hkm"}, {"watermark", 0.5}}},
-             {"promotion", "none"},
-             {"placement", "top"},
-             {"prefetch", "none"}}}};
-  json m = simulate(cfg);
+  const json hw = gpu_dram_ssd(2.5 * kBlock / 1e9, 4.5 * kBlock / 1e9, kSlowGBps, link_between("rc", "gpu", 10));
+  json m = simulate(drain_config(hw, 700, trace, {{"name", "hkm"}, {"watermark", 0.5}}, "top"));
   std::filesystem::remove(trace);
   INFO(m.dump());
   REQUIRE(m.contains("decode_time_s"));  // the run finished: nothing deadlocked
@@ -197,26 +161,11 @@ TEST_CASE("a block written down while its new token is still being written into 
   // from the SSD.
   constexpr double kTokenS = 512.0 / kBlock * kWriteS;
   const std::string trace = drain_trace("drain_token", 500, {{0, 1}, {2, 3}});
-  json hw{{"devices",
-           {{"gpu", fast_gpu(1.5 * kBlock / 1e9)},
-            {"dram", {{"kind", "dram"}, {"capacity_GB", 8.5 * kBlock / 1e9}, {"bandwidth_GBps", 1e3}, {"latency_us", 0}}},
-            {"ssd", {{"kind", "nvme"}, {"capacity_GB", 100}, {"read_GBps", 7}, {"write_GBps", 6}, {"latency_us", 0}}},
-            {"rc", {{"kind", "switch"}}}}},
-          {"links",
-           {{"pcie", {{"ends", {"rc", "gpu"}}, {"bandwidth_GBps", 10}, {"bandwidth_back_GBps", kSlowGBps}, {"latency_us", 0}}},
-            {"dbus", {{"ends", {"rc", "dram"}}, {"bandwidth_GBps", 1e3}, {"latency_us", 0}}},
-            {"s", {{"ends", {"rc", "ssd"}}, {"bandwidth_GBps", 7}, {"latency_us", 0}}}}},
-          {"tiers", {"gpu", "dram", "ssd"}}};
-  json cfg{{"hardware", hw},
-           {"model", tiny_model(1)},
-           {"workload",
-            {{"context_tokens", 500}, {"decode_steps", 2}, {"prefill", "none"}, {"trace", {{"kind", "file"}, {"path", trace}}}}},
-           {"policies",
-            {{"eviction", {{"name", "hkm"}, {"watermark", 0.25}}},
-             {"promotion", "none"},
-             {"placement", {{"name", "fractions"}, {"percent", {0, 100, 0}}}},
-             {"prefetch", "none"}}}};
-  json m = simulate(cfg);
+  json pcie = link_between("rc", "gpu", 10);
+  pcie["bandwidth_back_GBps"] = kSlowGBps;
+  const json hw = gpu_dram_ssd(1.5 * kBlock / 1e9, 8.5 * kBlock / 1e9, 6, pcie);
+  json m = simulate(drain_config(hw, 500, trace, {{"name", "hkm"}, {"watermark", 0.25}},
+                                 {{"name", "fractions"}, {"percent", {0, 100, 0}}}));
   std::filesystem::remove(trace);
   INFO(m.dump());
   REQUIRE(m.contains("decode_time_s"));  // the run finished: nothing deadlocked

@@ -199,6 +199,36 @@ TEST_CASE("kv store: a drain keeps its room until its write is done, then reclai
   CHECK(r.tier(1).occupied_blocks() == 2);
 }
 
+TEST_CASE("kv store: lru with a watermark brings every tier but the last down to it in the background") {
+  // Six blocks on a GPU of four and a DRAM of four: blocks 0 and 1 go to
+  // DRAM on demand as 4 and 5 are made.
+  KvRig plain(4, 4);
+  KvRig half(4, 4, json{{"name", "lru"}, {"watermark", 0.5}});
+  for (KvRig* r : {&plain, &half}) {
+    r->allocate(0, 5);
+    REQUIRE(r->sink.moves.size() == 2);
+    REQUIRE(r->tier(0).used_blocks == 4);
+    REQUIRE(r->tier(1).used_blocks == 2);
+    r->kv->background_demotion();
+  }
+  // Without a watermark nothing more moves.
+  CHECK(plain.sink.moves.size() == 2);
+  CHECK(plain.tier(0).used_blocks == 4);
+  CHECK(plain.tier(1).used_blocks == 2);
+  // With 0.5 the GPU writes its two least recently used blocks (2 and 3) to
+  // DRAM, and DRAM, then at four, writes its two (0 and 1) to the SSD.
+  REQUIRE(half.sink.moves.size() == 6);
+  CHECK(half.tier(0).used_blocks == 2);
+  CHECK(half.tier(1).used_blocks == 2);
+  CHECK(half.tier(2).used_blocks == 2);
+  CHECK(half.where(0) == 2);
+  CHECK(half.where(1) == 2);
+  CHECK(half.where(2) == 1);
+  CHECK(half.where(3) == 1);
+  CHECK(half.where(4) == 0);
+  CHECK(half.where(5) == 0);
+}
+
 TEST_CASE("kv store: a reservation keeps room free until it is released") {
   KvRig r(4, 100);
   r.allocate(0, 2);
