@@ -202,6 +202,33 @@ class RecencyLists {
     links_[l.next].prev = l.prev;
     l.prev = l.next = kNoBlock;
   }
+  // What push_front of first, first+1, ..., first+n-1 in turn (each
+  // unlinked first) leaves. Where they already lie together in t's list,
+  // each behind the one after it (as a run pushed that way lies), the run
+  // is cut out and put at the front as it is: a check of n links and a few
+  // stores, not n unlinks and pushes.
+  void push_front_run(BlockId first, uint32_t n, TierId t) {
+    const BlockId newest = first + n - 1;
+    bool together = n > 1 && links_[newest].prev != kNoBlock;
+    for (uint32_t i = 0; together && i + 1 < n; ++i) together = links_[first + i].prev == first + i + 1;
+    if (!together) {
+      for (uint32_t i = 0; i < n; ++i) {
+        unlink(first + i);
+        push_front(first + i, t);
+      }
+      return;
+    }
+    const BlockId s = sentinel(t);
+    if (links_[s].next == newest) return;  // already at the front, in this order
+    const BlockId before = links_[newest].prev, after = links_[first].next;
+    links_[before].next = after;
+    links_[after].prev = before;
+    const BlockId head = links_[s].next;
+    links_[newest].prev = s;
+    links_[first].next = head;
+    links_[head].prev = first;
+    links_[s].next = newest;
+  }
   BlockId prev(BlockId b) const { return block_or_none(links_[b].prev); }
   BlockId tail(TierId t) const { return block_or_none(links_[sentinel(t)].prev); }
 

@@ -24,6 +24,12 @@ class EvictionPolicy {
   virtual void setup(const BlockTable& table) = 0;
   virtual void on_insert(BlockId b, TierId t) = 0;  // b now lives in t
   virtual void on_access(BlockId b, TierId t) = 0;  // attention used b while in t
+  // Attention used blocks first, first+1, ..., first+n-1, in that order, all
+  // in t: what on_access of each in turn does (the default), which a policy
+  // keeping lists may do for the run at once.
+  virtual void on_access_run(BlockId first, uint32_t n, TierId t) {
+    for (uint32_t i = 0; i < n; ++i) on_access(first + i, t);
+  }
   virtual void on_remove(BlockId b, TierId t) = 0;  // b left t
   // A block to move out of full tier t, never a pinned one; kNoBlock if all
   // are pinned (the engine then streams instead of caching).

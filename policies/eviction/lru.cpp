@@ -27,6 +27,7 @@ class LruEviction : public EvictionPolicy {
     lists_.unlink(b);
     lists_.push_front(b, t);
   }
+  void on_access_run(BlockId first, uint32_t n, TierId t) override { lists_.push_front_run(first, n, t); }
   void on_remove(BlockId b, TierId) override { lists_.unlink(b); }
   void on_move(BlockId b, TierId, TierId to) override {
     lists_.unlink(b);

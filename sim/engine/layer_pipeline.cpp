@@ -274,6 +274,7 @@ void LayerPipeline::use_blocks(uint32_t step, uint32_t layer, uint32_t s, uint32
   else
     s_.pol.eval->select(in, t_, idx_);
   obs_mass_.clear();
+  const size_t first_used = sel_.size();
   for (uint32_t i : idx_) {
     if (i >= n) throw std::logic_error("evaluation policy selected block " + std::to_string(i) + " of " + std::to_string(n));
     BlockId b = t_.id(s, layer, i);
@@ -285,9 +286,10 @@ void LayerPipeline::use_blocks(uint32_t step, uint32_t layer, uint32_t s, uint32
       continue;
     }
     c_.used_mass += m;
-    kv_.touch(b, m);
+    kv_.use(b, m);
     sel_.push_back(b);
   }
+  kv_.accessed(sel_.data() + first_used, sel_.size() - first_used);
   if (!dense) s_.pol.prefetch->observe(SelectInput{step, layer, s, n, &idx_, rec ? &obs_mass_ : nullptr}, t_);
   if (rec)
     for (uint32_t b : rec->blocks) mass_of_[b] = 0.f;

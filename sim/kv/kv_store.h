@@ -106,12 +106,32 @@ class KvStore {
   // twice for every block access, and a call each costs about as much as
   // what they do.
   void touch(BlockId b, float mass) {
+    use(b, mass);
+    s_.pol.evict->on_access(b, t_.tier[b]);
+  }
+  // touch() split in two for a selection of many blocks: use() for each of
+  // them (its history and the promotion policy), then accessed() for all of
+  // them, which tells the eviction policy of each access in the same order,
+  // a run of consecutive blocks in one tier as one call (a list policy moves
+  // such a run at once). No eviction callback reads another block's history,
+  // so telling it after the run's uses changes nothing it decides.
+  void use(BlockId b, float mass) {
     t_.last_access[b] = t_.clock;
     ++t_.access_count[b];
     t_.mass[b] += mass;
     t_.last_mass[b] = mass;
-    s_.pol.evict->on_access(b, t_.tier[b]);
     s_.pol.promote->on_access(b, t_.tier[b], t_);
+  }
+  void accessed(const BlockId* blocks, size_t n) {
+    size_t i = 0;
+    while (i < n) {
+      const BlockId first = blocks[i];
+      const TierId t = t_.tier[first];
+      size_t j = i + 1;
+      while (j < n && blocks[j] == first + (j - i) && t_.tier[blocks[j]] == t) ++j;
+      s_.pol.evict->on_access_run(first, static_cast<uint32_t>(j - i), t);
+      i = j;
+    }
   }
   // A use of b by attention counts as a hit where its data is read, and
   // settles what a prediction did for it; returns that tier. A block still

@@ -24,6 +24,89 @@ TEST_CASE("lru: the least recently used block leaves first") {
   CHECK(e->victim(0) == 2);
 }
 
+// A tier's list from its least recent block to its most recent.
+static std::vector<BlockId> recency_order(const RecencyLists& l, TierId t) {
+  std::vector<BlockId> out;
+  for (BlockId b = l.tail(t); b != kNoBlock; b = l.prev(b)) out.push_back(b);
+  return out;
+}
+
+TEST_CASE("lru: a run of accesses moved at once leaves every tier's list as accessing its blocks one by one does") {
+  // Runs that lie together in the list (as runs read up or written down in
+  // order lie), runs that do not, runs at the front already, runs of one
+  // block, blocks in no list, and blocks moved between the tiers meanwhile.
+  constexpr BlockId kBlocks = 64;
+  constexpr TierId kTiers = 3;
+  RecencyLists one, runs;
+  one.setup(kBlocks, kTiers);
+  runs.setup(kBlocks, kTiers);
+  std::vector<int> tier(kBlocks, -1);
+  std::mt19937 rng(7);
+  size_t together = 0;
+  for (int op = 0; op < 20000; ++op) {
+    const BlockId b = rng() % kBlocks;
+    const uint32_t kind = rng() % 4;
+    if (kind == 0) {  // a block moves to a tier (inserted, read up or written down)
+      const TierId t = static_cast<TierId>(rng() % kTiers);
+      for (RecencyLists* l : {&one, &runs}) {
+        l->unlink(b);
+        l->push_front(b, t);
+      }
+      tier[b] = t;
+    } else if (kind == 1) {  // a block leaves
+      one.unlink(b);
+      runs.unlink(b);
+      tier[b] = -1;
+    } else {  // a run of blocks in one tier is used, in order
+      uint32_t n = 1 + rng() % 8;
+      if (tier[b] < 0) continue;
+      while (b + n > kBlocks || [&] {
+        for (uint32_t i = 0; i < n; ++i)
+          if (tier[b + i] != tier[b]) return true;
+        return false;
+      }())
+        --n;
+      const TierId t = static_cast<TierId>(tier[b]);
+      bool was_together = n > 1;
+      for (uint32_t i = 0; was_together && i + 1 < n; ++i) was_together = runs.prev(b + i) == b + i + 1;
+      together += was_together;
+      for (uint32_t i = 0; i < n; ++i) {
+        one.unlink(b + i);
+        one.push_front(b + i, t);
+      }
+      runs.push_front_run(b, n, t);
+    }
+    for (TierId t = 0; t < kTiers; ++t) REQUIRE(recency_order(runs, t) == recency_order(one, t));
+  }
+  CHECK(together > 100);  // the shortcut was taken, not only the fallback
+}
+
+TEST_CASE("lru: on_access_run picks the victims on_access of each block picks") {
+  Table T(1, 1, 16, {16, 100});
+  auto one = make<EvictionPolicy>("lru");
+  auto runs = make<EvictionPolicy>("lru");
+  one->setup(T.t);
+  runs->setup(T.t);
+  for (BlockId b = 0; b < 12; ++b) {
+    one->on_insert(b, 0);
+    runs->on_insert(b, 0);
+  }
+  // Blocks 4..7 were inserted in order, so they lie together: used as a run
+  // they go to the front as four uses would take them.
+  for (BlockId b = 4; b < 8; ++b) one->on_access(b, 0);
+  runs->on_access_run(4, 4, 0);
+  // 9..10 then 2..3: a run after another.
+  for (BlockId b : {9, 10, 2, 3}) one->on_access(b, 0);
+  runs->on_access_run(9, 2, 0);
+  runs->on_access_run(2, 2, 0);
+  for (int i = 0; i < 12; ++i) {
+    const BlockId v = one->victim(0);
+    REQUIRE(runs->victim(0) == v);
+    one->on_remove(v, 0);
+    runs->on_remove(v, 0);
+  }
+}
+
 TEST_CASE("lru: watermark applies to every tier but the last, is 1 by default and is refused at or below 0 and above 1") {
   Table T(1, 1, 8, {8, 8, 100});
   auto plain = make<EvictionPolicy>("lru");
