@@ -4,7 +4,6 @@
 // can be checked exactly.
 #include <catch2/catch.hpp>
 
-
 #include "kv_rig.h"
 #include "sim_fixture.h"
 #include "sim/core/counters.h"
