@@ -1,5 +1,7 @@
 #include "sim/platform/platform.h"
 
+#include "sim/platform/sanitizer_fibers.h"
+
 #include <signal.h>
 
 #include <simgrid/kernel/resource/NetworkModelIntf.hpp>
@@ -11,23 +13,6 @@
 #include <unordered_map>
 
 namespace kvtier {
-
-// Under AddressSanitizer every actor runs on a thread of its own. SimGrid's
-// default contexts switch between stacks it allocates (ucontext/boost), which
-// ASan does not know: an exception thrown on such a stack (a bad record in the
-// middle of a trace, raised in the driver actor) makes ASan unpoison the wrong
-// stack ("ASan is ignoring requested __asan_handle_no_return") and it can
-// report false stack-use-after-scope or stack-overflow errors afterwards.
-// Thread contexts give each actor a stack ASan tracks (same results, about 3x
-// slower on stories260K); the factory can only be chosen when the Engine is
-// constructed, hence argv.
-#if defined(__SANITIZE_ADDRESS__)
-#define KVTIER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define KVTIER_ASAN 1
-#endif
-#endif
 
 void run_simulation(sg4::Host* host, const std::string& name, std::function<void()> body) {
   std::vector<ActorSpec> one;
@@ -52,15 +37,14 @@ void run_simulation(std::vector<ActorSpec> actors) {
 
 sg4::Engine& start_simgrid() {
   static char arg0[] = "kvtier";
-#ifdef KVTIER_ASAN
   static char arg1[] = "--log=root.thresh:critical";  // no "Configuration change" line on stderr
-  static char arg2[] = "--cfg=contexts/factory:thread";
-  static int argc = 3;
-  static char* argv[] = {arg0, arg1, arg2, nullptr};
-#else
+  static char* argv[] = {arg0, nullptr, nullptr, nullptr};
   static int argc = 1;
-  static char* argv[] = {arg0, nullptr};
-#endif
+  if (const char* factory = context_factory_option()) {
+    argv[1] = arg1;
+    argv[2] = const_cast<char*>(factory);
+    argc = 3;
+  }
   // SimGrid installs its own SIGINT handler (it ends the process with exit
   // status 1); kvtier's (sim/core/result.cpp: remove staged outputs, exit 130)
   // stays in place.
