@@ -17,6 +17,7 @@
 #include "sim/platform/collective.h"
 #include "sim/platform/pipeline_stages.h"
 #include "sim/platform/platform.h"
+#include "sim/platform/sim_clock.h"
 #include "sim/serving/kv_pool.h"
 #include "sim/serving/prefix_cache.h"
 #include "sim/serving/serving.h"
@@ -605,9 +606,9 @@ void ClusterSimulation::route_all() {
     const ServingRequest& q = stream_.reqs[k];
     // Requests that arrive together are handed over together, before any
     // instance is woken: one woken by the first would plan without the rest.
-    if (q.arrival_s > sg4::Engine::get_clock()) {
+    if (q.arrival_s > sim_now()) {
       wake();
-      sg4::this_actor::sleep_until(q.arrival_s);
+      sim_sleep_until(q.arrival_s);
     }
     for (size_t i = 0; i < n; ++i) {
       loads[i].outstanding_tokens = inst_[i]->outstanding_tokens();
@@ -962,7 +963,7 @@ json ClusterSimulation::run(const std::string& timeline_path) {
     }
   actors.push_back(ActorSpec{platform_->controller(), "router", [this] { route_all(); }});
   run_simulation(std::move(actors));
-  const double end = sg4::Engine::get_clock();
+  const double end = sim_now();
   json m = metrics(end);
   timeline_->close();
   return m;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "sim/platform/platform.h"
+#include "sim/platform/sim_clock.h"
 #include "sim/serving/serving.h"
 
 namespace kvtier {
@@ -37,7 +38,7 @@ void LayerwiseTransfer::land_when_sent(Flow& f) {
     // The first token was computed at the prefill's end; the user has it
     // once the KV is at the decode GPU too (as a pull's TTFT).
     const double first = f.prefill->requests()[f.p_local].first_token_s;
-    f.decode->kv_in(f.d_local, std::max(first, sg4::Engine::get_clock()));
+    f.decode->kv_in(f.d_local, std::max(first, sim_now()));
     f.prefill->release_kv(f.p_local);
   });
 }

@@ -10,6 +10,7 @@
 #include "sim/engine/layer_pipeline.h"
 #include "sim/engine/scoring.h"
 #include "sim/platform/platform.h"
+#include "sim/platform/sim_clock.h"
 #include "sim/platform/streams.h"
 #include "sim/core/timeline.h"
 #include "sim/platform/transfer_planner.h"
@@ -118,7 +119,7 @@ json Simulation::run(const std::string& timeline_path) {
 
   if (check) pipeline_->check_with(checker.get());
   run_simulation(platform_->controller(), s_.hw.gpu + " compute", [this] { pipeline_->drive(); });
-  const double end = sg4::Engine::get_clock();
+  const double end = sim_now();
   if (checker) checker->at_end();
   check_staging_fits();
   kv_->close_occupancy();

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "sim/platform/sim_clock.h"
+
 namespace kvtier {
 
 InvariantChecker::InvariantChecker(const EngineSetup& s, const KvStore& kv, JobBoard& board, Platform& platform)
@@ -21,11 +23,11 @@ InvariantChecker::InvariantChecker(const EngineSetup& s, const KvStore& kv, JobB
 InvariantChecker::~InvariantChecker() { Stream::observe(nullptr); }
 
 void InvariantChecker::fail(const std::string& what) const {
-  throw InvariantError("invariant violated at simulated time " + std::to_string(sg4::Engine::get_clock()) + " s: " + what);
+  throw InvariantError("invariant violated at simulated time " + std::to_string(sim_now()) + " s: " + what);
 }
 
 void InvariantChecker::check_time(const char* where) {
-  const double now = sg4::Engine::get_clock();
+  const double now = sim_now();
   if (now < last_t_) fail(std::string(where) + ": time went back from " + std::to_string(last_t_) + " to " + std::to_string(now));
   last_t_ = now;
 }

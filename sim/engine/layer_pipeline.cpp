@@ -8,6 +8,8 @@
 #include "sim/core/progress.h"
 #include "sim/engine/energy_metrics.h"
 #include "sim/engine/kernel_cost.h"
+#include "sim/platform/platform.h"
+#include "sim/platform/sim_clock.h"
 #include "sim/platform/weight_stream.h"
 
 namespace kvtier {
@@ -38,7 +40,7 @@ void LayerPipeline::note_staging(double staged) {
 }
 
 void LayerPipeline::flush(Slot* slot) {
-  kv_.sample_occupancy(sg4::Engine::get_clock());
+  kv_.sample_occupancy(sim_now());
   tp_.flush(slot ? &slot->waits : nullptr, slot ? &slot->extra_gpu_s : nullptr);
 }
 
@@ -192,7 +194,7 @@ void LayerPipeline::select(uint64_t k) {
   const uint32_t L = s_.model.layers;
   const uint32_t step = static_cast<uint32_t>(k / L), layer = static_cast<uint32_t>(k % L);
   const size_t nt = t_.tiers.size();
-  kv_.begin_layer(k + 1, step, layer, sg4::Engine::get_clock());
+  kv_.begin_layer(k + 1, step, layer, sim_now());
   Slot& slot = open_slot(k);
   // The trace's records of this (step, layer): one for every sequence, or
   // one per trace sequence (batch sequence s follows trace sequence s % S).
@@ -475,9 +477,9 @@ void LayerPipeline::load_next_request() {
     codec->start();
     codec->stop();
   }
-  sg4::Actor::create("next request", platform_.controller(), [this, loader, codec, last] {
+  start_actor(platform_, "next request", [this, loader, codec, last] {
     board_.wait(last);
-    c_.next_load_end = sg4::Engine::get_clock();
+    c_.next_load_end = sim_now();
   });
 }
 
@@ -496,7 +498,7 @@ void LayerPipeline::start_depth_adaptation() {
 }
 
 void LayerPipeline::adapt_depth() {
-  const double now = sg4::Engine::get_clock(), dt = now - step_t0_;
+  const double now = sim_now(), dt = now - step_t0_;
   double link_busy = 0;
   auto& st = platform_.stats();
   for (uint32_t i : fetch_links_) {
@@ -530,7 +532,7 @@ void LayerPipeline::drive() {
   Progress progress("decode", s_.steps, "steps");
   if (offload_) offload_->set_iterations((s_.prefill_compute ? s_.model.layers : 0) + uint64_t(s_.steps) * s_.model.layers);
   prefill();
-  c_.prefill_end = sg4::Engine::get_clock();
+  c_.prefill_end = sim_now();
   c_.decode_start = c_.prefill_end;
   c_.gpu_busy_at_decode = c_.gpu_busy_s;
   c_.link_busy_at_decode = link_busy_now(platform_, c_.decode_start);
@@ -571,7 +573,7 @@ void LayerPipeline::drive() {
     compute_layer(slot, k, weights_job);
     append(k);
     if (k % s_.model.layers == s_.model.layers - 1) {
-      c_.step_end.push_back(sg4::Engine::get_clock());
+      c_.step_end.push_back(sim_now());
       progress.update(static_cast<double>(c_.step_end.size()));
       if (k + 1 == N) c_.link_busy_after_decode = link_busy_now(platform_, c_.step_end.back());
       kv_.background_demotion();
@@ -586,7 +588,7 @@ void LayerPipeline::drive() {
 
 void LayerPipeline::select_iteration(uint64_t index, uint32_t layer, const std::vector<IterationSeq>& seqs) {
   const uint64_t k = clock_base_ + layer;
-  kv_.begin_layer(k + 1, static_cast<uint32_t>(index), layer, sg4::Engine::get_clock());
+  kv_.begin_layer(k + 1, static_cast<uint32_t>(index), layer, sim_now());
   Slot& slot = open_slot(k);
   slot.seq_tokens.clear();
   sel_.clear();
@@ -982,7 +984,7 @@ void LayerPipeline::reissue_select(uint32_t layer) {
   const Slot& first = ring_[clock_base_ % ring_.size()];
   slot.seq_tokens = rep_.seq_tokens;
   slot.on_gpu = first.on_gpu;
-  kv_.sample_occupancy(sg4::Engine::get_clock());
+  kv_.sample_occupancy(sim_now());
   rep_ids_.clear();
   const size_t mark = slot.waits.size();
   tp_.reissue(rep_.select_log, asked_for(rep_.select_asked, layer), &slot.waits, &slot.extra_gpu_s, rep_ids_);
@@ -1004,7 +1006,7 @@ void LayerPipeline::reissue_select(uint32_t layer) {
 // Layer l's new KV: layer 0's writes as layer l's, and its prefill output
 // held in GPU memory until those writes land.
 void LayerPipeline::reissue_append(uint32_t layer) {
-  kv_.sample_occupancy(sg4::Engine::get_clock());
+  kv_.sample_occupancy(sim_now());
   rep_ids_.clear();
   tp_.reissue(rep_.append_log, asked_for(rep_.append_asked, layer), nullptr, nullptr, rep_ids_);
   add_layer_jobs(layer, rep_ids_);

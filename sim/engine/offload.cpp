@@ -2,6 +2,7 @@
 
 #include "models/cpu_attention.h"
 #include "sim/engine/kernel_cost.h"
+#include "sim/platform/sim_clock.h"
 #include "sim/platform/weight_stream.h"
 
 namespace kvtier {
@@ -164,9 +165,9 @@ void WeightOffload::move_hidden(double bytes, int32_t step, uint32_t layer) {
   const JobId done = in.id;
   tp_.activations(true).submit(std::move(out));
   tp_.activations(false).submit(std::move(in));
-  const double t0 = sg4::Engine::get_clock();
+  const double t0 = sim_now();
   board_.wait(done);
-  s_.weights->hidden_wait_s += sg4::Engine::get_clock() - t0;
+  s_.weights->hidden_wait_s += sim_now() - t0;
 }
 
 }  // namespace kvtier

@@ -5,6 +5,7 @@
 #include "sim/platform/collective.h"
 #include "sim/platform/pipeline_stages.h"
 #include "sim/platform/platform.h"
+#include "sim/platform/sim_clock.h"
 #include "sim/platform/transfer_planner.h"
 #include "sim/platform/weight_stream.h"
 
@@ -57,7 +58,7 @@ bool PagedPipeline::run(const PagedIteration& it) {
       loads[l].push_back(tp_.move(ld.from, s_.gpu_dev, ld.bytes, std::move(deps), "prefix load", static_cast<int32_t>(l)));
     }
   for (JobId j : before) board_.wait(j);
-  moved_in_s_ = sg4::Engine::get_clock();
+  moved_in_s_ = sim_now();
   const double layer_s = iteration_kernel_s(s_, block_tokens_, it.seqs) + weight_restore_s(s_);
   const PassEnds ends = iteration_ends_s(s_, it.seqs);
   if (stages_) return run_stages(it, layer_s, ends, loads);
@@ -200,7 +201,7 @@ void PagedPipeline::merged_layers(const PagedIteration& it, GpuStream& gpu, cons
                                   double seconds, int64_t layer, size_t last, size_t layers) {
   const GpuStream::Span k = kernel(it, gpu, seconds, layer, last, false);
   all_reduce(it, group, layers);
-  gpu.place_work(seconds, k.t0, sg4::Engine::get_clock());
+  gpu.place_work(seconds, k.t0, sim_now());
 }
 
 // On the timeline: "iter <i>" (all layers), "iter <i> L<l>" or "iter <i> L<l>-<last>".

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "sim/platform/platform.h"
+#include "sim/platform/sim_clock.h"
 
 namespace kvtier {
 
@@ -57,18 +58,18 @@ uint32_t PrefillOutput::chunk(uint32_t s0, double per_seq) {
   }
   const uint32_t k = static_cast<uint32_t>(std::max(1.0, std::min(double(left), std::floor(budget() / (2 * per_seq)))));
   while (!staged_.empty() && room() < k * per_seq) {
-    const double t0 = sg4::Engine::get_clock();
+    const double t0 = sim_now();
     for (JobId j : staged_.front().jobs) board_.wait(j);
-    c_.prefill_write_wait_s += sg4::Engine::get_clock() - t0;
+    c_.prefill_write_wait_s += sim_now() - t0;
   }
   return k;
 }
 
 void PrefillOutput::wait_rooms() {
-  const double t0 = sg4::Engine::get_clock();
+  const double t0 = sim_now();
   for (JobId j : room_waits_) board_.wait(j);
   room_waits_.clear();
-  c_.prefill_write_wait_s += sg4::Engine::get_clock() - t0;
+  c_.prefill_write_wait_s += sim_now() - t0;
 }
 
 void PrefillOutput::note(StagedWrites&& w) {

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "sim/platform/platform.h"
+#include "sim/platform/sim_clock.h"
 
 namespace kvtier {
 
@@ -194,7 +195,7 @@ void AppScoring::score(LayerSlot& slot, uint32_t step, uint32_t layer, uint32_t 
 double AppScoring::fpga_kernel_s(double nominal_s) {
   double fpga_s = nominal_s;
   if (s_.thermal && fpga_s > 0) {
-    const double now = sg4::Engine::get_clock();
+    const double now = sim_now();
     const double dt = std::max(0.0, now - thermal_t_);
     const bool was = s_.thermal->throttled();
     s_.thermal->advance(dt, 0.0);  // idle since the last burst

@@ -35,6 +35,10 @@ void run_simulation(std::vector<ActorSpec> actors) {
   if (failure) std::rethrow_exception(failure);
 }
 
+void start_actor(const Platform& platform, const std::string& name, std::function<void()> body) {
+  sg4::Actor::create(name, platform.controller(), std::move(body));
+}
+
 sg4::Engine& start_simgrid() {
   static char arg0[] = "kvtier";
   static char arg1[] = "--log=root.thresh:critical";  // no "Configuration change" line on stderr

@@ -73,6 +73,13 @@ struct ActorSpec {
 };
 void run_simulation(std::vector<ActorSpec> actors);
 
+class Platform;
+// Starts `body` as an actor of its own named `name` on `platform`'s
+// controller host, beside the running ones (it first runs when the caller
+// next waits), for work no running actor should wait for. Nothing catches
+// there: an exception must not escape `body`.
+void start_actor(const Platform& platform, const std::string& name, std::function<void()> body);
+
 // Size dependence of one route, precomputed so that the SimGrid factor
 // callbacks do no allocation and no route lookup (see Platform).
 struct RouteFactors {

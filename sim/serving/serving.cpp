@@ -19,6 +19,7 @@
 #include "sim/platform/job_watch.h"
 #include "sim/platform/pipeline_stages.h"
 #include "sim/platform/platform.h"
+#include "sim/platform/sim_clock.h"
 #include "sim/platform/streams.h"
 #include "sim/platform/transfer_planner.h"
 #include "sim/platform/wakeup.h"
@@ -50,7 +51,7 @@ AttentionSource* ServingSimulation::attention_of(const ServingRequest& r) {
 // Each tier's KV now (the GPU's pool, the prefix cache, the swap space, or
 // the block table's tiers): its time-weighted area and peak.
 void ServingSimulation::sample_occupancy() {
-  const double now = sg4::Engine::get_clock();
+  const double now = sim_now();
   for (size_t t = 0; t < occ_now_.size(); ++t) occ_area_[t] += occ_now_[t] * (now - occ_t_);
   occ_t_ = now;
   const double kv_blk = double(s_.model.kv_bytes_per_token()) * limits_.block_tokens;
@@ -72,7 +73,7 @@ void ServingSimulation::sample_occupancy() {
 }
 
 void ServingSimulation::iteration(const IterationPlan& p, uint64_t index, bool more_after) {
-  const double now = sg4::Engine::get_clock();
+  const double now = sim_now();
   for (const IterationItem& it : p.items)
     if (reqs_[it.req].first_scheduled_s < 0) {
       reqs_[it.req].first_scheduled_s = now;
@@ -237,7 +238,7 @@ void ServingSimulation::drive() {
   // A prefill instance streaming KV out runs until the last layer has left
   // (its blocks are held until then, and its streams carry them).
   while (done < reqs_.size() || (fed_ && !closed_) || sched_->held_blocks() > 0) {
-    const double now = sg4::Engine::get_clock();
+    const double now = sim_now();
     if (!fed_) progress.update(span > 0 ? std::min(now, span) : static_cast<double>(done));
     while (next < reqs_.size() && reqs_[next].arrival_s <= now) {
       if (next < pull_from_.size() && pull_from_[next] >= 0) sched_->arrive_prefilled(static_cast<uint32_t>(next++));
@@ -270,16 +271,16 @@ void ServingSimulation::drive() {
     iteration(p, iterations_, done + sched_->finishing() < reqs_.size() || (fed_ && !closed_));
     after_iteration(p, done);
     if (record_iterations_) {
-      iteration_rows_.back().end_s = sg4::Engine::get_clock();
+      iteration_rows_.back().end_s = sim_now();
       iteration_rows_.back().tier_bytes = occ_now_;
     }
-    if (check) check_iteration(sg4::Engine::get_clock());
+    if (check) check_iteration(sim_now());
   }
   planner_->stop();
 }
 
 void ServingSimulation::wait_for_arrival(size_t next) {
-  if (next < reqs_.size()) sg4::this_actor::sleep_until(reqs_[next].arrival_s);
+  if (next < reqs_.size()) sim_sleep_until(reqs_[next].arrival_s);
   else wakeup_->wait();  // fed: the router's next hand-over (or its close)
 }
 
@@ -287,7 +288,7 @@ void ServingSimulation::wait_for_arrival(size_t next) {
 // that finished leave the GPU, their prompt blocks kept in its pool; what
 // the cache inserted moves.
 void ServingSimulation::after_iteration(const IterationPlan& p, uint64_t& done) {
-  const double end = sg4::Engine::get_clock();
+  const double end = sim_now();
   const bool write_through = cache_->write_through();
   for (const IterationItem& it : p.items) {
     if (write_through && it.completes_prefill && reqs_[it.req].generated == 0) cache_->write_down(reqs_[it.req]);
@@ -398,7 +399,7 @@ json ServingSimulation::run(const std::string& timeline_path) {
   start_engines(timeline_path);
   start_pipelines();
   run_simulation(platform_->controller(), s_.hw.gpu + " compute", [this] { drive(); });
-  const double end = sg4::Engine::get_clock();
+  const double end = sim_now();
   check_end();
   checker_.reset();
   sample_occupancy();
