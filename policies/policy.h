@@ -34,6 +34,16 @@ class EvictionPolicy {
   // A block to move out of full tier t, never a pinned one; kNoBlock if all
   // are pinned (the engine then streams instead of caching).
   virtual BlockId victim(TierId t) = 0;
+  // Up to `n` victims of tier t into out[]: what victim() would answer in
+  // turn if each answer left t (on_move or on_remove) before the next
+  // question; how many. A policy whose next victim does not depend on
+  // where the last one went (a list's tail, walked forwards) names them at
+  // once; the default names one, and the caller asks again once it is gone.
+  virtual uint32_t victims(TierId t, uint32_t n, BlockId* out) {
+    if (n == 0) return 0;
+    out[0] = victim(t);
+    return out[0] != kNoBlock ? 1 : 0;
+  }
   // True: victims are discarded (H2O, StreamingLLM) and their attention mass
   // is lost; false: they are demoted to the next tier down.
   virtual bool drops() const { return false; }
@@ -89,6 +99,20 @@ class EvictionPolicy {
     on_remove(b, from);
     on_insert(b, to);
   }
+  // blocks[0], ..., blocks[n-1] left tier `from` for tier `to`, in that
+  // order (a run read up as one copy): what on_move of each in turn does
+  // (the default), which a policy keeping lists may do for a run of
+  // consecutive blocks at once.
+  virtual void on_move_run(const BlockId* blocks, uint32_t n, TierId from, TierId to) {
+    for (uint32_t i = 0; i < n; ++i) on_move(blocks[i], from, to);
+  }
+  // True: the victims the policy names do not depend on where in its order
+  // pinned blocks lie (a recency list whose victims come from the tail,
+  // which a pinned block, used most recently, reaches only when every block
+  // of the tier is pinned). The store then tells it of a run of pinned
+  // blocks read up once room for all of them is made (on_move_run), not
+  // between their rooms: the same victims.
+  virtual bool pinned_moves_commute() const { return false; }
 };
 KVTIER_REGISTRY_FAMILY(EvictionPolicy, "eviction policy")
 

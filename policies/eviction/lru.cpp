@@ -33,6 +33,18 @@ class LruEviction : public EvictionPolicy {
     lists_.unlink(b);
     lists_.push_front(b, to);
   }
+  // Each stretch of consecutive blocks is pushed as a run: the same order
+  // as a push of each in turn, cut out at once where they lie together.
+  void on_move_run(const BlockId* blocks, uint32_t n, TierId, TierId to) override {
+    uint32_t i = 0;
+    while (i < n) {
+      uint32_t j = i + 1;
+      while (j < n && blocks[j] == blocks[i] + (j - i)) ++j;
+      lists_.push_front_run(blocks[i], j - i, to);
+      i = j;
+    }
+  }
+  bool pinned_moves_commute() const override { return true; }
   bool forgets_departed() const override { return true; }
   BlockId victim(TierId t) override {
     // Accesses move blocks to the front, so if the tail is pinned (used by a
@@ -40,6 +52,12 @@ class LruEviction : public EvictionPolicy {
     BlockId b = lists_.tail(t);
     if (b == kNoBlock || table_->pinned(b)) return kNoBlock;
     return b;
+  }
+  // The tail and the blocks before it, as far as the first pinned one.
+  uint32_t victims(TierId t, uint32_t n, BlockId* out) override {
+    uint32_t c = 0;
+    for (BlockId b = lists_.tail(t); c < n && b != kNoBlock && !table_->pinned(b); b = lists_.prev(b)) out[c++] = b;
+    return c;
   }
   double watermark(TierId t) const override { return t + 1u < table_->tiers.size() ? watermark_ : 1.0; }
 

@@ -327,14 +327,33 @@ void LayerPipeline::fetch_selected(Slot& slot, uint32_t layer) {
   // the policies' calls (which the compiler must assume change them).
   const bool gpu_tier = s_.gpu_tier, representative = s_.kv_representative;
   PromotionPolicy& promote = *s_.pol.promote;
+  // Consecutive blocks promoted from one tier into the GPU's form a run,
+  // read up as one copy once room for all of them is made
+  // (KvStore::read_up_run); what room is not made for is read through a
+  // staging buffer. A run ends at the first block that is anything else,
+  // before that block is fetched, so every other fetch keeps its order.
+  run_.clear();
+  TierId run_from = 0;
+  auto end_run = [&] {
+    if (run_.empty()) return;
+    run_read_.resize(run_.size());
+    c_.promoted_blocks += kv_.read_up_run(run_.data(), static_cast<uint32_t>(run_.size()), run_from, layer, run_read_.data());
+    for (size_t i = 0; i < run_.size(); ++i) {
+      const BlockId b = run_[i];
+      const double bb = kv_.data_bytes(b);
+      if (!run_read_[i]) tp_.add(run_from, gpu_ep, layer, bb, kv_.pending(b));  // read through a staging buffer
+      read_into_gpu_from(run_from, bb);
+    }
+    run_.clear();
+  };
   for (BlockId b : sel_) {
     const TierId t = t_.tier[b];
-    const double bb = kv_.data_bytes(b);
     slot.kv_tokens += kv_.held_tokens(b);
     // A block still being written down is read where its data is: the tier
     // it is leaving, which keeps the memory until the write lands.
     const TierId at = kv_.hit(b);
     const bool draining = at != t;  // a block is read from elsewhere only while it drains
+    const double bb = kv_.data_bytes(b);
     if (gpu_tier && t == 0) {
       const JobId p = kv_.pending(b);
       if (!board_.done(p)) slot.waits.push_back(p);
@@ -361,7 +380,10 @@ void LayerPipeline::fetch_selected(Slot& slot, uint32_t layer) {
     // began: then pending_src is cleared and the read waits for the write).
     // Prefill output written from the GPU's staging buffer is not kept:
     // that buffer is reused layer after layer, so a read waits for the write.
+    // Whatever else is fetched comes after the run gathered so far (a
+    // GPU's block, above, moves nothing).
     if (draining) {
+      end_run();
       const size_t src = at;
       if (gpu_tier && src == 0) continue;  // still on the GPU
       tp_.add(src, gpu_ep, layer, bb, kNoJob);
@@ -370,12 +392,16 @@ void LayerPipeline::fetch_selected(Slot& slot, uint32_t layer) {
     }
     if (gpu_tier && promote.promote(b, t, t_)) {
       const TierId dest = promote.promote_to(b, t, t_);
+      if (dest == 0) {
+        if (!run_.empty() && run_from != t) end_run();
+        run_from = t;
+        run_.push_back(b);
+        continue;
+      }
+      end_run();
       bool promoted = false;
       TierId read_from = t;  // where the GPU reads b from once it is promoted
-      if (dest == 0) {
-        // Into the GPU's tier (t > 0 here): its room and the read up in one step.
-        promoted = kv_.read_up_into_room(b, t, 0, layer);
-      } else if (dest < t && kv_.make_room(dest)) {
+      if (dest < t && kv_.make_room(dest)) {
         // Up to an intermediate tier; then on into the GPU where it fits
         // (its copy stays in the intermediate tier), else attention reads
         // it from there.
@@ -394,9 +420,11 @@ void LayerPipeline::fetch_selected(Slot& slot, uint32_t layer) {
         continue;
       }
     }
+    end_run();
     tp_.add(t, gpu_ep, layer, bb, kv_.pending(b));  // read through a staging buffer
     read_into_gpu_from(t, bb);
   }
+  end_run();
   if (host_raw > 0) slot.host_read_bytes = crossing_bytes(static_cast<TierId>(pageable), layer, host_raw);
 }
 

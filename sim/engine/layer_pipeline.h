@@ -136,6 +136,8 @@ class LayerPipeline {
   AttentionRecord iter_rec_;           // serving: the record of one request at one layer
   std::vector<float> mass_of_;         // per block index: the current record's mass
   std::vector<BlockId> sel_;
+  std::vector<BlockId> run_;      // fetch_selected: the blocks of the run of promotions being gathered
+  std::vector<uint8_t> run_read_;  // and whether each was read up
   std::vector<uint32_t> idx_;
   std::vector<uint32_t> pred_;
   std::vector<float> obs_mass_;

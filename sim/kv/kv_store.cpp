@@ -351,6 +351,87 @@ bool KvStore::read_up_into_room(BlockId b, TierId from, TierId to, uint32_t laye
   return true;
 }
 
+// Each block of the run in turn: room made in the GPU's tier as make_room
+// makes it, then the block read up into it, so that a victim written down
+// may take the room below that an earlier block of the run left as a copy.
+// What is the same for every block is done once for the run: the policy
+// names its victims at once where it can (EvictionPolicy::victims: a
+// tier's copies and drains, once none, stay none while room is made, save
+// the drain a victim written down leaves here, which make_room takes
+// before it asks for another victim), the copy is one transfer, and a
+// policy whose victims do not depend on where pinned blocks lie hears of
+// the moves up once room for all of them is made (on_move_run).
+uint32_t KvStore::read_up_run(const BlockId* blocks, uint32_t k, TierId from, uint32_t layer, uint8_t* read) {
+  constexpr TierId top = 0;
+  TierInfo& src = t_.tiers[from];
+  EvictionPolicy& evict = *s_.pol.evict;
+  const bool defer_moves = evict.pinned_moves_commute();
+  uint32_t named = 0, used = 0;  // victims the policy named, and taken of them
+  uint32_t m = 0;
+  JobId j = kNoJob;
+  double raw = 0;
+  run_waits_.clear();
+  moved_.clear();
+  for (uint32_t i = 0; i < k; ++i) {
+    if (full(top) && !drains_[top].empty()) reclaim(top);
+    bool room = true;
+    while (full(top)) {
+      if (drop_oldest_copy(top)) continue;
+      if (!drains_[top].empty() && claim_drain(top)) continue;
+      if (used == named) {
+        named = evict.victims(top, std::min<uint32_t>(k - i, kVictimBatch), victims_.data());
+        used = 0;
+        if (named == 0) {
+          room = false;
+          break;
+        }
+      }
+      const BlockId v = victims_[used++];
+      if (drops_) {
+        drop(v);
+        continue;
+      }
+      const size_t mark = room_waits_.size();
+      if (!room_below(v, top)) {
+        // v stays: the next block's room asks the policy again, as make_room would.
+        named = used = 0;
+        room = false;
+        break;
+      }
+      demote(v, top, mark);
+    }
+    read[i] = room;
+    if (!room) continue;
+    const BlockId b = blocks[i];
+    // Pinned (a layer in flight reads it), so no room made above moved it.
+    if (t_.tier[b] != from) throw std::logic_error("KV store: a block of a run read up left its tier while room was made");
+    const double bytes = data_bytes(b);
+    Motion& mo = motion_[b];
+    // The copy opens where the first block's read would have opened it; the
+    // rest join it once their rooms are made.
+    if (m == 0) {
+      j = planner_->add(from, top, layer, bytes, mo.job);
+    } else {
+      raw += bytes;
+      if (mo.job != kNoJob && (run_waits_.empty() || run_waits_.back() != mo.job)) run_waits_.push_back(mo.job);
+    }
+    ++m;
+    mo.job = j;
+    mo.src = kNoSource;
+    --src.used_blocks;
+    t_.tier[b] = top;
+    count_use(top);
+    if (defer_moves)
+      moved_.push_back(b);
+    else
+      evict.on_move(b, from, top);
+    if (!exclusive_) add_copy(b, from);
+  }
+  if (m > 1) planner_->add_run(from, top, layer, raw, m - 1, run_waits_.data(), run_waits_.size());
+  if (!moved_.empty()) evict.on_move_run(moved_.data(), static_cast<uint32_t>(moved_.size()), from, top);
+  return m;
+}
+
 void KvStore::enforce_budget(uint32_t seq, uint32_t layer) {
   BlockId v;
   while ((v = s_.pol.evict->budget_victim(seq, layer)) != kNoBlock) {

@@ -169,6 +169,11 @@ class KvStore {
   // read, where no room can be made. Every promoted block does both: one
   // call, defined beside make_room and demote so the three compile together.
   bool read_up_into_room(BlockId b, TierId from, TierId to, uint32_t layer);
+  // Promotions of a run: blocks[0..k), each in tier `from` (below the GPU's
+  // tier, not predicted, not draining, pinned), read up into the GPU's tier
+  // as one copy: read_up_into_room of each in turn. read[i] says whether
+  // block i was (room could be made for it); returns how many were.
+  uint32_t read_up_run(const BlockId* blocks, uint32_t k, TierId from, uint32_t layer, uint8_t* read);
   // A prediction brings b (below the GPU tier, not predicted yet) to the
   // GPU tier if room can be made there; whether it did.
   bool prefetch_up(BlockId b, uint32_t layer);
@@ -364,6 +369,10 @@ class KvStore {
   RecencyLists::Links& copy_node(BlockId b, TierId t) { return t == 1 ? motion_[b].copy1 : copy_lists_[t].deeper[b]; }
   std::vector<PooledFifo<Drain>> drains_;  // per tier, oldest first
   std::vector<JobId> room_waits_;
+  std::vector<JobId> run_waits_;  // read_up_run: what each block of the run waits for
+  std::vector<BlockId> moved_;    // read_up_run: the blocks read up, for the policy
+  static constexpr uint32_t kVictimBatch = 256;  // victims a policy is asked for at once
+  std::vector<BlockId> victims_ = std::vector<BlockId>(kVictimBatch);
   std::vector<uint64_t> capacity_;  // per tier: its capacity with no room reserved
   std::vector<uint64_t> full_capacity_;  // per tier: as every layer's blocks share it (full_capacity)
   Timeline* timeline_ = nullptr;

@@ -226,6 +226,22 @@ void TransferPlanner::accumulate(Batch& bt, size_t from_ep, size_t to_ep, uint32
   if (recording_ && wait_for != kNoJob) add_dep(bt.asked, wait_for);
 }
 
+JobId TransferPlanner::add_run(size_t from_ep, size_t to_ep, uint32_t layer, double raw_bytes, uint32_t pieces,
+                               const JobId* waits, size_t n) {
+  Batch& bt = batches_[from_ep * eps_ + to_ep];
+  accumulate(bt, from_ep, to_ep, layer, raw_bytes, n ? waits[0] : kNoJob);
+  bt.pieces += pieces - 1;
+  for (size_t i = 1; i < n; ++i) {
+    const JobId w = waits[i];
+    if (!board_.done(w)) {
+      check_no_cycle(bt, w);
+      add_dep(bt.deps, w);
+    }
+    if (recording_ && w != kNoJob) add_dep(bt.asked, w);
+  }
+  return bt.id;
+}
+
 JobId TransferPlanner::add_prefetch(size_t from, uint32_t layer, double raw_bytes, JobId wait_for) {
   Batch& bt = prefetch_batches_[from];
   accumulate(bt, from, 0, layer, raw_bytes, wait_for);

@@ -84,6 +84,8 @@ class TransferPlanner final : public MoveSink {
   // A predicted block of `layer` read from tier `from` into the GPU tier, off
   // the critical path; bytes and codec work as add().
   JobId add_prefetch(size_t from, uint32_t layer, double raw_bytes, JobId wait_for) override;
+  JobId add_run(size_t from_ep, size_t to_ep, uint32_t layer, double raw_bytes, uint32_t pieces, const JobId* waits,
+                size_t n) override;
   // The open transfer from_ep -> to_ep, if any, also waits for j.
   void depend(size_t from_ep, size_t to_ep, JobId j);
   // The open transfer of predicted blocks from tier `from`, if any, also waits for j.

@@ -35,6 +35,10 @@ class Sink final : public MoveSink {
     done_.push_back(1);
     return static_cast<JobId>(moves.size());
   }
+  JobId add_run(size_t from_ep, size_t to_ep, uint32_t layer, double raw_bytes, uint32_t, const JobId*,
+                size_t) override {
+    return add(from_ep, to_ep, layer, raw_bytes, kNoJob);
+  }
   std::vector<Move> moves;
 
  private:

@@ -43,6 +43,7 @@ json with_planner(const std::function<json(TransferPlanner&)>& body) {
       NoSink() : MoveSink(none_done_) {}
       JobId add(size_t, size_t, uint32_t, double, JobId) override { return kNoJob; }
       JobId add_prefetch(size_t, uint32_t, double, JobId) override { return kNoJob; }
+      JobId add_run(size_t, size_t, uint32_t, double, uint32_t, const JobId*, size_t) override { return kNoJob; }
 
      private:
       std::vector<uint8_t> none_done_{1};
