@@ -56,6 +56,7 @@ struct BlockTable {
   std::vector<uint32_t> chunk_of;     // per (group, chunk position): the chunk
   std::vector<uint32_t> chunk_group;  // per chunk: the group that holds it, kFreeChunk if none
   std::vector<uint32_t> chunk_pos;    // per chunk: its position in that group
+  std::vector<uint32_t> chunk_layer;  // per chunk: that group's layer (layer_of without a division)
   std::vector<uint32_t> free_chunks;  // chunks no group holds, taken from the back
 
   // Per block.
@@ -91,7 +92,7 @@ struct BlockTable {
   BlockId id(uint32_t seq, uint32_t layer_, uint32_t index) const { return block_at(seq * layers + layer_, index); }
   uint32_t group_of(BlockId b) const { return chunk_shift ? chunk_group[b >> chunk_shift] : b / blocks_per_seq_layer; }
   uint32_t seq_of(BlockId b) const { return group_of(b) / layers; }
-  uint32_t layer_of(BlockId b) const { return group_of(b) % layers; }
+  uint32_t layer_of(BlockId b) const { return chunk_shift ? chunk_layer[b >> chunk_shift] : group_of(b) % layers; }
   uint32_t index_of(BlockId b) const {
     return chunk_shift ? (chunk_pos[b >> chunk_shift] << chunk_shift) | (b & chunk_mask()) : b % blocks_per_seq_layer;
   }
@@ -114,6 +115,7 @@ struct BlockTable {
     chunk_of.assign(size_t(batch) * layers * group_chunks, none);
     chunk_group.assign(pool, kFreeChunk);
     chunk_pos.assign(pool, 0);
+    chunk_layer.assign(pool, 0);
     // Handed out lowest first: a run's blocks stay in the low part of the arrays.
     free_chunks.clear();
     for (uint32_t c = none; c-- > 0;) free_chunks.push_back(c);
@@ -129,6 +131,7 @@ struct BlockTable {
       free_chunks.pop_back();
       chunk_group[c] = g;
       chunk_pos[c] = index >> chunk_shift;
+      chunk_layer[c] = g % layers;
     }
     return (c << chunk_shift) | (index & chunk_mask());
   }

@@ -332,6 +332,7 @@ bool KvStore::make_room(TierId t) {
   while (full(t)) {
     if (drop_oldest_copy(t)) continue;
     if (!drains_[t].empty() && claim_drain(t)) continue;
+    flush_moves();
     BlockId v = s_.pol.evict->victim(t);
     if (v == kNoBlock) return false;
     if (drops_) {
@@ -365,7 +366,10 @@ uint32_t KvStore::read_up_run(const BlockId* blocks, uint32_t k, TierId from, ui
   constexpr TierId top = 0;
   TierInfo& src = t_.tiers[from];
   EvictionPolicy& evict = *s_.pol.evict;
-  const bool defer_moves = evict.pinned_moves_commute();
+  // The run's own moves up: after every other move of the run where the
+  // policy's victims do not depend on them, else in their place.
+  const bool defer_reads = evict.pinned_moves_commute();
+  defer_moves_ = true;
   uint32_t named = 0, used = 0;  // victims the policy named, and taken of them
   uint32_t m = 0;
   JobId j = kNoJob;
@@ -379,6 +383,7 @@ uint32_t KvStore::read_up_run(const BlockId* blocks, uint32_t k, TierId from, ui
       if (drop_oldest_copy(top)) continue;
       if (!drains_[top].empty() && claim_drain(top)) continue;
       if (used == named) {
+        flush_moves();
         named = evict.victims(top, std::min<uint32_t>(k - i, kVictimBatch), victims_.data());
         used = 0;
         if (named == 0) {
@@ -388,6 +393,7 @@ uint32_t KvStore::read_up_run(const BlockId* blocks, uint32_t k, TierId from, ui
       }
       const BlockId v = victims_[used++];
       if (drops_) {
+        flush_moves();
         drop(v);
         continue;
       }
@@ -421,15 +427,33 @@ uint32_t KvStore::read_up_run(const BlockId* blocks, uint32_t k, TierId from, ui
     --src.used_blocks;
     t_.tier[b] = top;
     count_use(top);
-    if (defer_moves)
+    if (defer_reads)
       moved_.push_back(b);
     else
-      evict.on_move(b, from, top);
+      pending_moves_.push_back(pending_move(b, from, top));
     if (!exclusive_) add_copy(b, from);
   }
   if (m > 1) planner_->add_run(from, top, layer, raw, m - 1, run_waits_.data(), run_waits_.size());
+  defer_moves_ = false;
+  flush_moves();
   if (!moved_.empty()) evict.on_move_run(moved_.data(), static_cast<uint32_t>(moved_.size()), from, top);
   return m;
+}
+
+void KvStore::flush_pending_moves() {
+  EvictionPolicy& evict = *s_.pol.evict;
+  size_t i = 0;
+  while (i < pending_moves_.size()) {
+    const uint64_t tiers = pending_moves_[i] >> 32;
+    move_run_.clear();
+    size_t j = i;
+    for (; j < pending_moves_.size() && pending_moves_[j] >> 32 == tiers; ++j)
+      move_run_.push_back(static_cast<BlockId>(pending_moves_[j]));
+    evict.on_move_run(move_run_.data(), static_cast<uint32_t>(move_run_.size()), static_cast<TierId>(tiers),
+                      static_cast<TierId>(tiers >> 8));
+    i = j;
+  }
+  pending_moves_.clear();
 }
 
 void KvStore::enforce_budget(uint32_t seq, uint32_t layer) {

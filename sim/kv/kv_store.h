@@ -253,9 +253,22 @@ class KvStore {
     if (from == 0 && predicted_blocks_ != 0 && motion_[b].predicted) waste_prefetch(b);
     t_.tier[b] = to;
     count_use(to);
-    s_.pol.evict->on_move(b, from, to);
+    tell_move(b, from, to);
     if (to < from && !exclusive_) add_copy(b, from);
   }
+  // The eviction policy hears of a move at once, or, while a run is read
+  // up, before it is next asked anything (flush_moves): the same calls in
+  // the same order, consecutive moves between the same tiers as one run.
+  void tell_move(BlockId b, TierId from, TierId to) {
+    if (defer_moves_)
+      pending_moves_.push_back(pending_move(b, from, to));
+    else
+      s_.pol.evict->on_move(b, from, to);
+  }
+  void flush_moves() {
+    if (!pending_moves_.empty()) flush_pending_moves();
+  }
+  void flush_pending_moves();
   // b leaves its own tier and every copy below (the policy is told).
   void leave_tier(BlockId b);
   void add_copy(BlockId b, TierId t) {
@@ -270,6 +283,11 @@ class KvStore {
     count_use(t);
   }
   void drop_copy(BlockId b, TierId t) {
+    unlink_copy(b, t);
+    --t_.tiers[t].used_blocks;
+  }
+  // b's copy in t leaves t's list; its room is the caller's.
+  void unlink_copy(BlockId b, TierId t) {
     t_.copies[b] = static_cast<uint8_t>(t_.copies[b] & ~(1u << t));
     CopyList& l = copy_lists_[t];
     RecencyLists::Links& n = copy_node(b, t);
@@ -278,7 +296,6 @@ class KvStore {
     if (n.next != kNoBlock) copy_node(n.next, t).prev = n.prev;
     else if (l.tail == b) l.tail = n.prev;
     n.prev = n.next = kNoBlock;
-    --t_.tiers[t].used_blocks;
   }
   bool drop_oldest_copy(TierId t) {
     const BlockId c = copy_lists_[t].tail;
@@ -298,10 +315,15 @@ class KvStore {
       write_down(v, from, mark);
       return;
     }
+    // The highest valid copy below becomes v's own: its room there stays
+    // in use (and that tier's peak cannot grow), v's room here is free.
     TierId c = static_cast<TierId>(from + 1);
     while (!t_.has_copy(v, c)) ++c;
-    drop_copy(v, c);
-    move(v, from, c);
+    unlink_copy(v, c);
+    --t_.tiers[from].used_blocks;
+    if (from == 0 && predicted_blocks_ != 0 && motion_[v].predicted) waste_prefetch(v);
+    t_.tier[v] = c;
+    tell_move(v, from, c);
   }
   void write_down(BlockId v, TierId from, size_t mark);
   // A drain of tier t: the block written down, its write, and the writes
@@ -371,6 +393,15 @@ class KvStore {
   std::vector<JobId> room_waits_;
   std::vector<JobId> run_waits_;  // read_up_run: what each block of the run waits for
   std::vector<BlockId> moved_;    // read_up_run: the blocks read up, for the policy
+  bool defer_moves_ = false;      // tell_move: hold moves until flush_moves
+  // A held move as one word (the block, then its two tiers), made in
+  // registers: a struct of a word and two bytes is written to the stack a
+  // byte at a time and read back whole, which stalls the store.
+  static uint64_t pending_move(BlockId b, TierId from, TierId to) {
+    return uint64_t(b) | uint64_t(from) << 32 | uint64_t(to) << 40;
+  }
+  std::vector<uint64_t> pending_moves_;
+  std::vector<BlockId> move_run_;  // flush_pending_moves: one run's blocks
   static constexpr uint32_t kVictimBatch = 256;  // victims a policy is asked for at once
   std::vector<BlockId> victims_ = std::vector<BlockId>(kVictimBatch);
   std::vector<uint64_t> capacity_;  // per tier: its capacity with no room reserved
