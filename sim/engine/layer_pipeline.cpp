@@ -287,7 +287,7 @@ void LayerPipeline::use_blocks(uint32_t step, uint32_t layer, uint32_t s, uint32
       ++c_.dropped_accesses;
       continue;
     }
-    c_.used_mass += m;
+    if (rec) c_.used_mass += m;  // 0 without a record
     kv_.use(b, m);
     sel_.push_back(b);
   }

@@ -19,6 +19,7 @@ void KvStore::set_clock(uint64_t clock, uint32_t layer) {
 }
 
 void KvStore::seed_prompt(BlockId b, float mass) {
+  if (mass != 0.f) masses_ = true;
   t_.mass[b] = mass;
   t_.last_mass[b] = mass;
   t_.access_count[b] = 1;

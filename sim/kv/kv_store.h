@@ -118,8 +118,14 @@ class KvStore {
   void use(BlockId b, float mass) {
     t_.last_access[b] = t_.clock;
     ++t_.access_count[b];
-    t_.mass[b] += mass;
-    t_.last_mass[b] = mass;
+    // Until a use or a prompt carries a mass, every block's masses are 0,
+    // and a use without one changes neither: two arrays fewer per access
+    // where no attention is traced.
+    if (mass != 0.f || masses_) {
+      t_.mass[b] += mass;
+      t_.last_mass[b] = mass;
+      if (mass != 0.f) masses_ = true;
+    }
     s_.pol.promote->on_access(b, t_.tier[b], t_);
   }
   void accessed(const BlockId* blocks, size_t n) {
@@ -363,6 +369,7 @@ class KvStore {
     whole_block_bytes_ = double(uint64_t(s_.bt)) * unit_bytes_;
   }
   bool defer_budget_ = false;
+  bool masses_ = false;  // some block's mass or last_mass may be nonzero
   // The eviction policy's kind, fixed for a run: read once (start), not per move.
   bool exclusive_ = false, drops_ = false;
   // Per block, together (a move reads and writes them at once): the job
