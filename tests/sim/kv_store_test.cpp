@@ -59,25 +59,8 @@ struct KvRig {
 
   KvRig(uint64_t gpu_blocks, uint64_t dram_blocks, const json& eviction = "lru") {
     // Half a block more than asked: the tiny model's weights take a few bytes.
-    json hw = {{"devices",
-                {{"gpu", fast_gpu((double(gpu_blocks) + 0.5) * kBlock / 1e9)},
-                 {"dram", {{"kind", "dram"}, {"capacity_GB", (double(dram_blocks) + 0.5) * kBlock / 1e9},
-                           {"bandwidth_GBps", 100}, {"latency_us", 0}}},
-                 {"ssd", {{"kind", "nvme"}, {"capacity_GB", 100}, {"read_GBps", 7}, {"write_GBps", 6}}},
-                 {"rc", {{"kind", "switch"}}}}},
-               {"links",
-                {{"pcie", {{"ends", {"rc", "gpu"}}, {"bandwidth_GBps", 10}}},
-                 {"dbus", {{"ends", {"rc", "dram"}}, {"bandwidth_GBps", 100}}},
-                 {"s", {{"ends", {"rc", "ssd"}}, {"bandwidth_GBps", 7}}}}},
-               {"tiers", {"gpu", "dram", "ssd"}}};
-    s.hw = parse_hardware(hw, "hardware");
-    s.topo = std::make_unique<Topology>(s.hw);
-    json model = tiny_model(1);
-    s.model = parse_llm(model, "model");
-    s.batch = 1;
-    s.ctx = 1024;
-    s.steps = 1;
-    s.bt = 128;
+    one_sequence(s, gpu_dram_ssd((double(gpu_blocks) + 0.5) * kBlock / 1e9, (double(dram_blocks) + 0.5) * kBlock / 1e9), 1,
+                 1024);
     kv = start_store(s, c, sink, json{{"eviction", eviction}});
     REQUIRE(kv->table().size() == 9);
     REQUIRE(kv->table().tiers[0].capacity_blocks == gpu_blocks);

@@ -73,24 +73,7 @@ struct RunRig {
   BatchSink sink;
   std::unique_ptr<KvStore> kv;
   explicit RunRig(const std::string& eviction) {
-    json hw = {{"devices",
-                {{"gpu", fast_gpu(6.5 * kBlock / 1e9)},
-                 {"dram", {{"kind", "dram"}, {"capacity_GB", 8.5 * kBlock / 1e9}, {"bandwidth_GBps", 100}, {"latency_us", 0}}},
-                 {"ssd", {{"kind", "nvme"}, {"capacity_GB", 100}, {"read_GBps", 7}, {"write_GBps", 6}}},
-                 {"rc", {{"kind", "switch"}}}}},
-               {"links",
-                {{"pcie", {{"ends", {"rc", "gpu"}}, {"bandwidth_GBps", 10}}},
-                 {"dbus", {{"ends", {"rc", "dram"}}, {"bandwidth_GBps", 100}}},
-                 {"s", {{"ends", {"rc", "ssd"}}, {"bandwidth_GBps", 7}}}}},
-               {"tiers", {"gpu", "dram", "ssd"}}};
-    s.hw = parse_hardware(hw, "hardware");
-    s.topo = std::make_unique<Topology>(s.hw);
-    json model = tiny_model(1);
-    s.model = parse_llm(model, "model");
-    s.batch = 1;
-    s.ctx = 4096;
-    s.steps = 1;
-    s.bt = 128;
+    one_sequence(s, gpu_dram_ssd(6.5 * kBlock / 1e9, 8.5 * kBlock / 1e9), 1, 4096);
     kv = start_store(s, c, sink, json{{"eviction", eviction}});
   }
 };

@@ -16,25 +16,8 @@ namespace {
 // `body` gets the planner and returns what the case reports.
 json with_planner(const std::function<json(TransferPlanner&)>& body) {
   return in_child([&] {
-    json hw = {{"devices",
-                {{"gpu", fast_gpu(1)},
-                 {"dram", {{"kind", "dram"}, {"capacity_GB", 1}, {"bandwidth_GBps", 100}, {"latency_us", 0}}},
-                 {"ssd", {{"kind", "nvme"}, {"capacity_GB", 100}, {"read_GBps", 7}, {"write_GBps", 6}}},
-                 {"rc", {{"kind", "switch"}}}}},
-               {"links",
-                {{"pcie", {{"ends", {"rc", "gpu"}}, {"bandwidth_GBps", 10}}},
-                 {"dbus", {{"ends", {"rc", "dram"}}, {"bandwidth_GBps", 100}}},
-                 {"s", {{"ends", {"rc", "ssd"}}, {"bandwidth_GBps", 7}}}}},
-               {"tiers", {"gpu", "dram", "ssd"}}};
     EngineSetup s;
-    s.hw = parse_hardware(hw, "hardware");
-    s.topo = std::make_unique<Topology>(s.hw);
-    json model = tiny_model(2);
-    s.model = parse_llm(model, "model");
-    s.batch = 1;
-    s.ctx = 1024;
-    s.steps = 1;
-    s.bt = 128;
+    one_sequence(s, gpu_dram_ssd(1, 1), 2, 1024);
     EngineCounters c;
     // The store fills in the tiers and their codecs the planner reads; its
     // own moves are not used here.
