@@ -31,10 +31,9 @@ class MoveSink {
   // A predicted block of `layer` read from tier `from` into the GPU tier
   // (endpoint 0), off the critical path; the job that moves it.
   virtual JobId add_prefetch(size_t from, uint32_t layer, double raw_bytes, JobId wait_for) = 0;
-  // A run of `pieces` blocks of `layer`, `raw_bytes` in all, moving from
+  // A run of `pieces` blocks of `layer`, `raw_bytes` each, moving from
   // from_ep to to_ep as one copy once every job of waits[0..n) (what was
-  // still moving each block) is done: add() of each block in turn, its
-  // bytes summed first.
+  // still moving each block) is done: add() of each block in turn.
   virtual JobId add_run(size_t from_ep, size_t to_ep, uint32_t layer, double raw_bytes, uint32_t pieces,
                         const JobId* waits, size_t n) = 0;
   // Whether job j has finished (kNoJob has). Asked several times for every

@@ -373,7 +373,8 @@ uint32_t KvStore::read_up_run(const BlockId* blocks, uint32_t k, TierId from, ui
   uint32_t named = 0, used = 0;  // victims the policy named, and taken of them
   uint32_t m = 0;
   JobId j = kNoJob;
-  double raw = 0;
+  const double whole_blocks = s_.tokens_unit ? 0.0 : whole_block_bytes_;  // each block's bytes, if all alike
+  uint32_t joined = 0;
   run_waits_.clear();
   moved_.clear();
   for (uint32_t i = 0; i < k; ++i) {
@@ -411,14 +412,14 @@ uint32_t KvStore::read_up_run(const BlockId* blocks, uint32_t k, TierId from, ui
     const BlockId b = blocks[i];
     // Pinned (a layer in flight reads it), so no room made above moved it.
     if (t_.tier[b] != from) throw std::logic_error("KV store: a block of a run read up left its tier while room was made");
-    const double bytes = data_bytes(b);
     Motion& mo = motion_[b];
-    // The copy opens where the first block's read would have opened it; the
-    // rest join it once their rooms are made.
-    if (m == 0) {
-      j = planner_->add(from, top, layer, bytes, mo.job);
+    // The copy opens where the first block's read would have opened it;
+    // whole blocks join it once their rooms are made, a part of one (the
+    // tokens a sequence's last block holds) at once.
+    if (m == 0 || whole_blocks == 0) {
+      j = planner_->add(from, top, layer, data_bytes(b), mo.job);
     } else {
-      raw += bytes;
+      ++joined;
       if (mo.job != kNoJob && (run_waits_.empty() || run_waits_.back() != mo.job)) run_waits_.push_back(mo.job);
     }
     ++m;
@@ -433,7 +434,7 @@ uint32_t KvStore::read_up_run(const BlockId* blocks, uint32_t k, TierId from, ui
       pending_moves_.push_back(pending_move(b, from, top));
     if (!exclusive_) add_copy(b, from);
   }
-  if (m > 1) planner_->add_run(from, top, layer, raw, m - 1, run_waits_.data(), run_waits_.size());
+  if (joined > 0) planner_->add_run(from, top, layer, whole_blocks, joined, run_waits_.data(), run_waits_.size());
   defer_moves_ = false;
   flush_moves();
   if (!moved_.empty()) evict.on_move_run(moved_.data(), static_cast<uint32_t>(moved_.size()), from, top);

@@ -230,6 +230,13 @@ JobId TransferPlanner::add_run(size_t from_ep, size_t to_ep, uint32_t layer, dou
                                const JobId* waits, size_t n) {
   Batch& bt = batches_[from_ep * eps_ + to_ep];
   accumulate(bt, from_ep, to_ep, layer, raw_bytes, n ? waits[0] : kNoJob);
+  // Each piece's bytes in turn, as add() sums them (the same doubles).
+  const double wire = raw_bytes * bt.wire_f, stored = raw_bytes * bt.stored_f;
+  for (uint32_t p = 1; p < pieces; ++p) {
+    bt.bytes += wire;
+    bt.stored += stored;
+    if (bt.codec_Bps > 0) bt.codec_s += raw_bytes / bt.codec_Bps;
+  }
   bt.pieces += pieces - 1;
   for (size_t i = 1; i < n; ++i) {
     const JobId w = waits[i];

@@ -36,7 +36,7 @@ class RecordingSink final : public MoveSink {
     finished_.push_back(0);
     return static_cast<JobId>(moves.size());
   }
-  // A run is one move, waiting for its first block's job.
+  // A run is one move (of its first block's bytes), waiting for its first block's job.
   JobId add_run(size_t from_ep, size_t to_ep, uint32_t layer, double raw_bytes, uint32_t, const JobId* waits,
                 size_t n) override {
     return add(from_ep, to_ep, layer, raw_bytes, n ? waits[0] : kNoJob);

@@ -55,7 +55,7 @@ class BatchSink final : public MoveSink {
       id = static_cast<JobId>(done_.size() - 1);
       ends[id] = {from, to};
     }
-    bytes[id] += b;
+    for (uint32_t i = 0; i < p; ++i) bytes[id] += b;  // b is each piece's
     pieces[id] += p;
     for (size_t i = 0; i < n; ++i)
       if (!done(waits[i])) deps[id].insert(waits[i]);
