@@ -328,27 +328,44 @@ void KvStore::take_room_waits(std::vector<JobId>& into) {
 }
 
 bool KvStore::make_room(TierId t) {
+  BlockId one;
+  VictimCursor c{&one};
+  return make_room(t, c, 1);
+}
+
+// The policy is asked for `want` victims at a time, which the cursor keeps
+// across calls: a tier's copies and drains, once none, stay none while
+// room is made for a run, save the drain a victim written down leaves
+// here, which is taken before the next victim.
+inline bool KvStore::make_room(TierId t, VictimCursor& c, uint32_t want) {
   if (full(t) && !drains_[t].empty()) reclaim(t);
   while (full(t)) {
     if (drop_oldest_copy(t)) continue;
     if (!drains_[t].empty() && claim_drain(t)) continue;
-    flush_moves();
-    BlockId v = s_.pol.evict->victim(t);
-    if (v == kNoBlock) return false;
+    if (c.used == c.named) {
+      flush_moves();
+      c.used = 0;
+      if (want == 1) {
+        c.buf[0] = s_.pol.evict->victim(t);
+        c.named = c.buf[0] != kNoBlock;
+      } else {
+        c.named = s_.pol.evict->victims(t, want, c.buf);
+      }
+      if (c.named == 0) return false;
+    }
+    const BlockId v = c.buf[c.used++];
     if (drops_) {
+      flush_moves();
       drop(v);
       continue;
     }
     const size_t mark = room_waits_.size();
-    if (!room_below(v, t)) return false;
+    if (!room_below(v, t)) {
+      c.named = c.used = 0;  // v stays: the next room asks the policy again
+      return false;
+    }
     demote(v, t, mark);
   }
-  return true;
-}
-
-bool KvStore::read_up_into_room(BlockId b, TierId from, TierId to, uint32_t layer) {
-  if (!make_room(to)) return false;
-  read_up(b, from, to, layer);
   return true;
 }
 
@@ -356,12 +373,10 @@ bool KvStore::read_up_into_room(BlockId b, TierId from, TierId to, uint32_t laye
 // makes it, then the block read up into it, so that a victim written down
 // may take the room below that an earlier block of the run left as a copy.
 // What is the same for every block is done once for the run: the policy
-// names its victims at once where it can (EvictionPolicy::victims: a
-// tier's copies and drains, once none, stay none while room is made, save
-// the drain a victim written down leaves here, which make_room takes
-// before it asks for another victim), the copy is one transfer, and a
-// policy whose victims do not depend on where pinned blocks lie hears of
-// the moves up once room for all of them is made (on_move_run).
+// names its victims at once where it can (EvictionPolicy::victims), the
+// copy is one transfer, and a policy whose victims do not depend on where
+// pinned blocks lie hears of the moves up once room for all of them is
+// made (on_move_run).
 uint32_t KvStore::read_up_run(const BlockId* blocks, uint32_t k, TierId from, uint32_t layer, uint8_t* read) {
   constexpr TierId top = 0;
   TierInfo& src = t_.tiers[from];
@@ -370,45 +385,16 @@ uint32_t KvStore::read_up_run(const BlockId* blocks, uint32_t k, TierId from, ui
   // policy's victims do not depend on them, else in their place.
   const bool defer_reads = evict.pinned_moves_commute();
   defer_moves_ = true;
-  uint32_t named = 0, used = 0;  // victims the policy named, and taken of them
   uint32_t m = 0;
   JobId j = kNoJob;
   const double whole_blocks = s_.tokens_unit ? 0.0 : whole_block_bytes_;  // each block's bytes, if all alike
   uint32_t joined = 0;
   run_waits_.clear();
   moved_.clear();
+  VictimCursor victims{victims_.data()};
   for (uint32_t i = 0; i < k; ++i) {
-    if (full(top) && !drains_[top].empty()) reclaim(top);
-    bool room = true;
-    while (full(top)) {
-      if (drop_oldest_copy(top)) continue;
-      if (!drains_[top].empty() && claim_drain(top)) continue;
-      if (used == named) {
-        flush_moves();
-        named = evict.victims(top, std::min<uint32_t>(k - i, kVictimBatch), victims_.data());
-        used = 0;
-        if (named == 0) {
-          room = false;
-          break;
-        }
-      }
-      const BlockId v = victims_[used++];
-      if (drops_) {
-        flush_moves();
-        drop(v);
-        continue;
-      }
-      const size_t mark = room_waits_.size();
-      if (!room_below(v, top)) {
-        // v stays: the next block's room asks the policy again, as make_room would.
-        named = used = 0;
-        room = false;
-        break;
-      }
-      demote(v, top, mark);
-    }
-    read[i] = room;
-    if (!room) continue;
+    read[i] = make_room(top, victims, std::min<uint32_t>(k - i, kVictimBatch));
+    if (!read[i]) continue;
     const BlockId b = blocks[i];
     // Pinned (a layer in flight reads it), so no room made above moved it.
     if (t_.tier[b] != from) throw std::logic_error("KV store: a block of a run read up left its tier while room was made");
@@ -431,7 +417,7 @@ uint32_t KvStore::read_up_run(const BlockId* blocks, uint32_t k, TierId from, ui
     if (defer_reads)
       moved_.push_back(b);
     else
-      pending_moves_.push_back(pending_move(b, from, top));
+      tell_move(b, from, top);
     if (!exclusive_) add_copy(b, from);
   }
   if (joined > 0) planner_->add_run(from, top, layer, whole_blocks, joined, run_waits_.data(), run_waits_.size());

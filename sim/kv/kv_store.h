@@ -170,14 +170,9 @@ class KvStore {
     motion_[b].src = kNoSource;
     return j;
   }
-  // A promotion as one step: room made in tier `to` (make_room), then b's
-  // data read up into it from tier `from` (read_up); false, with nothing
-  // read, where no room can be made. Every promoted block does both: one
-  // call, defined beside make_room and demote so the three compile together.
-  bool read_up_into_room(BlockId b, TierId from, TierId to, uint32_t layer);
   // Promotions of a run: blocks[0..k), each in tier `from` (below the GPU's
   // tier, not predicted, not draining, pinned), read up into the GPU's tier
-  // as one copy: read_up_into_room of each in turn. read[i] says whether
+  // as one copy: make_room(0) and read_up of each in turn. read[i] says whether
   // block i was (room could be made for it); returns how many were.
   uint32_t read_up_run(const BlockId* blocks, uint32_t k, TierId from, uint32_t layer, uint8_t* read);
   // A prediction brings b (below the GPU tier, not predicted yet) to the
@@ -332,6 +327,12 @@ class KvStore {
     tell_move(v, from, c);
   }
   void write_down(BlockId v, TierId from, size_t mark);
+  // Victims a policy named and make_room has not taken yet.
+  struct VictimCursor {
+    BlockId* buf;
+    uint32_t named = 0, used = 0;
+  };
+  bool make_room(TierId t, VictimCursor& c, uint32_t want);
   // A drain of tier t: the block written down, its write, and the writes
   // the room it went into was still waiting for.
   struct Drain {
