@@ -276,22 +276,40 @@ void LayerPipeline::use_blocks(uint32_t step, uint32_t layer, uint32_t s, uint32
   else
     s_.pol.eval->select(in, t_, idx_);
   obs_mass_.clear();
+  if (rec) {
+    obs_mass_.reserve(idx_.size());
+    if (used_mass_.size() < idx_.size()) used_mass_.resize(idx_.size());
+  }
+  // The selection is written through a pointer into room made first, and
+  // counted in locals: a push_back (which may allocate) or a counter in
+  // memory would make the compiler reload every pointer the loop reads, the
+  // store's arrays and the policies', for every block.
   const size_t first_used = sel_.size();
+  sel_.resize(first_used + idx_.size());
+  BlockId* const used = sel_.data() + first_used;
+  size_t k = 0;
+  uint64_t dropped = 0;
+  const uint32_t g = s * t_.layers + layer;
   for (uint32_t i : idx_) {
     if (i >= n) throw std::logic_error("evaluation policy selected block " + std::to_string(i) + " of " + std::to_string(n));
-    BlockId b = t_.id(s, layer, i);
+    const BlockId b = t_.block_at(g, i);
     const float m = rec ? mass_of_[i] : 0.f;
     if (rec) obs_mass_.push_back(m);  // the prefetch policy sees masses only where a trace gives them
-    ++c_.accesses;
     if (t_.tier[b] == kDropped) {
-      ++c_.dropped_accesses;
+      ++dropped;
       continue;
     }
-    if (rec) c_.used_mass += m;  // 0 without a record
-    kv_.use(b, m);
-    sel_.push_back(b);
+    if (rec) {
+      c_.used_mass += m;
+      used_mass_[k] = m;
+    }
+    used[k++] = b;
   }
-  kv_.accessed(sel_.data() + first_used, sel_.size() - first_used);
+  c_.accesses += idx_.size();
+  c_.dropped_accesses += dropped;
+  sel_.resize(first_used + k);
+  kv_.use_run(used, rec ? used_mass_.data() : nullptr, k);
+  kv_.accessed(used, k);
   if (!dense) s_.pol.prefetch->observe(SelectInput{step, layer, s, n, &idx_, rec ? &obs_mass_ : nullptr}, t_);
   if (rec)
     for (uint32_t b : rec->blocks) mass_of_[b] = 0.f;
@@ -310,8 +328,9 @@ double LayerPipeline::crossing_bytes(TierId t, uint32_t layer, double raw) const
 void LayerPipeline::fetch_selected(Slot& slot, uint32_t layer) {
   const size_t nt = t_.tiers.size();
   const size_t gpu_ep = s_.gpu_tier ? 0 : nt;
-  slot.kv_tokens = 0;
-  slot.cpu_tokens = 0;
+  // Summed in locals, written to the slot at the end (a sum in memory is
+  // reloaded and stored again for every block).
+  uint64_t kv_tokens = 0, cpu_tokens = 0;
   slot.host_read_bytes = 0;
   const bool cpu_attn = s_.weights && s_.weights->plan().cpu_attention;
   const int host_tier = s_.weights ? s_.weights->homes().dram_tier : -1;
@@ -326,6 +345,8 @@ void LayerPipeline::fetch_selected(Slot& slot, uint32_t layer) {
   // Fixed for the layer: read once here, not again for every block after
   // the policies' calls (which the compiler must assume change them).
   const bool gpu_tier = s_.gpu_tier, representative = s_.kv_representative;
+  const bool tokens_unit = s_.tokens_unit;
+  const uint64_t block_tokens = s_.bt;
   PromotionPolicy& promote = *s_.pol.promote;
   // Consecutive blocks promoted from one tier into the GPU's form a run,
   // read up as one copy once room for all of them is made
@@ -338,7 +359,10 @@ void LayerPipeline::fetch_selected(Slot& slot, uint32_t layer) {
     if (run_.empty()) return;
     run_read_.resize(run_.size());
     c_.promoted_blocks += kv_.read_up_run(run_.data(), static_cast<uint32_t>(run_.size()), run_from, layer, run_read_.data());
+    // Bytes of a block read up are asked for only where they are counted.
+    const bool from_pageable = static_cast<int>(run_from) == pageable;
     for (size_t i = 0; i < run_.size(); ++i) {
+      if (run_read_[i] && !from_pageable) continue;
       const BlockId b = run_[i];
       const double bb = kv_.data_bytes(b);
       if (!run_read_[i]) tp_.add(run_from, gpu_ep, layer, bb, kv_.pending(b));  // read through a staging buffer
@@ -348,12 +372,11 @@ void LayerPipeline::fetch_selected(Slot& slot, uint32_t layer) {
   };
   for (BlockId b : sel_) {
     const TierId t = t_.tier[b];
-    slot.kv_tokens += kv_.held_tokens(b);
+    kv_tokens += tokens_unit ? kv_.held_tokens(b) : block_tokens;
     // A block still being written down is read where its data is: the tier
     // it is leaving, which keeps the memory until the write lands.
     const TierId at = kv_.hit(b);
     const bool draining = at != t;  // a block is read from elsewhere only while it drains
-    const double bb = kv_.data_bytes(b);
     if (gpu_tier && t == 0) {
       const JobId p = kv_.pending(b);
       if (!board_.done(p)) slot.waits.push_back(p);
@@ -361,12 +384,13 @@ void LayerPipeline::fetch_selected(Slot& slot, uint32_t layer) {
       if (representative && p != kNoJob) add_dep(rep_.select_waits, p);
       continue;
     }
+    const double bb = kv_.data_bytes(b);
     if (cpu_attn) {
       // FlexGen's CPU attention: the KV stays in host memory and the CPU
       // reads it there (what is on disk is read into host memory first);
       // it waits for the block's last write (the new token) to land.
-      slot.kv_tokens -= kv_.held_tokens(b);
-      slot.cpu_tokens += kv_.held_tokens(b);
+      kv_tokens -= kv_.held_tokens(b);
+      cpu_tokens += kv_.held_tokens(b);
       if (!board_.done(kv_.pending(b))) slot.waits.push_back(kv_.pending(b));
       if (static_cast<int>(t) != host_tier) {
         const JobId j = tp_.add(t, static_cast<size_t>(host_tier), layer, bb, kv_.pending(b));
@@ -425,6 +449,8 @@ void LayerPipeline::fetch_selected(Slot& slot, uint32_t layer) {
     read_into_gpu_from(t, bb);
   }
   end_run();
+  slot.kv_tokens = kv_tokens;
+  slot.cpu_tokens = cpu_tokens;
   if (host_raw > 0) slot.host_read_bytes = crossing_bytes(static_cast<TierId>(pageable), layer, host_raw);
 }
 

@@ -141,6 +141,7 @@ class LayerPipeline {
   std::vector<uint32_t> idx_;
   std::vector<uint32_t> pred_;
   std::vector<float> obs_mass_;
+  std::vector<float> used_mass_;  // use_blocks: the masses of the blocks used, in order
   std::vector<KernelSeq> shape_;          // serving: the iteration's kernel shape (reused)
   uint64_t clock_base_ = 0;               // serving: layer computations of the iterations so far
   bool coarsen_ = false;

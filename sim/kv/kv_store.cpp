@@ -258,7 +258,12 @@ void KvStore::release(BlockId b) {
 // becomes b's own again (no bytes move: demote); otherwise b is written to
 // the tier below, and its room here stays in use until the write lands (a
 // drain). The caller has made room below.
-void KvStore::write_down(BlockId v, TierId from, size_t mark) {
+//
+// `claimed`: make_room takes this room at once (its tier has no copy and
+// no drain it could take, so the drain this write leaves is the one it
+// takes next). The drain is then not queued and taken back: what taking
+// it does (claim_drain) is done here, the same waits in the same order.
+void KvStore::write_down(BlockId v, TierId from, size_t mark, bool claimed) {
   const TierId to = static_cast<TierId>(from + 1);
   const JobId before = motion_[v].job;
   JobId j = planner_->add(from, to, t_.layer_of(v), data_bytes(v), before);
@@ -271,6 +276,22 @@ void KvStore::write_down(BlockId v, TierId from, size_t mark) {
   motion_[v].src = planner_->done(before) ? from : kNoSource;
   t_.dirty[v] = 0;
   ++c_.written_back_blocks;
+  if (claimed) {
+    motion_[v].src = kNoSource;
+    std::array<JobId, 7> after;
+    uint8_t n_after = 0;
+    for (size_t i = mark; i < room_waits_.size(); ++i) {
+      const JobId w = room_waits_[i];
+      if (planner_->done(w)) continue;
+      if (n_after < after.size()) after[n_after++] = w;
+      else after.back() = std::max(after.back(), w);
+    }
+    room_waits_.resize(mark);
+    if (!planner_->done(j)) room_waits_.push_back(j);
+    room_waits_.insert(room_waits_.end(), after.begin(), after.begin() + n_after);
+    c_.peak_blocks[from] = std::max(c_.peak_blocks[from], t_.tiers[from].occupied_blocks() + 1);
+    return;
+  }
   Drain& d = drains_[from].emplace_back();
   d.block = v;
   d.write = j;
@@ -364,7 +385,9 @@ inline bool KvStore::make_room(TierId t, VictimCursor& c, uint32_t want) {
       c.named = c.used = 0;  // v stays: the next room asks the policy again
       return false;
     }
-    demote(v, t, mark);
+    // Here t has no copy and no drain that could be taken: the drain a write
+    // of v leaves is taken next, unless v is pinned (claim_drain).
+    demote(v, t, mark, !t_.pinned(v));
   }
   return true;
 }
@@ -411,14 +434,16 @@ uint32_t KvStore::read_up_run(const BlockId* blocks, uint32_t k, TierId from, ui
     ++m;
     mo.job = j;
     mo.src = kNoSource;
-    --src.used_blocks;
+    // The copy b leaves keeps its room in `from` (its count and so its
+    // peak, which no count ever exceeds, stay as they are).
+    if (exclusive_) --src.used_blocks;
     t_.tier[b] = top;
     count_use(top);
     if (defer_reads)
       moved_.push_back(b);
     else
       tell_move(b, from, top);
-    if (!exclusive_) add_copy(b, from);
+    if (!exclusive_) link_copy(b, from);
   }
   if (joined > 0) planner_->add_run(from, top, layer, whole_blocks, joined, run_waits_.data(), run_waits_.size());
   defer_moves_ = false;

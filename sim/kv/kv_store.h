@@ -106,27 +106,43 @@ class KvStore {
   // twice for every block access, and a call each costs about as much as
   // what they do.
   void touch(BlockId b, float mass) {
-    use(b, mass);
+    use_run(&b, &mass, 1);
     s_.pol.evict->on_access(b, t_.tier[b]);
   }
-  // touch() split in two for a selection of many blocks: use() for each of
-  // them (its history and the promotion policy), then accessed() for all of
-  // them, which tells the eviction policy of each access in the same order,
-  // a run of consecutive blocks in one tier as one call (a list policy moves
-  // such a run at once). No eviction callback reads another block's history,
-  // so telling it after the run's uses changes nothing it decides.
-  void use(BlockId b, float mass) {
-    t_.last_access[b] = t_.clock;
-    ++t_.access_count[b];
+  // touch() split in two for a selection of many blocks: use_run() for
+  // all of them (their history, then the promotion policy hears of each
+  // access in turn), then accessed() for all of them, which tells the
+  // eviction policy of each access in the same order, a run of consecutive
+  // blocks in one tier as one call (a list policy moves such a run at once).
+  // No eviction or promotion callback reads another block's history, so
+  // telling them after the run's uses changes nothing they decide. The
+  // arrays and the clock are read once for the run: a store into them
+  // inside a loop that also calls a policy makes the compiler reload every
+  // one of them for every block.
+  void use_run(const BlockId* blocks, const float* masses, size_t n) {
+    uint64_t* const last = t_.last_access.data();
+    uint32_t* const count = t_.access_count.data();
+    const uint64_t clock = t_.clock;
+    for (size_t i = 0; i < n; ++i) {
+      last[blocks[i]] = clock;
+      ++count[blocks[i]];
+    }
     // Until a use or a prompt carries a mass, every block's masses are 0,
     // and a use without one changes neither: two arrays fewer per access
     // where no attention is traced.
-    if (mass != 0.f || masses_) {
-      t_.mass[b] += mass;
-      t_.last_mass[b] = mass;
-      if (mass != 0.f) masses_ = true;
+    if (masses || masses_) {
+      float* const mass = t_.mass.data();
+      float* const last_mass = t_.last_mass.data();
+      for (size_t i = 0; i < n; ++i) {
+        const float m = masses ? masses[i] : 0.f;
+        if (m != 0.f || masses_) {
+          mass[blocks[i]] += m;
+          last_mass[blocks[i]] = m;
+          if (m != 0.f) masses_ = true;
+        }
+      }
     }
-    s_.pol.promote->on_access(b, t_.tier[b], t_);
+    s_.pol.promote->on_access_run(blocks, n, t_);
   }
   void accessed(const BlockId* blocks, size_t n) {
     size_t i = 0;
@@ -273,6 +289,11 @@ class KvStore {
   // b leaves its own tier and every copy below (the policy is told).
   void leave_tier(BlockId b);
   void add_copy(BlockId b, TierId t) {
+    link_copy(b, t);
+    count_use(t);
+  }
+  // b's copy in t joins t's list; its room is the caller's.
+  void link_copy(BlockId b, TierId t) {
     t_.copies[b] = static_cast<uint8_t>(t_.copies[b] | (1u << t));
     CopyList& l = copy_lists_[t];
     RecencyLists::Links& n = copy_node(b, t);
@@ -281,7 +302,6 @@ class KvStore {
     if (l.head != kNoBlock) copy_node(l.head, t).prev = b;
     l.head = b;
     if (l.tail == kNoBlock) l.tail = b;
-    count_use(t);
   }
   void drop_copy(BlockId b, TierId t) {
     unlink_copy(b, t);
@@ -310,10 +330,12 @@ class KvStore {
   // for b (they become part of b's drain). Inline where b has a copy below
   // (no bytes move: a promotion's demotion, where the victim was read up
   // before); a write down is write_down's.
-  void demote(BlockId v, TierId from, size_t mark) {
+  // `claimed`: the room v leaves is taken at once by whoever is making
+  // room here (write_down).
+  void demote(BlockId v, TierId from, size_t mark, bool claimed = false) {
     ++c_.demoted_blocks;
     if (!free_demotion(v)) {
-      write_down(v, from, mark);
+      write_down(v, from, mark, claimed);
       return;
     }
     // The highest valid copy below becomes v's own: its room there stays
@@ -326,7 +348,7 @@ class KvStore {
     t_.tier[v] = c;
     tell_move(v, from, c);
   }
-  void write_down(BlockId v, TierId from, size_t mark);
+  void write_down(BlockId v, TierId from, size_t mark, bool claimed);
   // Victims a policy named and make_room has not taken yet.
   struct VictimCursor {
     BlockId* buf;
