@@ -26,6 +26,13 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "host_timing: holds a wall-time or memory measurement of this host")
 
 
+# Set by ctest for a build under the sanitizers (the asan preset), which run
+# every case several times slower: the cases that run a whole study of many
+# points, or hundreds of requests to compare two modes, run a smaller one
+# there (each says what); the release build runs them whole.
+SANITIZED = os.environ.get("KVTIER_SANITIZED") == "1"
+
+
 def kvtier_binary():
     b = os.environ.get("KVTIER_BINARY") or str(ROOT / "build" / "kvtier")
     return Path(b) if os.path.isabs(b) else ROOT / b

@@ -10,7 +10,7 @@ import math
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, SANITIZED
 
 CLUSTER = ROOT / "configs" / "cluster"
 
@@ -72,24 +72,27 @@ def same(a, b, rel=1e-9):
     return differ
 
 
+# Requests per case: under the sanitizers a fifth as many (the folding and
+# its per-rank equality do not depend on the stream's length).
+LIMIT = "serving.limit=%d" % (60 if SANITIZED else 300)
 CASES = {
     # Two TP=4 instances on one HGX node: swaps, prefix loads and cache writes, each rank over its own PCIe.
-    "hgx_node": (CLUSTER / "hgx_node.json", ["serving.limit=300"], "gpu1", True),
+    "hgx_node": (CLUSTER / "hgx_node.json", [LIMIT], "gpu1", True),
     # Two nodes, each GPU pair's own adapter to the fabric: prompts' KV pulled across nodes rank by rank.
     "disaggregated": (CLUSTER / "mooncake_disaggregated.json",
-                      ["serving.limit=300", "hardware.cluster.fabric.nic=port"], "n1.gpu1", True),
+                      [LIMIT, "hardware.cluster.fabric.nic=port"], "n1.gpu1", True),
     # A KV pool of both nodes' host memory over each GPU pair's adapter: each rank's share of a
     # socket's memory leaves and enters its node through the adapter of the rank's own switch.
     "pool_adapters": (CLUSTER / "mooncake_pool.json",
-                      ["serving.limit=300", "hardware.cluster.fabric.nic=port"], "n0.gpu1", True),
+                      [LIMIT, "hardware.cluster.fabric.nic=port"], "n0.gpu1", True),
     # The same with one TP=8 instance per node (the 16-node benchmark's shape on two nodes).
     "pool_adapters_tp8": (CLUSTER / "mooncake_pool.json",
-                          ["serving.limit=300", "hardware.cluster.fabric.nic=port",
+                          [LIMIT, "hardware.cluster.fabric.nic=port",
                            'cluster={"tp": 8, "replicas": 2, "prefill_replicas": 1, "kv_pool": "pooled"}'],
                           "n0.gpu1", True),
     # One adapter per node, reached from the first GPUs' switch: the ranks' routes across nodes differ,
     # so nothing folds (and the results are the per-rank run's).
-    "one_adapter": (CLUSTER / "mooncake_pool.json", ["serving.limit=300", "hardware.cluster.fabric.nic=nic0"], "n0.gpu1",
+    "one_adapter": (CLUSTER / "mooncake_pool.json", [LIMIT, "hardware.cluster.fabric.nic=nic0"], "n0.gpu1",
                     False),
 }
 

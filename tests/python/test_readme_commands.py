@@ -18,7 +18,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT, kvtier_binary
+from conftest import ROOT, SANITIZED, kvtier_binary
 
 # (pattern the command matches, what is appended to it, why).
 SHRINK = [
@@ -72,9 +72,17 @@ def readme_commands():
     return cmds
 
 
+# Left to the release build under the sanitizers, each with its reason.
+SKIP_SANITIZED = [
+    (r"^python3 bench/reproduce_distserve\.py",
+     "dozens of cluster runs whatever the requests per point (about 3 minutes under the sanitizers); "
+     "tests/python/test_cluster.py runs the disaggregated cluster under them"),
+]
+
+
 def plan(cmd):
     """(command to run, reason it differs or is skipped, skipped?)."""
-    for pat, why in SKIP:
+    for pat, why in SKIP + (SKIP_SANITIZED if SANITIZED else []):
         if re.search(pat, cmd):
             return cmd, why, True
     for pat, extra, why in SHRINK:
