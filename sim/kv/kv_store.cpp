@@ -261,8 +261,8 @@ void KvStore::release(BlockId b) {
 //
 // `claimed`: make_room takes this room at once (its tier has no copy and
 // no drain it could take, so the drain this write leaves is the one it
-// takes next). The drain is then not queued and taken back: what taking
-// it does (claim_drain) is done here, the same waits in the same order.
+// takes next): the drain is handed over as claim_drain hands one over,
+// without a trip through the queue.
 void KvStore::write_down(BlockId v, TierId from, size_t mark, bool claimed) {
   const TierId to = static_cast<TierId>(from + 1);
   const JobId before = motion_[v].job;
@@ -276,23 +276,7 @@ void KvStore::write_down(BlockId v, TierId from, size_t mark, bool claimed) {
   motion_[v].src = planner_->done(before) ? from : kNoSource;
   t_.dirty[v] = 0;
   ++c_.written_back_blocks;
-  if (claimed) {
-    motion_[v].src = kNoSource;
-    std::array<JobId, 7> after;
-    uint8_t n_after = 0;
-    for (size_t i = mark; i < room_waits_.size(); ++i) {
-      const JobId w = room_waits_[i];
-      if (planner_->done(w)) continue;
-      if (n_after < after.size()) after[n_after++] = w;
-      else after.back() = std::max(after.back(), w);
-    }
-    room_waits_.resize(mark);
-    if (!planner_->done(j)) room_waits_.push_back(j);
-    room_waits_.insert(room_waits_.end(), after.begin(), after.begin() + n_after);
-    c_.peak_blocks[from] = std::max(c_.peak_blocks[from], t_.tiers[from].occupied_blocks() + 1);
-    return;
-  }
-  Drain& d = drains_[from].emplace_back();
+  Drain d;
   d.block = v;
   d.write = j;
   // The room below may itself be waiting for writes further down: this
@@ -306,6 +290,10 @@ void KvStore::write_down(BlockId v, TierId from, size_t mark, bool claimed) {
   room_waits_.resize(mark);
   ++t_.tiers[from].draining_blocks;
   c_.peak_blocks[from] = std::max(c_.peak_blocks[from], t_.tiers[from].occupied_blocks());
+  if (claimed)
+    hand_over(from, d);
+  else
+    drains_[from].emplace_back() = d;
 }
 
 void KvStore::reclaim(TierId t) {
@@ -333,14 +321,19 @@ bool KvStore::claim_drain(TierId t) {
   uint32_t it = q.front();
   while (it != q.kEnd && t_.pinned(q.at(it).block)) it = q.next(it);
   if (it == q.kEnd) return false;
-  const Drain& d = q.at(it);
+  hand_over(t, q.at(it));
+  q.erase(it);  // after the last read of the drain, which lives in the node erase frees
+  return true;
+}
+
+// Drain d of tier t gives its room to whoever asked: its writes are what
+// that room waits for, and its block is read from below from now on.
+void KvStore::hand_over(TierId t, const Drain& d) {
   --t_.tiers[t].draining_blocks;
   if (motion_[d.block].job == d.write) motion_[d.block].src = kNoSource;
   if (!planner_->done(d.write)) room_waits_.push_back(d.write);
   for (uint8_t i = 0; i < d.n_after; ++i)
     if (!planner_->done(d.after[i])) room_waits_.push_back(d.after[i]);
-  q.erase(it);  // after the last read of d, which lives in the node erase frees
-  return true;
 }
 
 void KvStore::take_room_waits(std::vector<JobId>& into) {
@@ -434,16 +427,18 @@ uint32_t KvStore::read_up_run(const BlockId* blocks, uint32_t k, TierId from, ui
     ++m;
     mo.job = j;
     mo.src = kNoSource;
-    // The copy b leaves keeps its room in `from` (its count and so its
-    // peak, which no count ever exceeds, stay as they are).
-    if (exclusive_) --src.used_blocks;
     t_.tier[b] = top;
     count_use(top);
     if (defer_reads)
       moved_.push_back(b);
     else
       tell_move(b, from, top);
-    if (!exclusive_) link_copy(b, from);
+    // The copy b leaves keeps its room in `from` (its count and so its
+    // peak, which no count ever exceeds, stay as they are).
+    if (exclusive_)
+      --src.used_blocks;
+    else
+      link_copy(b, from);
   }
   if (joined > 0) planner_->add_run(from, top, layer, whole_blocks, joined, run_waits_.data(), run_waits_.size());
   defer_moves_ = false;

@@ -365,6 +365,7 @@ class KvStore {
   };
   void reclaim(TierId t);
   bool claim_drain(TierId t);
+  void hand_over(TierId t, const Drain& d);
   bool full(TierId t) const { return t_.tiers[t].occupied_blocks() >= t_.tiers[t].capacity_blocks; }
   // A predicted block leaves the GPU unused: its bytes were read for nothing.
   void waste_prefetch(BlockId b);
