@@ -28,6 +28,31 @@ struct TierInfo {
   uint64_t occupied_blocks() const { return used_blocks + draining_blocks; }
 };
 
+// A node of a doubly linked list of blocks (kNoBlock: none).
+struct ListLinks {
+  BlockId prev = kNoBlock, next = kNoBlock;
+};
+
+// One block's state as an access or a move reads it, in one record.
+// The last fields are the KV store's own (policies do not read them): what
+// is moving the block, and its node in tier 1's copy list.
+struct alignas(32) BlockState {
+  uint64_t last_access = 0;   // clock stamp of the last use by attention, 0 = never
+  uint32_t access_count = 0;  // uses by attention
+  uint32_t job = 0;           // the store's: the job moving it (none: 0)
+  ListLinks copy1;            // the store's: its node in tier 1's copy list
+  TierId tier = 0;
+  // Tiers below the block's own tier that still hold a valid copy (bit t):
+  // a block read up keeps its copy below until that tier needs the room, so
+  // demoting it again moves no bytes. New tokens invalidate every copy.
+  uint8_t copies = 0;
+  uint8_t dirty = 0;           // written since it was last stored below (write-back)
+  uint8_t src = 255;           // the store's: while a write down moves it, the endpoint still holding the data
+  uint8_t predicted = 0;       // the store's: brought to the GPU by a prediction, not used yet
+  TierId predicted_from = 0;   // the store's: from where
+};
+static_assert(sizeof(BlockState) == 32, "a block's state is half a cache line");
+
 struct BlockTable {
   // Shape. A block is (sequence, layer, index): index counts block_tokens-token
   // blocks from the start of the sequence. A group is one (sequence, layer).
@@ -59,18 +84,25 @@ struct BlockTable {
   std::vector<uint32_t> chunk_layer;  // per chunk: that group's layer (layer_of without a division)
   std::vector<uint32_t> free_chunks;  // chunks no group holds, taken from the back
 
-  // Per block.
-  std::vector<TierId> tier;
-  std::vector<uint64_t> last_access;    // clock stamp of the last use by attention, 0 = never
-  std::vector<uint32_t> access_count;   // uses by attention
+  // Per block: what an access or a move reads and writes together, in one
+  // record (two to a cache line), so that a block far from the last one
+  // touched (an eviction's victim, the oldest copy a tier drops) costs one
+  // miss, not one per field. What is read only now and then (attention
+  // mass, creation time) is kept apart.
+  std::vector<BlockState> state;
   std::vector<float> mass;              // accumulated attention mass over all uses
   std::vector<float> last_mass;         // attention mass at the last use
   std::vector<uint64_t> created;        // clock stamp when the block was allocated
-  std::vector<uint8_t> dirty;           // written since it was last stored below (write-back)
-  // Tiers below the block's own tier that still hold a valid copy (bit t):
-  // a block read up keeps its copy below until that tier needs the room, so
-  // demoting it again moves no bytes. New tokens invalidate every copy.
-  std::vector<uint8_t> copies;
+  TierId tier(BlockId b) const { return state[b].tier; }
+  TierId& tier(BlockId b) { return state[b].tier; }
+  uint64_t last_access(BlockId b) const { return state[b].last_access; }
+  uint64_t& last_access(BlockId b) { return state[b].last_access; }
+  uint32_t access_count(BlockId b) const { return state[b].access_count; }
+  uint32_t& access_count(BlockId b) { return state[b].access_count; }
+  uint8_t copies(BlockId b) const { return state[b].copies; }
+  uint8_t& copies(BlockId b) { return state[b].copies; }
+  uint8_t dirty(BlockId b) const { return state[b].dirty; }
+  uint8_t& dirty(BlockId b) { return state[b].dirty; }
 
   // Clock: one tick per (step, layer) the engine selects, so stamps order
   // every access. Blocks with last_access >= pin_stamp are needed by a layer
@@ -103,7 +135,7 @@ struct BlockTable {
   // is kept: what seeded noise about a block is keyed by, chunked or not.
   uint64_t key_of(BlockId b) const { return uint64_t(group_of(b)) * blocks_per_seq_layer + index_of(b); }
   uint32_t chunk_mask() const { return (1u << chunk_shift) - 1u; }
-  size_t size() const { return tier.size(); }
+  size_t size() const { return state.size(); }
 
   // The chunked layout: `pool` chunks of 2^shift blocks (the last one never
   // handed out), every group's indices mapped to that last one. Call before
@@ -155,17 +187,15 @@ struct BlockTable {
   // Every per-block array sized for n blocks: each in tier `absent` (not yet
   // created), with no history and no copies.
   void allocate(size_t n, TierId absent) {
-    tier.assign(n, absent);
-    last_access.assign(n, 0);
-    access_count.assign(n, 0);
+    BlockState none;
+    none.tier = absent;
+    state.assign(n, none);
     mass.assign(n, 0.f);
     last_mass.assign(n, 0.f);
     created.assign(n, 0);
-    dirty.assign(n, 0);
-    copies.assign(n, 0);
   }
-  bool has_copy(BlockId b, TierId t) const { return t < 8 && (copies[b] >> t & 1u); }
-  bool pinned(BlockId b) const { return last_access[b] >= pin_stamp && pin_stamp != 0; }
+  bool has_copy(BlockId b, TierId t) const { return t < 8 && (state[b].copies >> t & 1u); }
+  bool pinned(BlockId b) const { return state[b].last_access >= pin_stamp && pin_stamp != 0; }
 };
 
 }  // namespace kvtier

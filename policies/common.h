@@ -27,7 +27,7 @@ inline uint32_t created_blocks(const BlockTable& t, uint32_t seq, uint32_t layer
   uint32_t lo = 0, hi = t.blocks_per_seq_layer;
   while (lo < hi) {
     uint32_t mid = lo + (hi - lo) / 2;
-    if (t.tier[t.block_at(g, mid)] != kNotCreated) lo = mid + 1;
+    if (t.tier(t.block_at(g, mid)) != kNotCreated) lo = mid + 1;
     else hi = mid;
   }
   return lo;
@@ -61,7 +61,7 @@ struct Budget {
 // Importance estimate of a block from its history in the table: a mix of the
 // attention mass at its last use and its mean mass per use. 0 if never used.
 inline float history_score(const BlockTable& t, BlockId b, float last_weight) {
-  uint32_t c = t.access_count[b];
+  uint32_t c = t.access_count(b);
   if (c == 0) return 0.f;
   return last_weight * t.last_mass[b] + (1.f - last_weight) * (t.mass[b] / float(c));
 }
@@ -174,9 +174,7 @@ inline double hash_unit(uint64_t x) {
 // recent; prev and tail answer kNoBlock past the list's end.
 class RecencyLists {
  public:
-  struct Links {
-    BlockId prev = kNoBlock, next = kNoBlock;
-  };
+  using Links = ListLinks;
   void setup(size_t blocks, size_t tiers) {
     blocks_ = static_cast<BlockId>(blocks);
     links_.assign(blocks + tiers, Links{});

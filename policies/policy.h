@@ -145,7 +145,7 @@ class PromotionPolicy {
   // on_access of blocks[0..n) in turn, each in its own tier: the store
   // tells a sequence's uses at once, after their history is noted.
   virtual void on_access_run(const BlockId* blocks, size_t n, const BlockTable& table) {
-    for (size_t i = 0; i < n; ++i) on_access(blocks[i], table.tier[blocks[i]], table);
+    for (size_t i = 0; i < n; ++i) on_access(blocks[i], table.tier(blocks[i]), table);
   }
   // b's sequence is gone and its place may hold a new block: what the
   // policy recorded of b (hit history) goes (EvictionPolicy::on_release).

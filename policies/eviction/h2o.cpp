@@ -81,7 +81,7 @@ class H2oEviction : public EvictionPolicy {
     uint32_t best_i = 0;
     for (uint32_t i : held_[g]) {
       BlockId b = tb.block_at(g, i);
-      TierId bt = tb.tier[b];
+      TierId bt = tb.tier(b);
       if (bt >= kDropped || (t != kAnyTier && bt != t) || tb.pinned(b)) continue;
       bool rec = i >= r_begin;
       float m = tb.mass[b];

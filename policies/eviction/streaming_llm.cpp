@@ -46,7 +46,7 @@ class StreamingLlmEviction : public EvictionPolicy {
     uint32_t r_begin = n - recent_;
     for (uint32_t i = cursor(g, r_begin); i < r_begin; ++i) {
       BlockId b = tb.block_at(g, i);
-      if (tb.tier[b] < kDropped && !tb.pinned(b)) return b;
+      if (tb.tier(b) < kDropped && !tb.pinned(b)) return b;
     }
     return kNoBlock;
   }
@@ -80,7 +80,7 @@ class StreamingLlmEviction : public EvictionPolicy {
     int best_cls = 3;
     auto consider = [&](uint32_t i) {
       const BlockId b = tb.block_at(g, i);
-      if (tb.tier[b] != t || tb.pinned(b)) return false;
+      if (tb.tier(b) != t || tb.pinned(b)) return false;
       const int c = cls(i, n);
       if (c < best_cls) {
         best = b;
@@ -100,7 +100,7 @@ class StreamingLlmEviction : public EvictionPolicy {
   uint32_t cursor(uint32_t g, uint32_t r_begin) {
     const BlockTable& tb = *table_;
     uint32_t& c = cursor_[g];
-    while (c < r_begin && tb.tier[tb.block_at(g, c)] >= kDropped) ++c;
+    while (c < r_begin && tb.tier(tb.block_at(g, c)) >= kDropped) ++c;
     return c;
   }
 

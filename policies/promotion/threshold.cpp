@@ -17,7 +17,7 @@ class ThresholdPromotion : public PromotionPolicy {
   explicit ThresholdPromotion(const json& p)
       : min_(uint32_t(get_int(p, "min_accesses"))), to_(TierId(get_int(p, "to"))) {}
   bool promote(BlockId b, TierId from, const BlockTable& table) override {
-    return from > 0 && table.access_count[b] >= min_;
+    return from > 0 && table.access_count(b) >= min_;
   }
   TierId promote_to(BlockId, TierId from, const BlockTable&) const override {
     return to_ < from ? to_ : TierId(from - 1);

@@ -36,11 +36,11 @@ void InvariantChecker::before_attention(uint32_t step, uint32_t layer, const std
   check_time("attention");
   const BlockTable& t = kv_.table();
   for (BlockId b : on_gpu) {
-    if (t.tier[b] != 0)
+    if (t.tier(b) != 0)
       fail("step " + std::to_string(step) + " layer " + std::to_string(layer) + ": block " + std::to_string(b) +
            " (sequence " + std::to_string(t.seq_of(b)) + ", index " + std::to_string(t.index_of(b)) +
            ") is used by attention but lives in " +
-           (t.tier[b] < t.tiers.size() ? "tier " + t.tiers[t.tier[b]].name : std::string("no tier")) +
+           (t.tier(b) < t.tiers.size() ? "tier " + t.tiers[t.tier(b)].name : std::string("no tier")) +
            ", not on the GPU (" + t.tiers[0].name + ")");
     if (!board_.done(kv_.pending(b)))
       fail("step " + std::to_string(step) + " layer " + std::to_string(layer) + ": block " + std::to_string(b) +
@@ -54,8 +54,8 @@ void InvariantChecker::after_step(uint32_t step, const std::vector<uint32_t>* cr
   const size_t nt = t.tiers.size();
   count_.assign(nt, 0);
   for (BlockId b = 0; b < t.size(); ++b) {
-    const TierId own = t.tier[b];
-    const uint8_t copies = t.copies[b];
+    const TierId own = t.tier(b);
+    const uint8_t copies = t.copies(b);
     if (!t.held(b)) {  // a chunk of the block table no sequence holds
       if (own != kNotCreated || copies)
         fail("after step " + std::to_string(step) + ": block " + std::to_string(b) +

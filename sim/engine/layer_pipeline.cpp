@@ -174,7 +174,7 @@ void LayerPipeline::prefill() {
 void LayerPipeline::note_on_gpu(Slot& slot) {
   slot.on_gpu.clear();
   for (BlockId b : sel_)
-    if (s_.gpu_tier && t_.tier[b] == 0) slot.on_gpu.push_back(b);
+    if (s_.gpu_tier && t_.tier(b) == 0) slot.on_gpu.push_back(b);
 }
 
 LayerPipeline::Slot& LayerPipeline::open_slot(uint64_t k) {
@@ -210,7 +210,7 @@ void LayerPipeline::select(uint64_t k) {
   // step is selected: attention reads the new token too.
   for (uint32_t s = 0; s < s_.batch; ++s) {
     BlockId nb = kv_.block(s, layer, n - 1);
-    if (t_.tier[nb] == kNotCreated) {
+    if (t_.tier(nb) == kNotCreated) {
       kv_.allocate(nb, n);
     }
   }
@@ -295,7 +295,7 @@ void LayerPipeline::use_blocks(uint32_t step, uint32_t layer, uint32_t s, uint32
     const BlockId b = t_.block_at(g, i);
     const float m = rec ? mass_of_[i] : 0.f;
     if (rec) obs_mass_.push_back(m);  // the prefetch policy sees masses only where a trace gives them
-    if (t_.tier[b] == kDropped) {
+    if (t_.tier(b) == kDropped) {
       ++dropped;
       continue;
     }
@@ -371,7 +371,7 @@ void LayerPipeline::fetch_selected(Slot& slot, uint32_t layer) {
     run_.clear();
   };
   for (BlockId b : sel_) {
-    const TierId t = t_.tier[b];
+    const TierId t = t_.tier(b);
     kv_tokens += tokens_unit ? kv_.held_tokens(b) : block_tokens;
     // A block still being written down is read where its data is: the tier
     // it is leaving, which keeps the memory until the write lands.
@@ -467,7 +467,7 @@ double LayerPipeline::predict_for(uint32_t step1, uint32_t layer, uint32_t s, ui
     if (i >= n1) continue;
     const BlockId b = t_.id(s, layer, i);
     // A prediction reads the block from the tier it is in (prefetch_up).
-    const bool from_pageable = pageable >= 0 && t_.tier[b] == static_cast<TierId>(pageable);
+    const bool from_pageable = pageable >= 0 && t_.tier(b) == static_cast<TierId>(pageable);
     if (kv_.prefetch_up(b, layer) && from_pageable) pageable_raw += kv_.data_bytes(b);
   }
   return pageable_raw;
@@ -653,7 +653,7 @@ void LayerPipeline::select_iteration(uint64_t index, uint32_t layer, const std::
     if (!q.prefill) {
       n = q.past / s_.bt + 1;
       const BlockId nb = kv_.block(q.seq, layer, n - 1);
-      if (t_.tier[nb] == kNotCreated) kv_.allocate(nb, n);
+      if (t_.tier(nb) == kNotCreated) kv_.allocate(nb, n);
     }
     if (q.cached_tokens) load_cached(q, layer);
     const AttentionRecord* rec = nullptr;
@@ -696,7 +696,7 @@ void LayerPipeline::load_cached(const IterationSeq& q, uint32_t layer) {
   kv_.defer_budget(true);
   for (uint32_t i = 0; i < n; ++i) {
     const BlockId b = kv_.block(q.seq, layer, i);
-    if (t_.tier[b] == kNotCreated) kv_.allocate(b, end);
+    if (t_.tier(b) == kNotCreated) kv_.allocate(b, end);
     uint32_t tokens = std::min(q.past, (i + 1) * s_.bt) - i * s_.bt;
     JobId after = q.cached_after;
     while (tokens > 0 && u < from.size()) {
@@ -733,7 +733,7 @@ void LayerPipeline::append_iteration(uint32_t layer, const std::vector<Iteration
     kv_.defer_budget(true);
     for (uint32_t i = first; i < end; ++i) {
       const BlockId b = kv_.block(q.seq, layer, i);
-      if (t_.tier[b] != kNotCreated) {  // the block the previous chunk left part-filled
+      if (t_.tier(b) != kNotCreated) {  // the block the previous chunk left part-filled
         const uint32_t lo = std::max(q.past, i * s_.bt), hi = std::min(q.past + q.tokens, (i + 1) * s_.bt);
         write_into(b, double(hi - lo) * tok_bytes);
         continue;

@@ -129,7 +129,7 @@ void AppScoring::score(LayerSlot& slot, uint32_t step, uint32_t layer, uint32_t 
   double cpu_b = 0, fpga_b = 0, gpu_b = 0;
   for (uint32_t s = 0; s < s_.batch; ++s)
     for (uint32_t i = 0; i < n; ++i) {
-      const TierId t = t_.tier[t_.id(s, layer, i)];
+      const TierId t = t_.tier(t_.id(s, layer, i));
       if (t >= t_.tiers.size()) continue;
       if (s_.gpu_tier && t == 0) gpu_b += kb;
       else if (static_cast<int>(s_.tier_dev[t]) == s_.ssd_dev) fpga_b += kb;
@@ -226,7 +226,7 @@ void AppScoring::attend_in_storage(LayerSlot& slot, uint32_t step, uint32_t laye
   std::vector<JobId> writes;  // the drive's blocks still being written (the FPGA reads them after)
   size_t w = 0;
   for (BlockId b : sel) {
-    if (t_.tier[b] != st) {
+    if (t_.tier(b) != st) {
       sel[w++] = b;
       continue;
     }

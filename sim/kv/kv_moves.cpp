@@ -22,47 +22,47 @@ void KvStore::seed_prompt(BlockId b, float mass) {
   if (mass != 0.f) masses_ = true;
   t_.mass[b] = mass;
   t_.last_mass[b] = mass;
-  t_.access_count[b] = 1;
+  t_.access_count(b) = 1;
 }
 
 bool KvStore::prefetch_up(BlockId b, uint32_t layer) {
-  const TierId t = t_.tier[b];
-  if (t >= t_.tiers.size() || t == 0 || motion_[b].predicted || !make_room(0)) return false;
-  const JobId j = planner_->add_prefetch(t, layer, data_bytes(b), motion_[b].job);
+  const TierId t = t_.tier(b);
+  if (t >= t_.tiers.size() || t == 0 || t_.state[b].predicted || !make_room(0)) return false;
+  const JobId j = planner_->add_prefetch(t, layer, data_bytes(b), t_.state[b].job);
   move(b, t, 0);
-  motion_[b].job = j;
-  motion_[b].src = kNoSource;
-  motion_[b].predicted = 1;
+  t_.state[b].job = j;
+  t_.state[b].src = kNoSource;
+  t_.state[b].predicted = 1;
   ++predicted_blocks_;
-  motion_[b].predicted_from = t;
+  t_.state[b].predicted_from = t;
   ++c_.prefetch.prefetched_blocks;
   return true;
 }
 
 void KvStore::write_kv(BlockId b, uint32_t layer, double bytes) {
   const size_t nt = t_.tiers.size();
-  const TierId t = t_.tier[b];
+  const TierId t = t_.tier(b);
   if (t >= nt) return;
-  t_.dirty[b] = 1;
+  t_.dirty(b) = 1;
   invalidate_copies(b);
   if (s_.gpu_tier && t == 0) return;
-  motion_[b].job = planner_->add(nt, t, layer, bytes, motion_[b].job);
-  motion_[b].src = kNoSource;
+  t_.state[b].job = planner_->add(nt, t, layer, bytes, t_.state[b].job);
+  t_.state[b].src = kNoSource;
 }
 
 JobId KvStore::write_output(BlockId b, uint32_t layer) {
-  motion_[b].job = planner_->add(t_.tiers.size(), t_.tier[b], layer, data_bytes(b), kNoJob);
-  motion_[b].src = kNoSource;
-  return motion_[b].job;
+  t_.state[b].job = planner_->add(t_.tiers.size(), t_.tier(b), layer, data_bytes(b), kNoJob);
+  t_.state[b].src = kNoSource;
+  return t_.state[b].job;
 }
 
 void KvStore::load_from(BlockId b, TierId from, uint32_t layer) {
-  const TierId t = t_.tier[b];
-  if (t != from) motion_[b].job = planner_->add(from, t, layer, data_bytes(b), kNoJob);
+  const TierId t = t_.tier(b);
+  if (t != from) t_.state[b].job = planner_->add(from, t, layer, data_bytes(b), kNoJob);
 }
 
 JobId KvStore::load_cached(BlockId b, TierId from, uint32_t layer, double bytes, JobId after) {
-  const TierId t = t_.tier[b];
+  const TierId t = t_.tier(b);
   if (t >= t_.tiers.size()) return kNoJob;
   // The prompt's attention reads b at the layer being selected, which
   // touch() marks only once every block of the prompt is placed. Until then
@@ -72,11 +72,11 @@ JobId KvStore::load_cached(BlockId b, TierId from, uint32_t layer, double bytes,
   // within the same transfers: the write waits for the load and the load
   // for the write, and neither ever runs. In use from its load on, as a
   // block being read into is in a real server.
-  t_.last_access[b] = t_.clock;
+  t_.last_access(b) = t_.clock;
   if (t == from) return kNoJob;
-  motion_[b].job = planner_->add(from, t, layer, bytes, after);
-  motion_[b].src = kNoSource;
-  return motion_[b].job;
+  t_.state[b].job = planner_->add(from, t, layer, bytes, after);
+  t_.state[b].src = kNoSource;
+  return t_.state[b].job;
 }
 
 // The tier's capacity_blocks is the room left to placement and eviction

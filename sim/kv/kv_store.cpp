@@ -92,13 +92,13 @@ uint64_t KvStore::choose_layout(uint64_t capacity_blocks) {
 }
 
 // The block table's memory, committed before it is allocated: the table's
-// per-block arrays, the store's (a block's move state with its node in tier
-// 1's copy list, a copy-list node for each tier below that) and what the policies keep per block, measured on copies of them;
+// per-block record (with the store's move state and its node in tier 1's
+// copy list) and arrays, the store's copy-list node for each tier below
+// tier 1, and what the policies keep per block, measured on copies of them;
 // chunked, the map of every (sequence, layer)'s chunks.
 void KvStore::commit_block_table(uint64_t blocks, ValidationCache* validating) const {
-  const double table = sizeof(TierId) + sizeof(uint64_t) + sizeof(uint32_t) + 2 * sizeof(float) + sizeof(uint64_t) +
-                       2 * sizeof(uint8_t);
-  const double store = sizeof(Motion) + double(t_.tiers.size() > 2 ? t_.tiers.size() - 2 : 0) * sizeof(RecencyLists::Links);
+  const double table = sizeof(BlockState) + 2 * sizeof(float) + sizeof(uint64_t);
+  const double store = double(t_.tiers.size() > 2 ? t_.tiers.size() - 2 : 0) * sizeof(ListLinks);
   const double policies = validating ? validating->policy_state_bytes(s_.pol, t_) : s_.pol.state_bytes_per_block(t_);
   const double per_block = table + store + policies;
   const std::string knob = s_.admitted_by_scheduler
@@ -170,36 +170,42 @@ void KvStore::start(MoveSink& sink) {
   set_unit_bytes();
   exclusive_ = s_.pol.evict->exclusive();
   drops_ = s_.pol.evict->drops();
-  motion_.assign(t_.size(), Motion{});
+  for (BlockState& st : t_.state) {
+    st.job = kNoJob;
+    st.src = kNoSource;
+    st.predicted = 0;
+    st.predicted_from = 0;
+    st.copy1 = ListLinks{};
+  }
   predicted_blocks_ = 0;
   copy_lists_.assign(t_.tiers.size(), CopyList{});
   drains_.assign(t_.tiers.size(), {});
   room_waits_.clear();
-  for (size_t t = 2; t < copy_lists_.size(); ++t) copy_lists_[t].deeper.assign(t_.size(), RecencyLists::Links{});
+  for (size_t t = 2; t < copy_lists_.size(); ++t) copy_lists_[t].deeper.assign(t_.size(), ListLinks{});
   c_.peak_blocks.assign(t_.tiers.size(), 0);
 }
 
 uint64_t KvStore::unused_prefetch_bytes() const {
   uint64_t bytes = 0;
-  for (size_t b = 0; b < motion_.size(); ++b)
-    if (motion_[b].predicted)
-      bytes += static_cast<uint64_t>(t_.block_bytes * s_.fraction(motion_[b].predicted_from, t_.layer_of(static_cast<BlockId>(b))));
+  for (size_t b = 0; b < t_.size(); ++b)
+    if (t_.state[b].predicted)
+      bytes += static_cast<uint64_t>(t_.block_bytes * s_.fraction(t_.state[b].predicted_from, t_.layer_of(static_cast<BlockId>(b))));
   return bytes;
 }
 
 void KvStore::waste_prefetch(BlockId b) {
-  c_.prefetch.wasted_bytes += static_cast<uint64_t>(t_.block_bytes * s_.fraction(motion_[b].predicted_from, t_.layer_of(b)));
-  motion_[b].predicted = 0;
+  c_.prefetch.wasted_bytes += static_cast<uint64_t>(t_.block_bytes * s_.fraction(t_.state[b].predicted_from, t_.layer_of(b)));
+  t_.state[b].predicted = 0;
   --predicted_blocks_;
 }
 
 void KvStore::invalidate_copies(BlockId b) {
-  for (TierId t = 0; t_.copies[b] != 0; ++t)
+  for (TierId t = 0; t_.copies(b) != 0; ++t)
     if (t_.has_copy(b, t)) drop_copy(b, t);
 }
 
 void KvStore::leave_tier(BlockId b) {
-  const TierId t = t_.tier[b];
+  const TierId t = t_.tier(b);
   invalidate_copies(b);
   s_.pol.evict->on_remove(b, t);
   --t_.tiers[t].used_blocks;
@@ -207,7 +213,7 @@ void KvStore::leave_tier(BlockId b) {
 
 void KvStore::drop(BlockId b) {
   leave_tier(b);
-  t_.tier[b] = kDropped;
+  t_.tier(b) = kDropped;
   ++c_.dropped_blocks;
 }
 
@@ -228,7 +234,7 @@ void KvStore::release_sequence(uint32_t seq) {
     const uint32_t g = seq * t_.layers + l;
     for (uint32_t i = 0; i < t_.blocks_per_seq_layer; ++i) {
       const BlockId b = t_.block_at(g, i);
-      if (t_.tier[b] == kNotCreated) break;
+      if (t_.tier(b) == kNotCreated) break;
       release(b);
     }
     t_.give_back(g);
@@ -236,22 +242,22 @@ void KvStore::release_sequence(uint32_t seq) {
 }
 
 void KvStore::release(BlockId b) {
-  const TierId t = t_.tier[b];
+  const TierId t = t_.tier(b);
   if (t < t_.tiers.size()) {
     leave_tier(b);
-    if (motion_[b].predicted) waste_prefetch(b);  // predicted, never used, and now gone
+    if (t_.state[b].predicted) waste_prefetch(b);  // predicted, never used, and now gone
   }
   // b's place goes to a new block: no policy may carry over what it knew of b.
   s_.pol.evict->on_release(b);
   s_.pol.promote->on_release(b, t_);
   s_.pol.prefetch->on_release(b, t_);
   s_.pol.eval->on_release(b, t_);
-  t_.tier[b] = kNotCreated;
-  t_.last_access[b] = 0;
-  t_.access_count[b] = 0;
+  t_.tier(b) = kNotCreated;
+  t_.last_access(b) = 0;
+  t_.access_count(b) = 0;
   t_.mass[b] = t_.last_mass[b] = 0.f;
   t_.created[b] = 0;
-  t_.dirty[b] = 0;
+  t_.dirty(b) = 0;
 }
 
 // Where a lower tier still holds a valid copy, the highest such copy
@@ -265,16 +271,16 @@ void KvStore::release(BlockId b) {
 // without a trip through the queue.
 void KvStore::write_down(BlockId v, TierId from, size_t mark, bool claimed) {
   const TierId to = static_cast<TierId>(from + 1);
-  const JobId before = motion_[v].job;
+  const JobId before = t_.state[v].job;
   JobId j = planner_->add(from, to, t_.layer_of(v), data_bytes(v), before);
   move(v, from, to);
-  motion_[v].job = j;
+  t_.state[v].job = j;
   // A reader of a drain reads `from` at once, waiting for nothing. That is
   // right only if v's data is all there: while a move into `from` is still
   // landing (a new token's KV, a write down from above) the write waits for
   // it, and so must the reader, which then reads v after the write, below.
-  motion_[v].src = planner_->done(before) ? from : kNoSource;
-  t_.dirty[v] = 0;
+  t_.state[v].src = planner_->done(before) ? from : kNoSource;
+  t_.dirty(v) = 0;
   ++c_.written_back_blocks;
   Drain d;
   d.block = v;
@@ -330,7 +336,7 @@ bool KvStore::claim_drain(TierId t) {
 // that room waits for, and its block is read from below from now on.
 void KvStore::hand_over(TierId t, const Drain& d) {
   --t_.tiers[t].draining_blocks;
-  if (motion_[d.block].job == d.write) motion_[d.block].src = kNoSource;
+  if (t_.state[d.block].job == d.write) t_.state[d.block].src = kNoSource;
   if (!planner_->done(d.write)) room_waits_.push_back(d.write);
   for (uint8_t i = 0; i < d.n_after; ++i)
     if (!planner_->done(d.after[i])) room_waits_.push_back(d.after[i]);
@@ -413,8 +419,8 @@ uint32_t KvStore::read_up_run(const BlockId* blocks, uint32_t k, TierId from, ui
     if (!read[i]) continue;
     const BlockId b = blocks[i];
     // Pinned (a layer in flight reads it), so no room made above moved it.
-    if (t_.tier[b] != from) throw std::logic_error("KV store: a block of a run read up left its tier while room was made");
-    Motion& mo = motion_[b];
+    if (t_.tier(b) != from) throw std::logic_error("KV store: a block of a run read up left its tier while room was made");
+    BlockState& mo = t_.state[b];
     // The copy opens where the first block's read would have opened it;
     // whole blocks join it once their rooms are made, a part of one (the
     // tokens a sequence's last block holds) at once.
@@ -427,7 +433,7 @@ uint32_t KvStore::read_up_run(const BlockId* blocks, uint32_t k, TierId from, ui
     ++m;
     mo.job = j;
     mo.src = kNoSource;
-    t_.tier[b] = top;
+    t_.tier(b) = top;
     count_use(top);
     if (defer_reads)
       moved_.push_back(b);
@@ -466,7 +472,7 @@ void KvStore::flush_pending_moves() {
 void KvStore::enforce_budget(uint32_t seq, uint32_t layer) {
   BlockId v;
   while ((v = s_.pol.evict->budget_victim(seq, layer)) != kNoBlock) {
-    const TierId t = t_.tier[v];
+    const TierId t = t_.tier(v);
     const size_t mark = room_waits_.size();
     if (drops_ || !room_below(v, t))
       drop(v);
@@ -484,13 +490,13 @@ TierId KvStore::allocate(BlockId b, uint32_t final_blocks) {
       throw ConfigError("hardware.tiers: no room for a new KV block in any tier (all blocks pinned or tiers full)");
     ++t;
   }
-  t_.tier[b] = t;
+  t_.tier(b) = t;
   t_.created[b] = t_.clock;
-  t_.dirty[b] = 1;
+  t_.dirty(b) = 1;
   count_use(t);
   s_.pol.evict->on_insert(b, t);
   if (!defer_budget_) enforce_budget(t_.seq_of(b), t_.layer_of(b));
-  return t_.tier[b];
+  return t_.tier(b);
 }
 
 void KvStore::background_demotion() {

@@ -82,12 +82,12 @@ class KvStore {
   // (kNoSource: the move is a read up, or a write down of data that was
   // still arriving where it left, and a reader must wait for it).
   static constexpr uint8_t kNoSource = 255;
-  JobId pending(BlockId b) const { return motion_[b].job; }
-  uint8_t pending_src(BlockId b) const { return motion_[b].src; }
+  JobId pending(BlockId b) const { return t_.state[b].job; }
+  uint8_t pending_src(BlockId b) const { return t_.state[b].src; }
   // b is still being written down and its data is read where it was.
-  bool draining(BlockId b) const { return motion_[b].src != kNoSource && !planner_->done(motion_[b].job); }
+  bool draining(BlockId b) const { return t_.state[b].src != kNoSource && !planner_->done(t_.state[b].job); }
   // Per block: brought to the GPU by a prediction and not used yet.
-  bool prefetched(BlockId b) const { return motion_[b].predicted != 0; }
+  bool prefetched(BlockId b) const { return t_.state[b].predicted != 0; }
   // Bytes of predicted blocks still unused (at the end of a run: wasted).
   uint64_t unused_prefetch_bytes() const;
 
@@ -107,7 +107,7 @@ class KvStore {
   // what they do.
   void touch(BlockId b, float mass) {
     use_run(&b, &mass, 1);
-    s_.pol.evict->on_access(b, t_.tier[b]);
+    s_.pol.evict->on_access(b, t_.tier(b));
   }
   // touch() split in two for a selection of many blocks: use_run() for
   // all of them (their history, then the promotion policy hears of each
@@ -120,12 +120,11 @@ class KvStore {
   // inside a loop that also calls a policy makes the compiler reload every
   // one of them for every block.
   void use_run(const BlockId* blocks, const float* masses, size_t n) {
-    uint64_t* const last = t_.last_access.data();
-    uint32_t* const count = t_.access_count.data();
+    BlockState* const st = t_.state.data();
     const uint64_t clock = t_.clock;
     for (size_t i = 0; i < n; ++i) {
-      last[blocks[i]] = clock;
-      ++count[blocks[i]];
+      st[blocks[i]].last_access = clock;
+      ++st[blocks[i]].access_count;
     }
     // Until a use or a prompt carries a mass, every block's masses are 0,
     // and a use without one changes neither: two arrays fewer per access
@@ -148,9 +147,9 @@ class KvStore {
     size_t i = 0;
     while (i < n) {
       const BlockId first = blocks[i];
-      const TierId t = t_.tier[first];
+      const TierId t = t_.tier(first);
       size_t j = i + 1;
-      while (j < n && blocks[j] == first + (j - i) && t_.tier[blocks[j]] == t) ++j;
+      while (j < n && blocks[j] == first + (j - i) && t_.tier(blocks[j]) == t) ++j;
       s_.pol.evict->on_access_run(first, static_cast<uint32_t>(j - i), t);
       i = j;
     }
@@ -160,8 +159,8 @@ class KvStore {
   // being written down is read where its data is: the tier it is leaving,
   // which keeps the memory until the write lands.
   TierId hit(BlockId b) {
-    Motion& m = motion_[b];
-    const TierId at = (m.src != kNoSource && !planner_->done(m.job)) ? static_cast<TierId>(m.src) : t_.tier[b];
+    BlockState& m = t_.state[b];
+    const TierId at = (m.src != kNoSource && !planner_->done(m.job)) ? static_cast<TierId>(m.src) : t_.tier(b);
     ++c_.hits[at];
     const bool on_gpu = s_.gpu_tier && at == 0;
     if (m.predicted) {
@@ -180,10 +179,10 @@ class KvStore {
   // b's data moves up from tier `from` to tier `to` (to < from, room made
   // there by the caller): the job moving it, which b waits for from now.
   JobId read_up(BlockId b, TierId from, TierId to, uint32_t layer) {
-    const JobId j = planner_->add(from, to, layer, data_bytes(b), motion_[b].job);
+    const JobId j = planner_->add(from, to, layer, data_bytes(b), t_.state[b].job);
     move(b, from, to);
-    motion_[b].job = j;
-    motion_[b].src = kNoSource;
+    t_.state[b].job = j;
+    t_.state[b].src = kNoSource;
     return j;
   }
   // Promotions of a run: blocks[0..k), each in tier `from` (below the GPU's
@@ -265,10 +264,9 @@ class KvStore {
   void move(BlockId b, TierId from, TierId to) {
     --t_.tiers[from].used_blocks;
     // Predicted, never used, and now gone. A demotion out of the GPU reads
-    // the block's Motion only while some prediction is unused: without
-    // predictions, that is one cache line fewer per victim.
-    if (from == 0 && predicted_blocks_ != 0 && motion_[b].predicted) waste_prefetch(b);
-    t_.tier[b] = to;
+    // whether the block was predicted only while some prediction is unused.
+    if (from == 0 && predicted_blocks_ != 0 && t_.state[b].predicted) waste_prefetch(b);
+    t_.tier(b) = to;
     count_use(to);
     tell_move(b, from, to);
     if (to < from && !exclusive_) add_copy(b, from);
@@ -294,9 +292,9 @@ class KvStore {
   }
   // b's copy in t joins t's list; its room is the caller's.
   void link_copy(BlockId b, TierId t) {
-    t_.copies[b] = static_cast<uint8_t>(t_.copies[b] | (1u << t));
+    t_.copies(b) = static_cast<uint8_t>(t_.copies(b) | (1u << t));
     CopyList& l = copy_lists_[t];
-    RecencyLists::Links& n = copy_node(b, t);
+    ListLinks& n = copy_node(b, t);
     n.prev = kNoBlock;
     n.next = l.head;
     if (l.head != kNoBlock) copy_node(l.head, t).prev = b;
@@ -309,9 +307,9 @@ class KvStore {
   }
   // b's copy in t leaves t's list; its room is the caller's.
   void unlink_copy(BlockId b, TierId t) {
-    t_.copies[b] = static_cast<uint8_t>(t_.copies[b] & ~(1u << t));
+    t_.copies(b) = static_cast<uint8_t>(t_.copies(b) & ~(1u << t));
     CopyList& l = copy_lists_[t];
-    RecencyLists::Links& n = copy_node(b, t);
+    ListLinks& n = copy_node(b, t);
     if (n.prev != kNoBlock) copy_node(n.prev, t).next = n.next;
     else if (l.head == b) l.head = n.next;
     if (n.next != kNoBlock) copy_node(n.next, t).prev = n.prev;
@@ -344,8 +342,8 @@ class KvStore {
     while (!t_.has_copy(v, c)) ++c;
     unlink_copy(v, c);
     --t_.tiers[from].used_blocks;
-    if (from == 0 && predicted_blocks_ != 0 && motion_[v].predicted) waste_prefetch(v);
-    t_.tier[v] = c;
+    if (from == 0 && predicted_blocks_ != 0 && t_.state[v].predicted) waste_prefetch(v);
+    t_.tier(v) = c;
     tell_move(v, from, c);
   }
   void write_down(BlockId v, TierId from, size_t mark, bool claimed);
@@ -370,7 +368,7 @@ class KvStore {
   // A predicted block leaves the GPU unused: its bytes were read for nothing.
   void waste_prefetch(BlockId b);
   // b has a valid copy below its tier: demoting it moves no bytes.
-  bool free_demotion(BlockId b) const { return !exclusive_ && t_.copies[b] != 0; }
+  bool free_demotion(BlockId b) const { return !exclusive_ && t_.copies(b) != 0; }
   // Whether b can leave tier t: freely, or into room made in the tier below.
   bool room_below(BlockId b, TierId t) {
     return free_demotion(b) || (t + 1u < t_.tiers.size() && make_room(static_cast<TierId>(t + 1)));
@@ -396,30 +394,20 @@ class KvStore {
   bool masses_ = false;  // some block's mass or last_mass may be nonzero
   // The eviction policy's kind, fixed for a run: read once (start), not per move.
   bool exclusive_ = false, drops_ = false;
-  // Per block, together (a move reads and writes them at once): the job
-  // moving it and, while that is a write down, the endpoint still holding
-  // the data; whether a prediction brought it to the GPU, and from where;
-  // and its node in tier 1's copy list. A read up into the GPU writes the
-  // job and the copy it leaves in tier 1, a demotion with a copy there
-  // drops it and checks the prediction: one cache line, not two.
-  struct Motion {
-    JobId job = kNoJob;
-    uint8_t src = kNoSource;
-    uint8_t predicted = 0;
-    TierId predicted_from = 0;
-    RecencyLists::Links copy1;
-  };
-  std::vector<Motion> motion_;
-  uint64_t predicted_blocks_ = 0;  // blocks whose Motion says predicted
+  // Per block, the store's own state is in the block's record
+  // (BlockState: the job moving it, the endpoint a write down still reads,
+  // whether a prediction brought it, its node in tier 1's copy list), beside
+  // its tier and copies: a move reads and writes them at once.
+  uint64_t predicted_blocks_ = 0;  // blocks whose record says predicted
   // Per tier, the blocks holding a copy there, newest at the head (tier 0,
-  // the top, holds none): a block's node is in its Motion for tier 1, in
+  // the top, holds none): a block's node is in its record for tier 1, in
   // `deeper` for the tiers below.
   struct CopyList {
     BlockId head = kNoBlock, tail = kNoBlock;
-    std::vector<RecencyLists::Links> deeper;
+    std::vector<ListLinks> deeper;
   };
   std::vector<CopyList> copy_lists_;
-  RecencyLists::Links& copy_node(BlockId b, TierId t) { return t == 1 ? motion_[b].copy1 : copy_lists_[t].deeper[b]; }
+  ListLinks& copy_node(BlockId b, TierId t) { return t == 1 ? t_.state[b].copy1 : copy_lists_[t].deeper[b]; }
   std::vector<PooledFifo<Drain>> drains_;  // per tier, oldest first
   std::vector<JobId> room_waits_;
   std::vector<JobId> run_waits_;  // read_up_run: what each block of the run waits for

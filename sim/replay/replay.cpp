@@ -62,10 +62,10 @@ class ReplayHierarchy {
   // tier that holds it (a hit there) or n_tiers_ (a miss).
   uint32_t reference(uint32_t b, uint64_t next) {
     BlockTable& t = table_;
-    t.last_access[b] = ++t.clock;
-    ++t.access_count[b];
+    t.last_access(b) = ++t.clock;
+    ++t.access_count(b);
     if (!next_.empty()) next_[b] = next;
-    TierId top = t.tier[b];
+    TierId top = t.tier(b);
     if (top != kNone) {
       policies_[top]->on_access(b, top);
       if (c_.promote && top > 0) {
@@ -92,7 +92,7 @@ class ReplayHierarchy {
 
   uint32_t tiers() const { return n_tiers_; }
   // The tier holding b (the highest one, inclusive), or tiers() if none.
-  uint32_t holder(uint32_t b) const { return table_.tier[b] == kNone ? n_tiers_ : table_.tier[b]; }
+  uint32_t holder(uint32_t b) const { return table_.tier(b) == kNone ? n_tiers_ : table_.tier(b); }
   uint64_t used(uint32_t u) const { return used_[u]; }
 
  private:
@@ -123,14 +123,14 @@ class ReplayHierarchy {
     ++used_[u];
     ++inserted_[u];
     if (observer_) observer_->entered(b, u);
-    table_.tier[b] = u;
+    table_.tier(b) = u;
     table_.created[b] = table_.clock;
   }
   void remove(uint32_t b, TierId u) {
     policies_[u]->on_remove(b, u);
     --used_[u];
     if (observer_) observer_->left(b, u);
-    table_.tier[b] = kNone;
+    table_.tier(b) = kNone;
   }
   void evict_exclusive(uint32_t v, TierId u) {
     remove(v, u);
@@ -166,7 +166,7 @@ class ReplayHierarchy {
   }
   void set_top(uint32_t b) {
     uint8_t m = mask_[b];
-    table_.tier[b] = m ? TierId(__builtin_ctz(m)) : kNone;
+    table_.tier(b) = m ? TierId(__builtin_ctz(m)) : kNone;
   }
 
   ReplayConfig& c_;

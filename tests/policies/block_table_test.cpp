@@ -24,7 +24,7 @@ TEST_CASE("chunked block table: index to block and back, never-reached indices r
   chunk(T, 2, 3 * 10 + 1);  // room for three groups' 40 blocks
   BlockTable& t = T.t;
   CHECK(t.group_chunks == 10);
-  CHECK(t.tier[t.id(1, 2, 39)] == kNotCreated);  // nothing taken yet
+  CHECK(t.tier(t.id(1, 2, 39)) == kNotCreated);  // nothing taken yet
   CHECK_FALSE(t.held(t.id(1, 2, 39)));
   // Groups take chunks interleaved, as decode grows them.
   for (uint32_t i = 0; i < 40; ++i)
@@ -46,7 +46,7 @@ TEST_CASE("chunked block table: index to block and back, never-reached indices r
     for (uint32_t i = 0; i < 40; ++i) CHECK(seen[t.block_at(g, i)]++ == 0);
   // Giving a group back frees its chunks for another.
   t.give_back(0);
-  CHECK(t.tier[t.block_at(0, 7)] == kNotCreated);
+  CHECK(t.tier(t.block_at(0, 7)) == kNotCreated);
   for (uint32_t i = 0; i < 40; ++i) CHECK(t.take(1, i) != kNoBlock);
   CHECK(t.group_of(t.block_at(1, 39)) == 1);
 }
@@ -88,7 +88,7 @@ TEST_CASE("every eviction policy: a chunked table gives the victims of the unchu
           if (rng() % 3 == 0) {
             const float m = float(rng() % 100) / 100.f;
             const auto [lg, li] = live[k];
-            if (A.t.tier[A.t.block_at(lg, li)] >= kDropped) continue;
+            if (A.t.tier(A.t.block_at(lg, li)) >= kDropped) continue;
             A.use(ea.get(), A.t.block_at(lg, li), m);
             B.use(eb.get(), B.t.block_at(lg, li), m);
           }

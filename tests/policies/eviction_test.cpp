@@ -176,7 +176,7 @@ TEST_CASE("lfu: each victim is the one a whole walk finds, as pins come and go a
   auto reference = [&](TierId t) {
     BlockId best = kNoBlock;
     for (BlockId b = 0; b < n; ++b) {
-      if (T.t.tier[b] != t || T.t.pinned(b)) continue;
+      if (T.t.tier(b) != t || T.t.pinned(b)) continue;
       if (best == kNoBlock || freq[b] < freq[best] || (freq[b] == freq[best] && entered[b] < entered[best])) best = b;
     }
     return best;
@@ -187,8 +187,8 @@ TEST_CASE("lfu: each victim is the one a whole walk finds, as pins come and go a
   for (int op = 0; op < 20000; ++op) {
     const BlockId b = static_cast<BlockId>(pick(n));
     const uint64_t what = pick(100);
-    const bool live = T.t.tier[b] < 2;
-    if (!live && T.t.tier[b] == kNotCreated) {
+    const bool live = T.t.tier(b) < 2;
+    if (!live && T.t.tier(b) == kNotCreated) {
       T.create(e.get(), b, static_cast<TierId>(pick(2)));
       enter(b);
     } else if (what < 55 && live) {
@@ -196,7 +196,7 @@ TEST_CASE("lfu: each victim is the one a whole walk finds, as pins come and go a
       ++freq[b];
       enter(b);
     } else if (what < 70 && live) {
-      T.move(e.get(), b, static_cast<TierId>(1 - T.t.tier[b]));
+      T.move(e.get(), b, static_cast<TierId>(1 - T.t.tier(b)));
       enter(b);
     } else if (what < 85) {
       // The engine's pattern: the victim leaves (demoted or dropped).
@@ -222,7 +222,7 @@ TEST_CASE("lfu: each victim is the one a whole walk finds, as pins come and go a
         const BlockId first = [&] {
           BlockId f = kNoBlock;
           for (BlockId x = 0; x < n; ++x)
-            if (T.t.tier[x] == t && (f == kNoBlock || freq[x] < freq[f] || (freq[x] == freq[f] && entered[x] < entered[f]))) f = x;
+            if (T.t.tier(x) == t && (f == kNoBlock || freq[x] < freq[f] || (freq[x] == freq[f] && entered[x] < entered[f]))) f = x;
           return f;
         }();
         if (first != want) ++pinned_passed;
@@ -302,7 +302,7 @@ TEST_CASE("h2o: keeps the heavy hitters and the recent window, drops the rest") 
   CHECK(dropped.size() == 6);
   std::set<BlockId> kept;
   for (BlockId b = 0; b < 10; ++b)
-    if (T.t.tier[b] < kDropped) kept.insert(b);
+    if (T.t.tier(b) < kDropped) kept.insert(b);
   CHECK(kept == std::set<BlockId>{3, 6, 8, 9});
   CHECK(dropped.front() == 1);  // lightest first (ties: oldest)
 }
@@ -318,9 +318,9 @@ TEST_CASE("h2o: a fractional budget follows the blocks created") {
     for (BlockId v; (v = e->budget_victim(0, 1)) != kNoBlock;) T.drop(e.get(), v);
   }
   uint32_t live = 0;
-  for (uint32_t i = 0; i < 20; ++i) live += T.t.tier[T.t.id(0, 1, i)] < kDropped;
+  for (uint32_t i = 0; i < 20; ++i) live += T.t.tier(T.t.id(0, 1, i)) < kDropped;
   CHECK(live == 5);
-  CHECK(T.t.tier[T.t.id(0, 1, 19)] == 0);  // the newest
+  CHECK(T.t.tier(T.t.id(0, 1, 19)) == 0);  // the newest
   CHECK(e->budget_victim(0, 0) == kNoBlock);  // layer 0 untouched
 }
 
@@ -356,7 +356,7 @@ TEST_CASE("h2o: victims are those of a scan of every block each group created") 
     float best_mass = 0;
     for (uint32_t i = 0; i < n; ++i) {
       const BlockId b = T.t.block_at(g, i);
-      const TierId bt = T.t.tier[b];
+      const TierId bt = T.t.tier(b);
       if (bt >= kDropped || (tier >= 0 && bt != tier) || T.t.pinned(b)) continue;
       const bool rec = i >= r_begin;
       const float m = T.t.mass[b];
@@ -370,7 +370,7 @@ TEST_CASE("h2o: victims are those of a scan of every block each group created") 
   };
   auto in_tier = [&](uint32_t g, TierId tier) {
     uint32_t c = 0;
-    for (uint32_t i = 0; i < created[g]; ++i) c += T.t.tier[T.t.block_at(g, i)] == tier;
+    for (uint32_t i = 0; i < created[g]; ++i) c += T.t.tier(T.t.block_at(g, i)) == tier;
     return c;
   };
   auto scan_victim = [&](TierId tier) {
@@ -385,7 +385,7 @@ TEST_CASE("h2o: victims are those of a scan of every block each group created") 
   };
   auto scan_budget = [&](uint32_t g) {
     uint32_t live = 0;
-    for (uint32_t i = 0; i < created[g]; ++i) live += T.t.tier[T.t.block_at(g, i)] < kDropped;
+    for (uint32_t i = 0; i < created[g]; ++i) live += T.t.tier(T.t.block_at(g, i)) < kDropped;
     const uint32_t n = created[g], cap = std::max(std::min(budget, n), std::min(recent, n));
     return live <= cap ? kNoBlock : lightest(g, -1);
   };
@@ -394,7 +394,7 @@ TEST_CASE("h2o: victims are those of a scan of every block each group created") 
       const uint32_t g = r() % groups;
       if (!created[g]) continue;
       const BlockId b = T.t.block_at(g, r() % created[g]);
-      if (T.t.tier[b] < kDropped) return b;
+      if (T.t.tier(b) < kDropped) return b;
     }
     return kNoBlock;
   };
@@ -410,7 +410,7 @@ TEST_CASE("h2o: victims are those of a scan of every block each group created") 
       if (b != kNoBlock) T.use(e.get(), b, masses[rng() % 3]);
     } else if (k < 70) {
       const BlockId b = live_block(rng);
-      if (b != kNoBlock) T.move(e.get(), b, TierId(1 - T.t.tier[b]));
+      if (b != kNoBlock) T.move(e.get(), b, TierId(1 - T.t.tier(b)));
     } else if (k < 80) {
       const BlockId b = live_block(rng);
       if (b != kNoBlock) T.drop(e.get(), b);
@@ -423,11 +423,11 @@ TEST_CASE("h2o: victims are those of a scan of every block each group created") 
       const uint32_t g = rng() % groups;
       for (uint32_t i = 0; i < created[g]; ++i) {
         const BlockId b = T.t.block_at(g, i);
-        if (T.t.tier[b] < kDropped) T.drop(e.get(), b);
+        if (T.t.tier(b) < kDropped) T.drop(e.get(), b);
         e->on_release(b);
-        T.t.tier[b] = kNotCreated;
+        T.t.tier(b) = kNotCreated;
         T.t.mass[b] = 0.f;
-        T.t.last_access[b] = 0;
+        T.t.last_access(b) = 0;
       }
       created[g] = 0;
     } else {
@@ -481,7 +481,7 @@ TEST_CASE("streaming_llm: keeps the sinks and the recent window") {
     }
   }
   CHECK(dropped == std::vector<BlockId>{1, 2, 3, 4, 5, 6});
-  for (BlockId b : {0u, 7u, 8u, 9u}) CHECK(T.t.tier[b] == 0);
+  for (BlockId b : {0u, 7u, 8u, 9u}) CHECK(T.t.tier(b) == 0);
 }
 
 TEST_CASE("streaming_llm: victim of a full tier prefers blocks outside sinks and window") {
@@ -686,34 +686,34 @@ TEST_CASE("s3fifo: every victim is the one-block-at-a-time algorithm's, as pins 
         ref.on_insert(b, t);
       };
       auto remove = [&](BlockId b) {
-        const TierId t = T.t.tier[b];
+        const TierId t = T.t.tier(b);
         e->on_remove(b, t);
         ref.on_remove(b, t);
         --T.t.tiers[t].used_blocks;
-        T.t.tier[b] = kNotCreated;
+        T.t.tier(b) = kNotCreated;
       };
       for (int op = 0; op < 12000; ++op) {
         const BlockId b = static_cast<BlockId>(pick(n));
         const uint64_t what = pick(100);
-        const bool live = T.t.tier[b] < 2;
+        const bool live = T.t.tier(b) < 2;
         if (!live) {
           insert(b, static_cast<TierId>(pick(2)));
         } else if (what < 50) {
           T.use(nullptr, b);
-          e->on_access(b, T.t.tier[b]);
-          ref.on_access(b, T.t.tier[b]);
+          e->on_access(b, T.t.tier(b));
+          ref.on_access(b, T.t.tier(b));
         } else if (what < 58) {
-          const TierId to = static_cast<TierId>(1 - T.t.tier[b]);
+          const TierId to = static_cast<TierId>(1 - T.t.tier(b));
           remove(b);
           insert(b, to);
         } else if (what < 60) {
           // Every block used: no counter is 0, so the main FIFO's victim
           // comes only after whole passes that lower every counter.
           for (BlockId x = 0; x < n; ++x)
-            if (T.t.tier[x] < 2) {
+            if (T.t.tier(x) < 2) {
               T.use(nullptr, x);
-              e->on_access(x, T.t.tier[x]);
-              ref.on_access(x, T.t.tier[x]);
+              e->on_access(x, T.t.tier(x));
+              ref.on_access(x, T.t.tier(x));
             }
         } else if (what < 85) {
           const TierId t = static_cast<TierId>(pick(2));
@@ -763,7 +763,7 @@ TEST_CASE("every eviction policy: pinned blocks are never victims") {
           CHECK(v == kNoBlock);
         } else if (v != kNoBlock) {
           CHECK_FALSE(T.t.pinned(v));
-          CHECK(T.t.tier[v] == 0);
+          CHECK(T.t.tier(v) == 0);
         }
         if (v != kNoBlock) {  // swap it out and back in to keep the tier busy
           T.move(e.get(), v, 1);

@@ -37,25 +37,25 @@ struct Table {
   }
   // Create block b in tier `tier` and tell the eviction policy.
   void create(EvictionPolicy* e, BlockId b, TierId tier) {
-    t.tier[b] = tier;
+    t.tier(b) = tier;
     t.created[b] = ++t.clock;
-    t.dirty[b] = 1;
+    t.dirty(b) = 1;
     ++t.tiers[tier].used_blocks;
     if (e) e->on_insert(b, tier);
   }
   // Attention uses b with `m` mass: one clock tick, as the engine does.
   void use(EvictionPolicy* e, BlockId b, float m = 0.f) {
-    t.last_access[b] = ++t.clock;
-    ++t.access_count[b];
+    t.last_access(b) = ++t.clock;
+    ++t.access_count(b);
     t.mass[b] += m;
     t.last_mass[b] = m;
-    if (e) e->on_access(b, t.tier[b]);
+    if (e) e->on_access(b, t.tier(b));
   }
   void move(EvictionPolicy* e, BlockId b, TierId to) {
-    TierId from = t.tier[b];
+    TierId from = t.tier(b);
     if (e) e->on_remove(b, from);
     --t.tiers[from].used_blocks;
-    t.tier[b] = to;
+    t.tier(b) = to;
     if (to < kDropped) {
       ++t.tiers[to].used_blocks;
       if (e) e->on_insert(b, to);

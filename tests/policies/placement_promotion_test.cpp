@@ -22,7 +22,7 @@ TEST_CASE("placement hkm: the newest alpha fraction goes to the warm tier and is
     BlockId b = T.t.id(0, 1, i);
     TierId where = p->place_in(b, 10, T.t);
     CHECK(where == (i >= 8 ? 1 : 2));
-    T.t.tier[b] = where;
+    T.t.tier(b) = where;
   }
   CHECK(p->holds(T.t.id(0, 1, 9), 1, T.t));
   CHECK(p->holds(T.t.id(0, 1, 8), 1, T.t));
@@ -32,7 +32,7 @@ TEST_CASE("placement hkm: the newest alpha fraction goes to the warm tier and is
   for (uint32_t i = 10; i < 15; ++i) {
     BlockId b = T.t.id(0, 1, i);
     CHECK(p->place(b, T.t) == 1);
-    T.t.tier[b] = 1;
+    T.t.tier(b) = 1;
   }
   // 15 blocks: ceil(0.2 * 15) = 3 pinned: 12, 13, 14.
   CHECK_FALSE(p->holds(T.t.id(0, 1, 11), 1, T.t));
@@ -60,7 +60,7 @@ TEST_CASE("promotion threshold: moves up once the use count reaches min_accesses
   Table T(1, 1, 8, {8, 100});
   auto p = make<PromotionPolicy>(json{{"name", "threshold"}, {"min_accesses", 3}});
   p->setup(T.t);
-  T.t.tier[2] = 1;
+  T.t.tier(2) = 1;
   T.use(nullptr, 2);
   T.use(nullptr, 2);
   CHECK_FALSE(p->promote(2, 1, T.t));
@@ -74,7 +74,7 @@ TEST_CASE("promotion hkm: blocks read go to the GPU hot pool; a cold block whose
   auto p = make<PromotionPolicy>(json{{"name", "hkm"}, {"window", 8}, {"threshold", 0.5}});
   p->setup(T.t);
   BlockId b = 5;
-  T.t.tier[b] = 2;
+  T.t.tier(b) = 2;
   // Rarely used: once in the first 16 steps: straight to the hot pool.
   T.t.step = 2;
   CHECK(p->promote(b, 2, T.t));

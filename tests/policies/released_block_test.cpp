@@ -17,18 +17,18 @@ namespace {
 // its tier (the policy is told), its history is cleared, the policies forget
 // it, and its place reads "not created" again.
 void release(Table& T, EvictionPolicy& e, BlockId b) {
-  const TierId t = T.t.tier[b];
+  const TierId t = T.t.tier(b);
   if (t < T.t.tiers.size()) {
     e.on_remove(b, t);
     --T.t.tiers[t].used_blocks;
   }
   e.on_release(b);
-  T.t.tier[b] = kNotCreated;
-  T.t.last_access[b] = 0;
-  T.t.access_count[b] = 0;
+  T.t.tier(b) = kNotCreated;
+  T.t.last_access(b) = 0;
+  T.t.access_count(b) = 0;
   T.t.mass[b] = T.t.last_mass[b] = 0.f;
   T.t.created[b] = 0;
-  T.t.dirty[b] = 0;
+  T.t.dirty(b) = 0;
 }
 
 }  // namespace
@@ -97,7 +97,7 @@ TEST_CASE("every eviction policy: a new sequence in a released sequence's place 
           for (uint32_t q : active)
             for (uint32_t i = 0; i < created[q]; ++i) {
               const BlockId a = bid(A, slot_a, q, i), b = bid(B, slot_b, q, i);
-              if (A.t.tier[a] >= kDropped || rng() % 3) continue;
+              if (A.t.tier(a) >= kDropped || rng() % 3) continue;
               const float m = float(rng() % 100) / 100.f;
               A.use(ea.get(), a, m);
               B.use(eb.get(), b, m);
@@ -122,7 +122,7 @@ TEST_CASE("every eviction policy: a new sequence in a released sequence's place 
           if (created[q] > 0 && A.t.tiers[0].used_blocks < A.t.tiers[0].capacity_blocks) {
             const uint32_t i = uint32_t(rng() % created[q]);
             const BlockId a = bid(A, slot_a, q, i), b = bid(B, slot_b, q, i);
-            if (A.t.tier[a] > 0 && A.t.tier[a] < kDropped) {
+            if (A.t.tier(a) > 0 && A.t.tier(a) < kDropped) {
               A.move(ea.get(), a, 0);
               B.move(eb.get(), b, 0);
             }
@@ -153,12 +153,12 @@ TEST_CASE("every eviction policy: a tier with a block that may leave gives a vic
           const uint32_t g = uint32_t(rng() % 4);
           if (next[g] < 20 && T.t.tiers[0].used_blocks < 24 - rng() % 6) T.create(e.get(), T.t.block_at(g, next[g]++), 0);
           for (BlockId x = 0; x < T.t.size(); ++x)
-            if (T.t.tier[x] == 0 && rng() % 4 == 0) T.use(e.get(), x, float(rng() % 10));
+            if (T.t.tier(x) == 0 && rng() % 4 == 0) T.use(e.get(), x, float(rng() % 10));
           T.pin_from_now();
           for (BlockId x = 0; x < T.t.size(); ++x)
-            if (T.t.tier[x] == 0 && rng() % 3) T.use(e.get(), x);
+            if (T.t.tier(x) == 0 && rng() % 3) T.use(e.get(), x);
           bool free = false;
-          for (BlockId x = 0; x < T.t.size(); ++x) free |= T.t.tier[x] == 0 && !T.t.pinned(x);
+          for (BlockId x = 0; x < T.t.size(); ++x) free |= T.t.tier(x) == 0 && !T.t.pinned(x);
           const BlockId v = e->victim(0);
           if (free) REQUIRE(v != kNoBlock);
           if (v != kNoBlock) {

@@ -67,7 +67,7 @@ struct KvRig {
     REQUIRE(kv->table().tiers[1].capacity_blocks == dram_blocks);
   }
   const TierInfo& tier(TierId t) const { return kv->table().tiers[t]; }
-  TierId where(BlockId b) const { return kv->table().tier[b]; }
+  TierId where(BlockId b) const { return kv->table().tier(b); }
   // Allocates blocks first..last in order, each a layer computation later.
   void allocate(BlockId first, BlockId last) {
     for (BlockId b = first; b <= last; ++b) {
@@ -149,7 +149,7 @@ TEST_CASE("kv store: exclusive tiers keep no copy, so the same demotion writes a
   BlockId up = 0;
   while (r.where(up) != 1) ++up;
   r.kv->read_up(up, 1, 0, 0);
-  CHECK(r.kv->table().copies[up] == 0);
+  CHECK(r.kv->table().copies(up) == 0);
   CHECK(r.tier(1).used_blocks == 1);
   // The GPU (the block read up and block 2) full again: whichever goes
   // down is written.
@@ -258,7 +258,7 @@ TEST_CASE("kv store: invalidate_copies and a new token's write drop the copies b
   REQUIRE(r.kv->table().has_copy(0, 1));
   REQUIRE(r.tier(1).used_blocks == 2);
   r.kv->invalidate_copies(0);
-  CHECK(r.kv->table().copies[0] == 0);
+  CHECK(r.kv->table().copies(0) == 0);
   CHECK(r.tier(1).used_blocks == 1);
   // Read up again and written: on the GPU the token moves no bytes, its copy goes.
   r.kv->set_clock(5, 0);
@@ -268,7 +268,7 @@ TEST_CASE("kv store: invalidate_copies and a new token's write drop the copies b
   r.kv->read_up(1, 1, 0, 0);
   REQUIRE(r.kv->table().has_copy(1, 1));
   r.kv->write_kv(1, 0, 512);
-  CHECK(r.kv->table().copies[1] == 0);
+  CHECK(r.kv->table().copies(1) == 0);
   CHECK(r.sink.moves.size() == before + 1);
   // Below the GPU the token is written from the GPU (endpoint 3), behind the block's last move.
   REQUIRE(r.where(2) == 1);
@@ -280,7 +280,7 @@ TEST_CASE("kv store: invalidate_copies and a new token's write drop the copies b
   CHECK(r.sink.moves.back().bytes == 512);
   CHECK(r.sink.moves.back().wait_for == last);
   CHECK(r.kv->pending(2) == JobId(before + 2));
-  CHECK(r.kv->table().dirty[2] == 1);
+  CHECK(r.kv->table().dirty(2) == 1);
 }
 
 TEST_CASE("kv store: eviction sizes itself by the room a reservation leaves (prefill's output buffers)") {

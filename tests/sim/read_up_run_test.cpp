@@ -82,14 +82,16 @@ struct RunRig {
 void require_same_store(const RunRig& a, const RunRig& b) {
   const BlockTable& ta = a.kv->table();
   const BlockTable& tb = b.kv->table();
-  REQUIRE(ta.tier == tb.tier);
-  REQUIRE(ta.copies == tb.copies);
-  REQUIRE(ta.dirty == tb.dirty);
+  REQUIRE(ta.size() == tb.size());
   for (size_t t = 0; t < ta.tiers.size(); ++t) {
     REQUIRE(ta.tiers[t].used_blocks == tb.tiers[t].used_blocks);
     REQUIRE(ta.tiers[t].draining_blocks == tb.tiers[t].draining_blocks);
   }
   for (BlockId x = 0; x < ta.size(); ++x) {
+    INFO("block " << x);
+    REQUIRE(ta.tier(x) == tb.tier(x));
+    REQUIRE(ta.copies(x) == tb.copies(x));
+    REQUIRE(ta.dirty(x) == tb.dirty(x));
     REQUIRE(a.kv->pending(x) == b.kv->pending(x));
     REQUIRE(a.kv->pending_src(x) == b.kv->pending_src(x));
   }
@@ -138,7 +140,7 @@ TEST_CASE("kv store: a run read up at once leaves what a read up into room of ea
       std::vector<BlockId> run;
       TierId from = 0;
       for (BlockId x : used) {
-        const TierId t = a.kv->table().tier[x];
+        const TierId t = a.kv->table().tier(x);
         if (t == 0 || a.kv->draining(x)) continue;
         if (run.empty()) from = t;
         if (t == from) run.push_back(x);
