@@ -34,8 +34,9 @@ struct ListLinks {
 };
 
 // One block's state as an access or a move reads it, in one record.
-// The last fields are the KV store's own (policies do not read them): what
-// is moving the block, and its node in tier 1's copy list.
+// The fields marked "the store's" are the KV store's own (policies do not
+// read them): what is moving the block, its prediction, and its node in
+// tier 1's copy list.
 struct alignas(32) BlockState {
   uint64_t last_access = 0;   // clock stamp of the last use by attention, 0 = never
   uint32_t access_count = 0;  // uses by attention

@@ -26,15 +26,16 @@ void KvStore::seed_prompt(BlockId b, float mass) {
 }
 
 bool KvStore::prefetch_up(BlockId b, uint32_t layer) {
-  const TierId t = t_.tier(b);
-  if (t >= t_.tiers.size() || t == 0 || t_.state[b].predicted || !make_room(0)) return false;
-  const JobId j = planner_->add_prefetch(t, layer, data_bytes(b), t_.state[b].job);
+  BlockState& st = t_.state[b];
+  const TierId t = st.tier;
+  if (t >= t_.tiers.size() || t == 0 || st.predicted || !make_room(0)) return false;
+  const JobId j = planner_->add_prefetch(t, layer, data_bytes(b), st.job);
   move(b, t, 0);
-  t_.state[b].job = j;
-  t_.state[b].src = kNoSource;
-  t_.state[b].predicted = 1;
+  st.job = j;
+  st.src = kNoSource;
+  st.predicted = 1;
   ++predicted_blocks_;
-  t_.state[b].predicted_from = t;
+  st.predicted_from = t;
   ++c_.prefetch.prefetched_blocks;
   return true;
 }
@@ -46,14 +47,16 @@ void KvStore::write_kv(BlockId b, uint32_t layer, double bytes) {
   t_.dirty(b) = 1;
   invalidate_copies(b);
   if (s_.gpu_tier && t == 0) return;
-  t_.state[b].job = planner_->add(nt, t, layer, bytes, t_.state[b].job);
-  t_.state[b].src = kNoSource;
+  BlockState& st = t_.state[b];
+  st.job = planner_->add(nt, t, layer, bytes, st.job);
+  st.src = kNoSource;
 }
 
 JobId KvStore::write_output(BlockId b, uint32_t layer) {
-  t_.state[b].job = planner_->add(t_.tiers.size(), t_.tier(b), layer, data_bytes(b), kNoJob);
-  t_.state[b].src = kNoSource;
-  return t_.state[b].job;
+  BlockState& st = t_.state[b];
+  st.job = planner_->add(t_.tiers.size(), st.tier, layer, data_bytes(b), kNoJob);
+  st.src = kNoSource;
+  return st.job;
 }
 
 void KvStore::load_from(BlockId b, TierId from, uint32_t layer) {
@@ -74,9 +77,10 @@ JobId KvStore::load_cached(BlockId b, TierId from, uint32_t layer, double bytes,
   // block being read into is in a real server.
   t_.last_access(b) = t_.clock;
   if (t == from) return kNoJob;
-  t_.state[b].job = planner_->add(from, t, layer, bytes, after);
-  t_.state[b].src = kNoSource;
-  return t_.state[b].job;
+  BlockState& st = t_.state[b];
+  st.job = planner_->add(from, t, layer, bytes, after);
+  st.src = kNoSource;
+  return st.job;
 }
 
 // The tier's capacity_blocks is the room left to placement and eviction

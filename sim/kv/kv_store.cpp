@@ -170,13 +170,9 @@ void KvStore::start(MoveSink& sink) {
   set_unit_bytes();
   exclusive_ = s_.pol.evict->exclusive();
   drops_ = s_.pol.evict->drops();
-  for (BlockState& st : t_.state) {
-    st.job = kNoJob;
-    st.src = kNoSource;
-    st.predicted = 0;
-    st.predicted_from = 0;
-    st.copy1 = ListLinks{};
-  }
+  // Every block's own part of its record (no job, no source, no prediction,
+  // in no copy list) is as the table's allocate() left it: nothing moves a
+  // block before the run starts.
   predicted_blocks_ = 0;
   copy_lists_.assign(t_.tiers.size(), CopyList{});
   drains_.assign(t_.tiers.size(), {});
@@ -271,16 +267,17 @@ void KvStore::release(BlockId b) {
 // without a trip through the queue.
 void KvStore::write_down(BlockId v, TierId from, size_t mark, bool claimed) {
   const TierId to = static_cast<TierId>(from + 1);
-  const JobId before = t_.state[v].job;
+  BlockState& st = t_.state[v];
+  const JobId before = st.job;
   JobId j = planner_->add(from, to, t_.layer_of(v), data_bytes(v), before);
   move(v, from, to);
-  t_.state[v].job = j;
+  st.job = j;
   // A reader of a drain reads `from` at once, waiting for nothing. That is
   // right only if v's data is all there: while a move into `from` is still
   // landing (a new token's KV, a write down from above) the write waits for
   // it, and so must the reader, which then reads v after the write, below.
-  t_.state[v].src = planner_->done(before) ? from : kNoSource;
-  t_.dirty(v) = 0;
+  st.src = planner_->done(before) ? from : kNoSource;
+  st.dirty = 0;
   ++c_.written_back_blocks;
   Drain d;
   d.block = v;
@@ -419,8 +416,8 @@ uint32_t KvStore::read_up_run(const BlockId* blocks, uint32_t k, TierId from, ui
     if (!read[i]) continue;
     const BlockId b = blocks[i];
     // Pinned (a layer in flight reads it), so no room made above moved it.
-    if (t_.tier(b) != from) throw std::logic_error("KV store: a block of a run read up left its tier while room was made");
     BlockState& mo = t_.state[b];
+    if (mo.tier != from) throw std::logic_error("KV store: a block of a run read up left its tier while room was made");
     // The copy opens where the first block's read would have opened it;
     // whole blocks join it once their rooms are made, a part of one (the
     // tokens a sequence's last block holds) at once.
@@ -433,7 +430,7 @@ uint32_t KvStore::read_up_run(const BlockId* blocks, uint32_t k, TierId from, ui
     ++m;
     mo.job = j;
     mo.src = kNoSource;
-    t_.tier(b) = top;
+    mo.tier = top;
     count_use(top);
     if (defer_reads)
       moved_.push_back(b);

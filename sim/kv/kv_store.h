@@ -82,6 +82,8 @@ class KvStore {
   // (kNoSource: the move is a read up, or a write down of data that was
   // still arriving where it left, and a reader must wait for it).
   static constexpr uint8_t kNoSource = 255;
+  static_assert(BlockState{}.job == kNoJob && BlockState{}.src == kNoSource,
+                "a new block's record says no job moves it and no endpoint holds its data");
   JobId pending(BlockId b) const { return t_.state[b].job; }
   uint8_t pending_src(BlockId b) const { return t_.state[b].src; }
   // b is still being written down and its data is read where it was.
@@ -160,7 +162,7 @@ class KvStore {
   // which keeps the memory until the write lands.
   TierId hit(BlockId b) {
     BlockState& m = t_.state[b];
-    const TierId at = (m.src != kNoSource && !planner_->done(m.job)) ? static_cast<TierId>(m.src) : t_.tier(b);
+    const TierId at = (m.src != kNoSource && !planner_->done(m.job)) ? static_cast<TierId>(m.src) : m.tier;
     ++c_.hits[at];
     const bool on_gpu = s_.gpu_tier && at == 0;
     if (m.predicted) {
@@ -179,10 +181,11 @@ class KvStore {
   // b's data moves up from tier `from` to tier `to` (to < from, room made
   // there by the caller): the job moving it, which b waits for from now.
   JobId read_up(BlockId b, TierId from, TierId to, uint32_t layer) {
-    const JobId j = planner_->add(from, to, layer, data_bytes(b), t_.state[b].job);
+    BlockState& st = t_.state[b];
+    const JobId j = planner_->add(from, to, layer, data_bytes(b), st.job);
     move(b, from, to);
-    t_.state[b].job = j;
-    t_.state[b].src = kNoSource;
+    st.job = j;
+    st.src = kNoSource;
     return j;
   }
   // Promotions of a run: blocks[0..k), each in tier `from` (below the GPU's
