@@ -99,18 +99,18 @@ class EvictionPolicy {
     on_remove(b, from);
     on_insert(b, to);
   }
-  // blocks[0], ..., blocks[n-1] left tier `from` for tier `to`, in that
-  // order (a run read up as one copy): what on_move of each in turn does
-  // (the default), which a policy keeping lists may do for a run of
-  // consecutive blocks at once.
-  virtual void on_move_run(const BlockId* blocks, uint32_t n, TierId from, TierId to) {
-    for (uint32_t i = 0; i < n; ++i) on_move(blocks[i], from, to);
+  // first, first + 1, ..., first + n - 1 left tier `from` for tier `to`,
+  // in that order (a run read up as one copy, a run of victims demoted):
+  // what on_move of each in turn does (the default), which a policy keeping
+  // lists may do at once.
+  virtual void on_move_range(BlockId first, uint32_t n, TierId from, TierId to) {
+    for (uint32_t i = 0; i < n; ++i) on_move(first + i, from, to);
   }
   // True: the victims the policy names do not depend on where in its order
   // pinned blocks lie (a recency list whose victims come from the tail,
   // which a pinned block, used most recently, reaches only when every block
   // of the tier is pinned). The store then tells it of a run of pinned
-  // blocks read up once room for all of them is made (on_move_run), not
+  // blocks read up once room for all of them is made (on_move_range), not
   // between their rooms: the same victims.
   virtual bool pinned_moves_commute() const { return false; }
 };

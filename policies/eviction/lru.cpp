@@ -33,17 +33,9 @@ class LruEviction : public EvictionPolicy {
     lists_.unlink(b);
     lists_.push_front(b, to);
   }
-  // Each stretch of consecutive blocks is pushed as a run: the same order
-  // as a push of each in turn, cut out at once where they lie together.
-  void on_move_run(const BlockId* blocks, uint32_t n, TierId, TierId to) override {
-    uint32_t i = 0;
-    while (i < n) {
-      uint32_t j = i + 1;
-      while (j < n && blocks[j] == blocks[i] + (j - i)) ++j;
-      lists_.push_front_run(blocks[i], j - i, to);
-      i = j;
-    }
-  }
+  // Pushed as a run: the same order as a push of each in turn, cut out at
+  // once where they lie together.
+  void on_move_range(BlockId first, uint32_t n, TierId, TierId to) override { lists_.push_front_run(first, n, to); }
   bool pinned_moves_commute() const override { return true; }
   bool forgets_departed() const override { return true; }
   BlockId victim(TierId t) override {

@@ -395,7 +395,7 @@ inline bool KvStore::make_room(TierId t, VictimCursor& c, uint32_t want) {
 // names its victims at once where it can (EvictionPolicy::victims), the
 // copy is one transfer, and a policy whose victims do not depend on where
 // pinned blocks lie hears of the moves up once room for all of them is
-// made (on_move_run).
+// made (on_move_range).
 uint32_t KvStore::read_up_run(const BlockId* blocks, uint32_t k, TierId from, uint32_t layer, uint8_t* read) {
   constexpr TierId top = 0;
   TierInfo& src = t_.tiers[from];
@@ -433,7 +433,7 @@ uint32_t KvStore::read_up_run(const BlockId* blocks, uint32_t k, TierId from, ui
     mo.tier = top;
     count_use(top);
     if (defer_reads)
-      moved_.push_back(b);
+      hold_move(moved_, b, from, top);
     else
       tell_move(b, from, top);
     // The copy b leaves keeps its room in `from` (its count and so its
@@ -446,24 +446,8 @@ uint32_t KvStore::read_up_run(const BlockId* blocks, uint32_t k, TierId from, ui
   if (joined > 0) planner_->add_run(from, top, layer, whole_blocks, joined, run_waits_.data(), run_waits_.size());
   defer_moves_ = false;
   flush_moves();
-  if (!moved_.empty()) evict.on_move_run(moved_.data(), static_cast<uint32_t>(moved_.size()), from, top);
+  tell_ranges(moved_);
   return m;
-}
-
-void KvStore::flush_pending_moves() {
-  EvictionPolicy& evict = *s_.pol.evict;
-  size_t i = 0;
-  while (i < pending_moves_.size()) {
-    const uint64_t tiers = pending_moves_[i] >> 32;
-    move_run_.clear();
-    size_t j = i;
-    for (; j < pending_moves_.size() && pending_moves_[j] >> 32 == tiers; ++j)
-      move_run_.push_back(static_cast<BlockId>(pending_moves_[j]));
-    evict.on_move_run(move_run_.data(), static_cast<uint32_t>(move_run_.size()), static_cast<TierId>(tiers),
-                      static_cast<TierId>(tiers >> 8));
-    i = j;
-  }
-  pending_moves_.clear();
 }
 
 void KvStore::enforce_budget(uint32_t seq, uint32_t layer) {

@@ -279,14 +279,39 @@ class KvStore {
   // the same order, consecutive moves between the same tiers as one run.
   void tell_move(BlockId b, TierId from, TierId to) {
     if (defer_moves_)
-      pending_moves_.push_back(pending_move(b, from, to));
+      hold_move(pending_moves_, b, from, to);
     else
       s_.pol.evict->on_move(b, from, to);
   }
-  void flush_moves() {
-    if (!pending_moves_.empty()) flush_pending_moves();
+  // Moves held for the policy as ranges: first, first + 1, ... between the
+  // same two tiers, told as one on_move_range. A move that continues the
+  // last range lengthens it (victims and blocks read up come in runs of
+  // consecutive ids), so a run costs one store per block, not a copy into
+  // a list that is scanned for runs again.
+  struct MoveRange {
+    BlockId first;
+    uint32_t n;
+    TierId from, to;
+  };
+  static void hold_move(std::vector<MoveRange>& q, BlockId b, TierId from, TierId to) {
+    if (!q.empty()) {
+      MoveRange& r = q.back();
+      if (b == r.first + r.n && r.from == from && r.to == to) {
+        ++r.n;
+        return;
+      }
+    }
+    q.push_back(MoveRange{b, 1, from, to});
   }
-  void flush_pending_moves();
+  // Each range of q told to the eviction policy in order; q is emptied.
+  void tell_ranges(std::vector<MoveRange>& q) {
+    EvictionPolicy& evict = *s_.pol.evict;
+    for (const MoveRange& r : q) evict.on_move_range(r.first, r.n, r.from, r.to);
+    q.clear();
+  }
+  void flush_moves() {
+    if (!pending_moves_.empty()) tell_ranges(pending_moves_);
+  }
   // b leaves its own tier and every copy below (the policy is told).
   void leave_tier(BlockId b);
   void add_copy(BlockId b, TierId t) {
@@ -414,16 +439,9 @@ class KvStore {
   std::vector<PooledFifo<Drain>> drains_;  // per tier, oldest first
   std::vector<JobId> room_waits_;
   std::vector<JobId> run_waits_;  // read_up_run: what each block of the run waits for
-  std::vector<BlockId> moved_;    // read_up_run: the blocks read up, for the policy
+  std::vector<MoveRange> moved_;  // read_up_run: the blocks read up, for the policy
   bool defer_moves_ = false;      // tell_move: hold moves until flush_moves
-  // A held move as one word (the block, then its two tiers), made in
-  // registers: a struct of a word and two bytes is written to the stack a
-  // byte at a time and read back whole, which stalls the store.
-  static uint64_t pending_move(BlockId b, TierId from, TierId to) {
-    return uint64_t(b) | uint64_t(from) << 32 | uint64_t(to) << 40;
-  }
-  std::vector<uint64_t> pending_moves_;
-  std::vector<BlockId> move_run_;  // flush_pending_moves: one run's blocks
+  std::vector<MoveRange> pending_moves_;
   static constexpr uint32_t kVictimBatch = 256;  // victims a policy is asked for at once
   std::vector<BlockId> victims_ = std::vector<BlockId>(kVictimBatch);
   std::vector<uint64_t> capacity_;  // per tier: its capacity with no room reserved
