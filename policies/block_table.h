@@ -51,6 +51,11 @@ struct alignas(32) BlockState {
   uint8_t src = 255;           // the store's: while a write down moves it, the endpoint still holding the data
   uint8_t predicted = 0;       // the store's: brought to the GPU by a prediction, not used yet
   TierId predicted_from = 0;   // the store's: from where
+  // The store's: the block's layer of the block table (layer_of), kept
+  // from its creation on: a victim written down names its layer, and that
+  // lookup would otherwise miss in the chunk map for a block far from the
+  // last one touched.
+  uint16_t layer = 0;
 };
 static_assert(sizeof(BlockState) == 32, "a block's state is half a cache line");
 

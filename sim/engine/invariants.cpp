@@ -73,6 +73,8 @@ void InvariantChecker::after_step(uint32_t step, const std::vector<uint32_t>* cr
       if (copies) fail(where() + " was never created but has copies");
       continue;
     }
+    if (t.state[b].layer != t.layer_of(b))
+      fail(where() + ": its record says layer " + std::to_string(t.state[b].layer) + ", which a write down would name");
     if (own == kDropped) {
       if (copies) fail(where() + " was dropped but still has copies");
       continue;

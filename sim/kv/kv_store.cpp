@@ -269,9 +269,24 @@ void KvStore::write_down(BlockId v, TierId from, size_t mark, bool claimed) {
   const TierId to = static_cast<TierId>(from + 1);
   BlockState& st = t_.state[v];
   const JobId before = st.job;
-  JobId j = planner_->add(from, to, t_.layer_of(v), data_bytes(v), before);
+  JobId j = planner_->add(from, to, st.layer, data_bytes(v), before);
   move(v, from, to);
   st.job = j;
+  // Claimed with no room below waiting for anything: the drain would be
+  // handed over at once and leave only this (hand_over): v is read from
+  // below from now on, and the room waits for the write. The tier's
+  // occupancy is what it was (one block leaves used for draining and comes
+  // back), so its peak, which never trails it, stays.
+  if (claimed && mark == room_waits_.size()) {
+    st.src = kNoSource;
+    st.dirty = 0;
+    ++c_.written_back_blocks;
+    // Out of the top tier no room below is being made (room_below makes
+    // room from tier 1 down), so no write down's `mark` can fall between
+    // these waits: the same job twice in a row is one wait (add_dep).
+    if (!planner_->done(j) && (from != 0 || room_waits_.empty() || room_waits_.back() != j)) room_waits_.push_back(j);
+    return;
+  }
   // A reader of a drain reads `from` at once, waiting for nothing. That is
   // right only if v's data is all there: while a move into `from` is still
   // landing (a new token's KV, a write down from above) the write waits for
@@ -472,6 +487,7 @@ TierId KvStore::allocate(BlockId b, uint32_t final_blocks) {
     ++t;
   }
   t_.tier(b) = t;
+  t_.state[b].layer = static_cast<uint16_t>(t_.layer_of(b));  // models have at most 4,096 layers
   t_.created[b] = t_.clock;
   t_.dirty(b) = 1;
   count_use(t);

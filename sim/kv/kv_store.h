@@ -424,8 +424,8 @@ class KvStore {
   bool exclusive_ = false, drops_ = false;
   // Per block, the store's own state is in the block's record
   // (BlockState: the job moving it, the endpoint a write down still reads,
-  // whether a prediction brought it, its node in tier 1's copy list), beside
-  // its tier and copies: a move reads and writes them at once.
+  // whether a prediction brought it, its node in tier 1's copy list, its
+  // layer), beside its tier and copies: a move reads and writes them at once.
   uint64_t predicted_blocks_ = 0;  // blocks whose record says predicted
   // Per tier, the blocks holding a copy there, newest at the head (tier 0,
   // the top, holds none): a block's node is in its record for tier 1, in
