@@ -272,6 +272,8 @@ void KvStore::write_down(BlockId v, TierId from, size_t mark, bool claimed) {
   JobId j = planner_->add(from, to, st.layer, data_bytes(v), before);
   move(v, from, to);
   st.job = j;
+  st.dirty = 0;
+  ++c_.written_back_blocks;
   // Claimed with no room below waiting for anything: the drain would be
   // handed over at once and leave only this (hand_over): v is read from
   // below from now on, and the room waits for the write. The tier's
@@ -279,8 +281,6 @@ void KvStore::write_down(BlockId v, TierId from, size_t mark, bool claimed) {
   // back), so its peak, which never trails it, stays.
   if (claimed && mark == room_waits_.size()) {
     st.src = kNoSource;
-    st.dirty = 0;
-    ++c_.written_back_blocks;
     // Out of the top tier no room below is being made (room_below makes
     // room from tier 1 down), so no write down's `mark` can fall between
     // these waits: the same job twice in a row is one wait (add_dep).
@@ -292,8 +292,6 @@ void KvStore::write_down(BlockId v, TierId from, size_t mark, bool claimed) {
   // landing (a new token's KV, a write down from above) the write waits for
   // it, and so must the reader, which then reads v after the write, below.
   st.src = planner_->done(before) ? from : kNoSource;
-  st.dirty = 0;
-  ++c_.written_back_blocks;
   Drain d;
   d.block = v;
   d.write = j;
