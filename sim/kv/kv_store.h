@@ -292,16 +292,20 @@ class KvStore {
     BlockId first;
     uint32_t n;
     TierId from, to;
+    uint64_t next;  // move_key of the move that would continue it: one compare per move
   };
+  static uint64_t move_key(BlockId b, TierId from, TierId to) {
+    return uint64_t(b) | uint64_t(from) << 40 | uint64_t(to) << 48;
+  }
   static void hold_move(std::vector<MoveRange>& q, BlockId b, TierId from, TierId to) {
-    if (!q.empty()) {
+    const uint64_t key = move_key(b, from, to);
+    if (!q.empty() && q.back().next == key) {
       MoveRange& r = q.back();
-      if (b == r.first + r.n && r.from == from && r.to == to) {
-        ++r.n;
-        return;
-      }
+      ++r.n;
+      ++r.next;  // an id is below 2^32: one past it never reaches the tiers' bits
+      return;
     }
-    q.push_back(MoveRange{b, 1, from, to});
+    q.push_back(MoveRange{b, 1, from, to, key + 1});
   }
   // Each range of q told to the eviction policy in order; q is emptied.
   void tell_ranges(std::vector<MoveRange>& q) {
