@@ -288,29 +288,33 @@ class KvStore {
   // last range lengthens it (victims and blocks read up come in runs of
   // consecutive ids), so a run costs one store per block, not a copy into
   // a list that is scanned for runs again.
-  struct MoveRange {
-    BlockId first;
-    uint32_t n;
-    TierId from, to;
-    uint64_t next;  // move_key of the move that would continue it: one compare per move
-  };
+  // A range is kept as the key of the move that would continue it (so a
+  // move is one compare) and its length; its first id and tiers are read
+  // back from the key. An id is below 2^32, so one past the last never
+  // reaches the tiers' bits.
   static uint64_t move_key(BlockId b, TierId from, TierId to) {
     return uint64_t(b) | uint64_t(from) << 40 | uint64_t(to) << 48;
   }
+  struct MoveRange {
+    uint64_t next;  // move_key of the move that would continue it
+    uint32_t n;
+    BlockId first() const { return static_cast<BlockId>((next & ((uint64_t(1) << 40) - 1)) - n); }
+    TierId from() const { return static_cast<TierId>(next >> 40); }
+    TierId to() const { return static_cast<TierId>(next >> 48); }
+  };
   static void hold_move(std::vector<MoveRange>& q, BlockId b, TierId from, TierId to) {
     const uint64_t key = move_key(b, from, to);
     if (!q.empty() && q.back().next == key) {
-      MoveRange& r = q.back();
-      ++r.n;
-      ++r.next;  // an id is below 2^32: one past it never reaches the tiers' bits
+      ++q.back().next;
+      ++q.back().n;
       return;
     }
-    q.push_back(MoveRange{b, 1, from, to, key + 1});
+    q.push_back(MoveRange{key + 1, 1});
   }
   // Each range of q told to the eviction policy in order; q is emptied.
   void tell_ranges(std::vector<MoveRange>& q) {
     EvictionPolicy& evict = *s_.pol.evict;
-    for (const MoveRange& r : q) evict.on_move_range(r.first, r.n, r.from, r.to);
+    for (const MoveRange& r : q) evict.on_move_range(r.first(), r.n, r.from(), r.to());
     q.clear();
   }
   void flush_moves() {
