@@ -4,10 +4,13 @@
 // cache lines and allocates nothing.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <string>
 #include <vector>
+
+#include "policies/chunk_pool.h"
 
 namespace kvtier {
 
@@ -88,7 +91,8 @@ struct BlockTable {
   std::vector<uint32_t> chunk_group;  // per chunk: the group that holds it, kFreeChunk if none
   std::vector<uint32_t> chunk_pos;    // per chunk: its position in that group
   std::vector<uint32_t> chunk_layer;  // per chunk: that group's layer (layer_of without a division)
-  std::vector<uint32_t> free_chunks;  // chunks no group holds, taken from the back
+  ChunkPool pool;                     // the chunks no group holds, and which one a group takes next
+  std::vector<uint32_t> expected;     // per group: the chunks it is expected to grow to (expect)
 
   // Per block: what an access or a move reads and writes together, in one
   // record (two to a cache line), so that a block far from the last one
@@ -134,7 +138,7 @@ struct BlockTable {
   uint32_t index_of(BlockId b) const {
     return chunk_shift ? (chunk_pos[b >> chunk_shift] << chunk_shift) | (b & chunk_mask()) : b % blocks_per_seq_layer;
   }
-  // Whether b belongs to a group (a chunk in the pool's free list, or the
+  // Whether b belongs to a group (a chunk the pool holds, or the
   // never-created chunk, does not).
   bool held(BlockId b) const { return chunk_shift == 0 || chunk_group[b >> chunk_shift] != kFreeChunk; }
   // A seed of (group, index) that does not depend on where the block's state
@@ -143,20 +147,27 @@ struct BlockTable {
   uint32_t chunk_mask() const { return (1u << chunk_shift) - 1u; }
   size_t size() const { return state.size(); }
 
-  // The chunked layout: `pool` chunks of 2^shift blocks (the last one never
+  // The chunked layout: `chunks` chunks of 2^shift blocks (the last one never
   // handed out), every group's indices mapped to that last one. Call before
-  // allocate(pool << shift, absent).
-  void chunk(uint32_t shift, uint32_t pool) {
+  // allocate(chunks << shift, absent).
+  void chunk(uint32_t shift, uint32_t chunks) {
     chunk_shift = shift;
     group_chunks = (blocks_per_seq_layer + (1u << shift) - 1) >> shift;
-    const uint32_t none = pool - 1;
+    const uint32_t none = chunks - 1;
     chunk_of.assign(size_t(batch) * layers * group_chunks, none);
-    chunk_group.assign(pool, kFreeChunk);
-    chunk_pos.assign(pool, 0);
-    chunk_layer.assign(pool, 0);
-    // Handed out lowest first: a run's blocks stay in the low part of the arrays.
-    free_chunks.clear();
-    for (uint32_t c = none; c-- > 0;) free_chunks.push_back(c);
+    chunk_group.assign(chunks, kFreeChunk);
+    chunk_pos.assign(chunks, 0);
+    chunk_layer.assign(chunks, 0);
+    pool.reset(none, batch * layers);
+    expected.assign(size_t(batch) * layers, 0);
+  }
+  // Group g is expected to hold `blocks` blocks: its chunks are taken as
+  // one range of that many where one is free (ChunkPool). Where a group
+  // lies changes nothing a run computes, only how fast it runs.
+  void expect(uint32_t g, uint64_t blocks) {
+    if (chunk_shift == 0) return;
+    const uint64_t c = (blocks + chunk_mask()) >> chunk_shift;
+    expected[g] = static_cast<uint32_t>(std::min<uint64_t>(c, group_chunks));
   }
   // Block `index` of group g, its chunk taken from the pool if the group has
   // none there yet; kNoBlock if the pool is empty.
@@ -164,9 +175,10 @@ struct BlockTable {
     if (chunk_shift == 0) return block_at(g, index);
     uint32_t& c = chunk_of[size_t(g) * group_chunks + (index >> chunk_shift)];
     if (c == chunk_group.size() - 1) {
-      if (free_chunks.empty()) return kNoBlock;
-      c = free_chunks.back();
-      free_chunks.pop_back();
+      const uint32_t pos = index >> chunk_shift;
+      const uint32_t taken = pool.take(g, expected[g] > pos ? expected[g] - pos : 1);
+      if (taken == ChunkPool::kNone) return kNoBlock;
+      c = taken;
       chunk_group[c] = g;
       chunk_pos[c] = index >> chunk_shift;
       chunk_layer[c] = g % layers;
@@ -181,13 +193,10 @@ struct BlockTable {
     uint32_t* map = chunk_of.data() + size_t(g) * group_chunks;
     uint32_t n = 0;  // chunks are taken in index order: the mapped ones are a prefix
     while (n < group_chunks && map[n] != none) ++n;
-    // Last position first: the next group to grow takes them back in the
-    // order they had, so its blocks run forward through memory.
-    for (uint32_t p = n; p-- > 0;) {
-      chunk_group[map[p]] = kFreeChunk;
-      free_chunks.push_back(map[p]);
-      map[p] = none;
-    }
+    for (uint32_t p = 0; p < n; ++p) chunk_group[map[p]] = kFreeChunk;
+    pool.give_back(g, map, n);
+    for (uint32_t p = 0; p < n; ++p) map[p] = none;
+    expected[g] = 0;
   }
 
   // Every per-block array sized for n blocks: each in tier `absent` (not yet

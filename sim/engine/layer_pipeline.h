@@ -68,6 +68,8 @@ class LayerPipeline {
   // load across). Each layer's kernel is timed from the sequences' shapes and
   // the KV their attention reads (sim/engine/kernel_cost.h).
   void run_iteration(uint64_t index, const std::vector<IterationSeq>& seqs, bool more_after);
+  // `seq` now holds a request whose KV grows to `tokens` tokens (KvStore::expect).
+  void expect(uint32_t seq, uint64_t tokens) { kv_.expect(seq, tokens); }
   // Every block of `seq` leaves its tier (the request finished, or its KV is dropped to be recomputed).
   void release(uint32_t seq);
   // serving.kv_layers "representative": why the run may differ from one of

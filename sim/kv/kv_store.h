@@ -240,6 +240,12 @@ class KvStore {
   // the table is chunked and the sequence's KV has not reached it yet; what
   // is created there goes through allocate() as always.
   BlockId block(uint32_t seq, uint32_t layer, uint32_t index);
+  // seq's KV is expected to grow to `tokens` tokens (serving: a request's
+  // prompt and output, told when it takes the sequence): where the table
+  // is chunked, each of its layers' blocks are kept together in memory.
+  void expect(uint32_t seq, uint64_t tokens) {
+    for (uint32_t l = 0; l < t_.layers; ++l) t_.expect(seq * t_.layers + l, (tokens + s_.bt) / s_.bt);
+  }
   // seq is gone (serving: its request finished or is recomputed): each of
   // its blocks leaves its tier and its copies, and its room in the block
   // table is given back.

@@ -150,6 +150,8 @@ uint32_t ServingSimulation::take_slot(uint32_t id) {
   std::pop_heap(free_slots_.begin(), free_slots_.end(), std::greater<uint32_t>());
   slot_of_[id] = free_slots_.back();
   free_slots_.pop_back();
+  const ServingRequest& r = reqs_[id];
+  pipeline_->expect(slot_of_[id], uint64_t(r.input_tokens) + r.output_tokens);
   return slot_of_[id];
 }
 
