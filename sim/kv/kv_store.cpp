@@ -209,6 +209,7 @@ void KvStore::leave_tier(BlockId b) {
 
 void KvStore::drop(BlockId b) {
   leave_tier(b);
+  if (t_.state[b].predicted) waste_prefetch(b);  // predicted, never used, and now gone
   t_.tier(b) = kDropped;
   ++c_.dropped_blocks;
 }
@@ -243,6 +244,13 @@ void KvStore::release(BlockId b) {
     leave_tier(b);
     if (t_.state[b].predicted) waste_prefetch(b);  // predicted, never used, and now gone
   }
+  // Nothing moves the new block that takes b's place: it must not wait
+  // for b's last job or be read where b's write down started. (A drain of
+  // b still in a queue knows b by its creation stamp: claim_drain.)
+  BlockState& st = t_.state[b];
+  st.job = kNoJob;
+  st.src = kNoSource;
+  st.predicted_from = 0;
   // b's place goes to a new block: no policy may carry over what it knew of b.
   s_.pol.evict->on_release(b);
   s_.pol.promote->on_release(b, t_);
@@ -294,6 +302,7 @@ void KvStore::write_down(BlockId v, TierId from, size_t mark, bool claimed) {
   st.src = planner_->done(before) ? from : kNoSource;
   Drain d;
   d.block = v;
+  d.created = t_.created[v];
   d.write = j;
   // The room below may itself be waiting for writes further down: this
   // room is free only once the data could land there.
@@ -331,11 +340,13 @@ void KvStore::reclaim_drains() {
 // The oldest drain's room goes to whoever asked: it is usable once its
 // writes land. Its block no longer has its data here: a reader waits for
 // the write and reads it from below. A block a layer in flight reads here
-// (pinned) keeps its room; false if every drain is such a block.
+// (pinned) keeps its room; false if every drain is such a block. A drain
+// whose block was released is nobody's: its room goes, whatever block has
+// taken that block's place since.
 bool KvStore::claim_drain(TierId t) {
   auto& q = drains_[t];
   uint32_t it = q.front();
-  while (it != q.kEnd && t_.pinned(q.at(it).block)) it = q.next(it);
+  while (it != q.kEnd && in_use(q.at(it))) it = q.next(it);
   if (it == q.kEnd) return false;
   hand_over(t, q.at(it));
   q.erase(it);  // after the last read of the drain, which lives in the node erase frees

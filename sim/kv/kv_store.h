@@ -399,11 +399,15 @@ class KvStore {
   // the room it went into was still waiting for.
   struct Drain {
     BlockId block = kNoBlock;
+    uint64_t created = 0;  // the block's creation stamp: its place may hold another block once it is released
     JobId write = kNoJob;
     uint8_t n_after = 0;
     std::array<JobId, 7> after{};
   };
   void reclaim(TierId t);
+  // d's block is still the one written down (not released, its place not
+  // taken by another) and a layer in flight reads it.
+  bool in_use(const Drain& d) const { return t_.created[d.block] == d.created && t_.pinned(d.block); }
   bool claim_drain(TierId t);
   void hand_over(TierId t, const Drain& d);
   bool full(TierId t) const { return t_.tiers[t].occupied_blocks() >= t_.tiers[t].capacity_blocks; }

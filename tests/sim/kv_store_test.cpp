@@ -436,3 +436,52 @@ TEST_CASE("kv store: a new sequence in a released sequence's place is new to the
   CHECK(r.where(1) == 0);
   CHECK(r.where(2) == 0);
 }
+
+TEST_CASE("kv store: a new block in a released block's place waits for nothing of the old one's") {
+  // Block 0 is written down to DRAM to make room for block 1 and released
+  // before that write lands. The new block 0 is new KV in the GPU: it
+  // waits for no job and is read nowhere else, whichever block held its
+  // place before.
+  KvRig r(1, 100);
+  r.allocate(0, 1);
+  REQUIRE(r.where(0) == 1);
+  const JobId write = r.kv->pending(0);
+  REQUIRE(write != kNoJob);
+  REQUIRE_FALSE(r.sink.done(write));
+  r.kv->release_sequence(0);
+  r.kv->set_clock(10, 0);
+  r.kv->allocate(0, 9);
+  CHECK(r.where(0) == 0);
+  CHECK(r.kv->pending(0) == kNoJob);
+  CHECK(r.kv->pending_src(0) == KvStore::kNoSource);
+  CHECK_FALSE(r.kv->draining(0));
+}
+
+TEST_CASE("kv store: the room of a released block still being written down goes to whoever needs it") {
+  // LRU with a watermark writes block 0 down in the background: its room in
+  // the GPU drains until the write lands. Its sequence is released, and a
+  // new block in its place is read by the layer in flight (pinned). The
+  // drain is the released block's, not the new one's: block 1 takes its
+  // room (and waits for the write) instead of going to DRAM.
+  KvRig r(2, 100, json{{"name", "lru"}, {"watermark", 0.5}});
+  r.allocate(0, 1);
+  r.kv->background_demotion();
+  REQUIRE(r.where(0) == 1);
+  const JobId write = r.kv->pending(0);
+  REQUIRE_FALSE(r.sink.done(write));
+  REQUIRE(r.tier(0).draining_blocks == 1);
+  r.kv->release_sequence(0);
+  REQUIRE(r.tier(0).draining_blocks == 1);
+  r.kv->set_clock(10, 0);
+  r.kv->allocate(0, 9);
+  r.kv->touch(0, 0.f);
+  r.kv->pin_from(10);
+  r.kv->set_clock(11, 0);
+  r.kv->allocate(1, 9);
+  CHECK(r.where(0) == 0);
+  CHECK(r.where(1) == 0);
+  CHECK(r.tier(0).draining_blocks == 0);
+  std::vector<JobId> waits;
+  r.kv->take_room_waits(waits);
+  CHECK(waits == std::vector<JobId>{write});
+}
