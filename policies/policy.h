@@ -124,6 +124,10 @@ class PromotionPolicy {
   virtual void setup(const BlockTable& table) { (void)table; }
   virtual bool promote(BlockId b, TierId from, const BlockTable& table) = 0;
 
+  // Whether promote() accepts every block and promote_to() is tier 0 for
+  // each, whatever the block: then callers need not ask per block.
+  virtual bool every_block_to_top() const { return false; }
+
   // --- Additions.
   // Where a block that promote() accepted goes: tier 0 (default) or an
   // intermediate tier (HKM promotes a cold SSD block to the DRAM warm pool).

@@ -348,6 +348,7 @@ void LayerPipeline::fetch_selected(Slot& slot, uint32_t layer) {
   const bool tokens_unit = s_.tokens_unit;
   const uint64_t block_tokens = s_.bt;
   PromotionPolicy& promote = *s_.pol.promote;
+  const bool every_block_up = promote.every_block_to_top();
   // Consecutive blocks promoted from one tier into the GPU's form a run,
   // read up as one copy once room for all of them is made
   // (KvStore::read_up_run); what room is not made for is read through a
@@ -414,8 +415,8 @@ void LayerPipeline::fetch_selected(Slot& slot, uint32_t layer) {
       read_into_gpu_from(src, bb);
       continue;
     }
-    if (gpu_tier && promote.promote(b, t, t_)) {
-      const TierId dest = promote.promote_to(b, t, t_);
+    if (gpu_tier && (every_block_up || promote.promote(b, t, t_))) {
+      const TierId dest = every_block_up ? 0 : promote.promote_to(b, t, t_);
       if (dest == 0) {
         if (!run_.empty() && run_from != t) end_run();
         run_from = t;

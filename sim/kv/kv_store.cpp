@@ -295,11 +295,17 @@ void KvStore::write_down(BlockId v, TierId from, size_t mark, bool claimed) {
     if (!planner_->done(j) && (from != 0 || room_waits_.empty() || room_waits_.back() != j)) room_waits_.push_back(j);
     return;
   }
+  leave_drain(v, from, mark, claimed, before, j);
+}
+
+// Out of line: the common write down (claimed, nothing below waited for)
+// returns above without the frame a drain needs.
+void KvStore::leave_drain(BlockId v, TierId from, size_t mark, bool claimed, JobId before, JobId j) {
   // A reader of a drain reads `from` at once, waiting for nothing. That is
   // right only if v's data is all there: while a move into `from` is still
   // landing (a new token's KV, a write down from above) the write waits for
   // it, and so must the reader, which then reads v after the write, below.
-  st.src = planner_->done(before) ? from : kNoSource;
+  t_.state[v].src = planner_->done(before) ? from : kNoSource;
   Drain d;
   d.block = v;
   d.created = t_.created[v];

@@ -389,6 +389,10 @@ class KvStore {
     tell_move(v, from, c);
   }
   void write_down(BlockId v, TierId from, size_t mark, bool claimed);
+  // write_down's drain: v's room in `from` stays in use until write j (and
+  // what the room below waits for since `mark`) lands. `before`: v's job
+  // before the write.
+  [[gnu::noinline]] void leave_drain(BlockId v, TierId from, size_t mark, bool claimed, JobId before, JobId j);
   // Victims a policy named and make_room has not taken yet.
   struct VictimCursor {
     BlockId* buf;

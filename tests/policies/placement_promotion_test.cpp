@@ -104,6 +104,27 @@ TEST_CASE("promotion baselines: none and on_access") {
   CHECK(p->promote_to(1, 1, T.t) == 0);
 }
 
+TEST_CASE("every promotion policy that says it sends every block to the top does, whatever the block") {
+  // Callers skip promote() and promote_to() where every_block_to_top() is
+  // true: it must be what those two would say for any block from any tier.
+  Table T(2, 2, 8, {8, 100, 1000});
+  for (const auto& kv : Registry<PromotionPolicy>::instance().entries()) {
+    DYNAMIC_SECTION(kv.first) {
+      auto p = make<PromotionPolicy>(kv.first);
+      p->setup(T.t);
+      if (!p->every_block_to_top()) continue;
+      for (BlockId b = 0; b < T.t.size(); ++b)
+        for (TierId from : {TierId(1), TierId(2)}) {
+          p->on_access(b, from, T.t);
+          CHECK(p->promote(b, from, T.t));
+          CHECK(p->promote_to(b, from, T.t) == 0);
+        }
+    }
+  }
+  CHECK(make<PromotionPolicy>("on_access")->every_block_to_top());
+  CHECK_FALSE(make<PromotionPolicy>("none")->every_block_to_top());
+}
+
 TEST_CASE("promotion hkm: a new block in a released block's place has no hit history") {
   // Block 5 was hit at 4 of the last 8 steps, so it would go by the warm
   // tier; released, the new block there is as cold as one never used (6).
