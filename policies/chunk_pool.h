@@ -1,8 +1,9 @@
 // The chunked block table's free chunks, and where a group's next chunk
 // comes from. Which chunk a group gets changes no result (policies see
 // blocks through the table's accessors, by group and index), only where its
-// state lies in memory; and that is most of what a block access costs once
-// the table outgrows the caches. Attention reads a group's blocks in index
+// state lies in memory, and once the table outgrows the caches that is a
+// large part of what a block access costs (docs/performance.md: where a
+// request's chunks lie). Attention reads a group's blocks in index
 // order and the eviction policy sends them down in the order they were
 // read, so every pass over them walks memory forward as long as the group's
 // chunks lie one after another; a jump to another chunk costs misses in
@@ -20,7 +21,6 @@
 #include <cstdint>
 #include <map>
 #include <set>
-#include <stdexcept>
 #include <utility>
 #include <vector>
 
