@@ -180,7 +180,7 @@ struct BlockTable {
       if (taken == ChunkPool::kNone) return kNoBlock;
       c = taken;
       chunk_group[c] = g;
-      chunk_pos[c] = index >> chunk_shift;
+      chunk_pos[c] = pos;
       chunk_layer[c] = g % layers;
     }
     return (c << chunk_shift) | (index & chunk_mask());

@@ -403,8 +403,8 @@ class KvStore {
   // the room it went into was still waiting for.
   struct Drain {
     BlockId block = kNoBlock;
-    uint64_t created = 0;  // the block's creation stamp: its place may hold another block once it is released
     JobId write = kNoJob;
+    uint64_t created = 0;  // the block's creation stamp: its place may hold another block once it is released
     uint8_t n_after = 0;
     std::array<JobId, 7> after{};
   };
