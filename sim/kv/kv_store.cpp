@@ -425,7 +425,7 @@ inline bool KvStore::make_room(TierId t, VictimCursor& c, uint32_t want) {
 // names its victims at once where it can (EvictionPolicy::victims), the
 // copy is one transfer, and a policy whose victims do not depend on where
 // pinned blocks lie hears of the moves up once room for all of them is
-// made (on_move_range).
+// made (on_move_range). The common case of a block is read_up_common's.
 uint32_t KvStore::read_up_run(const BlockId* blocks, uint32_t k, TierId from, uint32_t layer, uint8_t* read) {
   constexpr TierId top = 0;
   TierInfo& src = t_.tiers[from];
@@ -434,14 +434,20 @@ uint32_t KvStore::read_up_run(const BlockId* blocks, uint32_t k, TierId from, ui
   // policy's victims do not depend on them, else in their place.
   const bool defer_reads = evict.pinned_moves_commute();
   defer_moves_ = true;
-  uint32_t m = 0;
-  JobId j = kNoJob;
+  RunState r;
   const double whole_blocks = s_.tokens_unit ? 0.0 : whole_block_bytes_;  // each block's bytes, if all alike
-  uint32_t joined = 0;
   run_waits_.clear();
   moved_.clear();
   VictimCursor victims{victims_.data()};
+  // read_up_common's preconditions that hold for the whole run (the top
+  // tier never holds a copy; a copy list's ends fit its locals).
+  const bool common = !drops_ && !exclusive_ && whole_blocks != 0 && copy_lists_[top].tail == kNoBlock &&
+                      t_.tiers.size() <= kMaxCopyTiers;
   for (uint32_t i = 0; i < k; ++i) {
+    if (common && r.m > 0 && drains_[top].empty()) {
+      i = read_up_common(blocks, i, k, from, read, victims, r, defer_reads, whole_blocks);
+      if (i == k) break;
+    }
     read[i] = make_room(top, victims, std::min<uint32_t>(k - i, kVictimBatch));
     if (!read[i]) continue;
     const BlockId b = blocks[i];
@@ -451,14 +457,14 @@ uint32_t KvStore::read_up_run(const BlockId* blocks, uint32_t k, TierId from, ui
     // The copy opens where the first block's read would have opened it;
     // whole blocks join it once their rooms are made, a part of one (the
     // tokens a sequence's last block holds) at once.
-    if (m == 0 || whole_blocks == 0) {
-      j = planner_->add(from, top, layer, data_bytes(b), mo.job);
+    if (r.m == 0 || whole_blocks == 0) {
+      r.j = planner_->add(from, top, layer, data_bytes(b), mo.job);
     } else {
-      ++joined;
+      ++r.joined;
       if (mo.job != kNoJob && (run_waits_.empty() || run_waits_.back() != mo.job)) run_waits_.push_back(mo.job);
     }
-    ++m;
-    mo.job = j;
+    ++r.m;
+    mo.job = r.j;
     mo.src = kNoSource;
     mo.tier = top;
     count_use(top);
@@ -473,11 +479,188 @@ uint32_t KvStore::read_up_run(const BlockId* blocks, uint32_t k, TierId from, ui
     else
       link_copy(b, from);
   }
-  if (joined > 0) planner_->add_run(from, top, layer, whole_blocks, joined, run_waits_.data(), run_waits_.size());
+  if (r.joined > 0) planner_->add_run(from, top, layer, whole_blocks, r.joined, run_waits_.data(), run_waits_.size());
   defer_moves_ = false;
   flush_moves();
   tell_ranges(moved_);
-  return m;
+  return r.m;
+}
+
+// read_up_run's loop for blocks i, i + 1, ... while each is the common
+// case: the GPU's room is made by demoting victims the policy has already
+// named, each to its valid copy below (no bytes move) or, with none,
+// written down into tier 1 as far as room there is free or its oldest
+// copies leave it; then the block joins the run's copy. It does what
+// make_room and the loop's body do, in the same order, with what they
+// change for every block (two tiers' counts and peaks, the copy lists'
+// ends, the held moves, the counters) in locals, stored back once: a store
+// into a block's record (a byte, which may alias anything) otherwise makes
+// the compiler load each of them again, and the run's cost per block was
+// twice what it is. Returns the first block it leaves to the general path
+// (a victim not yet named, a predicted or pinned victim, room in tier 1
+// only a drain or a victim there could make, a drain in the GPU's tier),
+// which finds the state as this left it, a room part made included.
+uint32_t KvStore::read_up_common(const BlockId* blocks, uint32_t i, uint32_t k, TierId from, uint8_t* read,
+                                 VictimCursor& vc, RunState& r, bool defer_reads, double whole_bytes) {
+  BlockState* const st = t_.state.data();
+  TierInfo& top = t_.tiers[0];
+  const uint64_t capacity = top.capacity_blocks, draining = top.draining_blocks;
+  uint64_t used = top.used_blocks, peak = c_.peak_blocks[0], demoted = 0;
+  const size_t nt = t_.tiers.size();
+  BlockId head[kMaxCopyTiers], tail[kMaxCopyTiers];
+  ListLinks* deeper[kMaxCopyTiers];
+  for (size_t t = 1; t < nt; ++t) {
+    head[t] = copy_lists_[t].head;
+    tail[t] = copy_lists_[t].tail;
+    deeper[t] = copy_lists_[t].deeper.data();
+  }
+  auto node = [&](BlockId b, TierId t) -> ListLinks& { return t == 1 ? st[b].copy1 : deeper[t][b]; };
+  // unlink_copy's list part.
+  auto unlink = [&](BlockId b, TierId t) {
+    ListLinks& n = node(b, t);
+    if (n.prev != kNoBlock) node(n.prev, t).next = n.next;
+    else if (head[t] == b) head[t] = n.next;
+    if (n.next != kNoBlock) node(n.next, t).prev = n.prev;
+    else if (tail[t] == b) tail[t] = n.prev;
+    n.prev = n.next = kNoBlock;
+  };
+  // Tier 1, where a victim with no copy is written (make_room of tier 1
+  // drops its oldest copies; anything else is the general path's).
+  TierInfo* const below = nt > 1 ? &t_.tiers[1] : nullptr;
+  const uint64_t capacity1 = below ? below->capacity_blocks : 0, draining1 = below ? below->draining_blocks : 0;
+  uint64_t used1 = below ? below->used_blocks : 0, peak1 = below ? c_.peak_blocks[1] : 0;
+  const bool drains1_empty = nt < 2 || drains_[1].empty();
+  const uint64_t pin_stamp = t_.pin_stamp;
+  uint64_t copies_dropped = 0, written = 0;
+  // The moves held for the policy: the range each queue's last one would
+  // continue, pushed once a move does not continue it (hold_move).
+  struct Held {
+    std::vector<MoveRange>* q;
+    MoveRange last{0, 0};
+    void open() {
+      if (!q->empty()) {
+        last = q->back();
+        q->pop_back();
+      }
+    }
+    void add(uint64_t key) {
+      if (last.n != 0 && last.next == key) {
+        ++last.next;
+        ++last.n;
+        return;
+      }
+      if (last.n != 0) q->push_back(last);
+      last = MoveRange{key + 1, 1};
+    }
+    void close() {
+      if (last.n != 0) q->push_back(last);
+    }
+  };
+  Held pend{&pending_moves_}, moved{&moved_};
+  pend.open();
+  moved.open();
+  Held& reads = defer_reads ? moved : pend;
+  const bool predictions = predicted_blocks_ != 0;
+  const uint32_t named = vc.named;
+  uint32_t next = vc.used;
+  const BlockId* const buf = vc.buf;
+  uint32_t m = r.m, joined = r.joined;
+  const JobId j = r.j;
+  JobId last_wait = run_waits_.empty() ? kNoJob : run_waits_.back();
+  for (; i < k; ++i) {
+    while (used + draining >= capacity) {
+      if (next == named) goto out;
+      const BlockId v = buf[next];
+      BlockState& sv = st[v];
+      const uint8_t cp = sv.copies;
+      if (predictions && sv.predicted) goto out;
+      if (cp != 0) {
+        ++next;
+        ++demoted;
+        // demote: the highest valid copy below becomes v's own (unlink_copy).
+        const TierId c = static_cast<TierId>(__builtin_ctz(cp >> 1) + 1);
+        unlink(v, c);
+        sv.copies = static_cast<uint8_t>(cp & ~(1u << c));
+        --used;
+        sv.tier = c;
+        pend.add(move_key(v, 0, c));
+        continue;
+      }
+      // write_down, claimed (v is not pinned), into room tier 1's oldest
+      // copies leave (make_room of tier 1 as far as it drops copies).
+      if (nt < 2 || (pin_stamp != 0 && sv.last_access >= pin_stamp)) goto out;
+      if (used1 + draining1 >= capacity1 && !drains1_empty) goto out;
+      while (used1 + draining1 >= capacity1) {
+        const BlockId old = tail[1];
+        if (old == kNoBlock) goto out;
+        unlink(old, 1);
+        st[old].copies = static_cast<uint8_t>(st[old].copies & ~2u);
+        --used1;
+        ++copies_dropped;
+      }
+      ++next;
+      ++demoted;
+      const JobId w = planner_->add(0, 1, sv.layer, whole_bytes, sv.job);
+      --used;
+      sv.tier = 1;
+      ++used1;
+      peak1 = std::max(peak1, used1 + draining1);
+      pend.add(move_key(v, 0, 1));
+      sv.job = w;
+      sv.dirty = 0;
+      ++written;
+      // Claimed with no room below waiting (write_down): read from below
+      // from now on, the room waits for the write.
+      sv.src = kNoSource;
+      if (!planner_->done(w) && (room_waits_.empty() || room_waits_.back() != w)) room_waits_.push_back(w);
+    }
+    {
+      const BlockId b = blocks[i];
+      BlockState& mo = st[b];
+      if (mo.tier != from) goto out;  // the general path says what went wrong
+      ++joined;
+      if (mo.job != kNoJob && mo.job != last_wait) {
+        run_waits_.push_back(mo.job);
+        last_wait = mo.job;
+      }
+      ++m;
+      mo.job = j;
+      mo.src = kNoSource;
+      mo.tier = 0;
+      ++used;
+      peak = std::max(peak, used + draining);
+      reads.add(move_key(b, from, 0));
+      // link_copy(b, from)
+      mo.copies = static_cast<uint8_t>(mo.copies | (1u << from));
+      ListLinks& n = node(b, from);
+      n.prev = kNoBlock;
+      n.next = head[from];
+      if (head[from] != kNoBlock) node(head[from], from).prev = b;
+      head[from] = b;
+      if (tail[from] == kNoBlock) tail[from] = b;
+      read[i] = 1;
+    }
+  }
+out:
+  top.used_blocks = used;
+  c_.peak_blocks[0] = peak;
+  c_.demoted_blocks += demoted;
+  if (below) {
+    below->used_blocks = used1;
+    c_.peak_blocks[1] = peak1;
+  }
+  c_.copies_dropped += copies_dropped;
+  c_.written_back_blocks += written;
+  for (size_t t = 1; t < nt; ++t) {
+    copy_lists_[t].head = head[t];
+    copy_lists_[t].tail = tail[t];
+  }
+  pend.close();
+  moved.close();
+  vc.used = next;
+  r.m = m;
+  r.joined = joined;
+  return i;
 }
 
 void KvStore::enforce_budget(uint32_t seq, uint32_t layer) {

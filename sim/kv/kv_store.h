@@ -399,6 +399,15 @@ class KvStore {
     uint32_t named = 0, used = 0;
   };
   bool make_room(TierId t, VictimCursor& c, uint32_t want);
+  // read_up_run's progress: blocks read up, those that joined the copy the
+  // first opened, and that copy's job.
+  struct RunState {
+    uint32_t m = 0, joined = 0;
+    JobId j = kNoJob;
+  };
+  static constexpr size_t kMaxCopyTiers = 8;  // a block's copies are a byte's bits
+  uint32_t read_up_common(const BlockId* blocks, uint32_t i, uint32_t k, TierId from, uint8_t* read, VictimCursor& vc,
+                          RunState& r, bool defer_reads, double whole_bytes);
   // A drain of tier t: the block written down, its write, and the writes
   // the room it went into was still waiting for.
   struct Drain {
