@@ -441,11 +441,13 @@ uint32_t KvStore::read_up_run(const BlockId* blocks, uint32_t k, TierId from, ui
   VictimCursor victims{victims_.data()};
   // read_up_common's preconditions that hold for the whole run (the top
   // tier never holds a copy; a copy list's ends fit its locals).
-  const bool common = !drops_ && !exclusive_ && whole_blocks != 0 && copy_lists_[top].tail == kNoBlock &&
-                      t_.tiers.size() <= kMaxCopyTiers;
+  const size_t nt = t_.tiers.size();
+  const bool common = !drops_ && !exclusive_ && whole_blocks != 0 && copy_lists_[top].tail == kNoBlock && nt >= 2 &&
+                      nt <= kMaxCopyTiers;
   for (uint32_t i = 0; i < k; ++i) {
     if (common && r.m > 0 && drains_[top].empty()) {
-      i = read_up_common(blocks, i, k, from, read, victims, r, defer_reads, whole_blocks);
+      i = nt == 2 ? read_up_common<true>(blocks, i, k, from, read, victims, r, defer_reads, whole_blocks)
+                  : read_up_common<false>(blocks, i, k, from, read, victims, r, defer_reads, whole_blocks);
       if (i == k) break;
     }
     read[i] = make_room(top, victims, std::min<uint32_t>(k - i, kVictimBatch));
@@ -500,43 +502,63 @@ uint32_t KvStore::read_up_run(const BlockId* blocks, uint32_t k, TierId from, ui
 // (a victim not yet named, a predicted or pinned victim, room in tier 1
 // only a drain or a victim there could make, a drain in the GPU's tier),
 // which finds the state as this left it, a room part made included.
+template <bool kTwoTiers>
 uint32_t KvStore::read_up_common(const BlockId* blocks, uint32_t i, uint32_t k, TierId from, uint8_t* read,
                                  VictimCursor& vc, RunState& r, bool defer_reads, double whole_bytes) {
   BlockState* const st = t_.state.data();
   TierInfo& top = t_.tiers[0];
-  const uint64_t capacity = top.capacity_blocks, draining = top.draining_blocks;
-  uint64_t used = top.used_blocks, peak = c_.peak_blocks[0], demoted = 0;
+  // Full while used + draining >= capacity, with draining fixed here: the
+  // peak is the most used plus draining.
+  const uint64_t draining = top.draining_blocks;
+  const uint64_t limit = top.capacity_blocks > draining ? top.capacity_blocks - draining : 0;
+  uint64_t used = top.used_blocks, most_used = 0;
   const size_t nt = t_.tiers.size();
+  // The copy lists' ends: tier 1's in scalars, the deeper tiers' (none
+  // with two tiers, where every copy is in tier 1) in arrays.
+  BlockId head1 = copy_lists_[1].head, tail1 = copy_lists_[1].tail;
   BlockId head[kMaxCopyTiers], tail[kMaxCopyTiers];
   ListLinks* deeper[kMaxCopyTiers];
-  for (size_t t = 1; t < nt; ++t) {
-    head[t] = copy_lists_[t].head;
-    tail[t] = copy_lists_[t].tail;
-    deeper[t] = copy_lists_[t].deeper.data();
-  }
-  auto node = [&](BlockId b, TierId t) -> ListLinks& { return t == 1 ? st[b].copy1 : deeper[t][b]; };
+  if constexpr (!kTwoTiers)
+    for (size_t t = 2; t < nt; ++t) {
+      head[t] = copy_lists_[t].head;
+      tail[t] = copy_lists_[t].tail;
+      deeper[t] = copy_lists_[t].deeper.data();
+    }
+  auto head_of = [&](TierId t) -> BlockId& {
+    if constexpr (kTwoTiers) return head1;
+    else return t == 1 ? head1 : head[t];
+  };
+  auto tail_of = [&](TierId t) -> BlockId& {
+    if constexpr (kTwoTiers) return tail1;
+    else return t == 1 ? tail1 : tail[t];
+  };
+  auto node = [&](BlockId b, TierId t) -> ListLinks& {
+    if constexpr (kTwoTiers) return st[b].copy1;
+    else return t == 1 ? st[b].copy1 : deeper[t][b];
+  };
   // unlink_copy's list part.
   auto unlink = [&](BlockId b, TierId t) {
     ListLinks& n = node(b, t);
     if (n.prev != kNoBlock) node(n.prev, t).next = n.next;
-    else if (head[t] == b) head[t] = n.next;
+    else if (head_of(t) == b) head_of(t) = n.next;
     if (n.next != kNoBlock) node(n.next, t).prev = n.prev;
-    else if (tail[t] == b) tail[t] = n.prev;
+    else if (tail_of(t) == b) tail_of(t) = n.prev;
     n.prev = n.next = kNoBlock;
   };
   // Tier 1, where a victim with no copy is written (make_room of tier 1
   // drops its oldest copies; anything else is the general path's).
-  TierInfo* const below = nt > 1 ? &t_.tiers[1] : nullptr;
-  const uint64_t capacity1 = below ? below->capacity_blocks : 0, draining1 = below ? below->draining_blocks : 0;
-  uint64_t used1 = below ? below->used_blocks : 0, peak1 = below ? c_.peak_blocks[1] : 0;
-  const bool drains1_empty = nt < 2 || drains_[1].empty();
+  TierInfo& below = t_.tiers[1];
+  const uint64_t capacity1 = below.capacity_blocks, draining1 = below.draining_blocks;
+  uint64_t used1 = below.used_blocks, peak1 = c_.peak_blocks[1];
+  const bool drains1_empty = drains_[1].empty();
   const uint64_t pin_stamp = t_.pin_stamp;
   uint64_t copies_dropped = 0, written = 0;
   // The moves held for the policy: the range each queue's last one would
   // continue, pushed once a move does not continue it (hold_move).
+  // (No key is all ones: an id is below 2^32 and a tier below 2^8.)
   struct Held {
     std::vector<MoveRange>* q;
-    MoveRange last{0, 0};
+    MoveRange last{~uint64_t(0), 0};
     void open() {
       if (!q->empty()) {
         last = q->back();
@@ -544,7 +566,7 @@ uint32_t KvStore::read_up_common(const BlockId* blocks, uint32_t i, uint32_t k, 
       }
     }
     void add(uint64_t key) {
-      if (last.n != 0 && last.next == key) {
+      if (last.next == key) {
         ++last.next;
         ++last.n;
         return;
@@ -558,17 +580,17 @@ uint32_t KvStore::read_up_common(const BlockId* blocks, uint32_t i, uint32_t k, 
   };
   Held pend{&pending_moves_}, moved{&moved_};
   pend.open();
-  moved.open();
-  Held& reads = defer_reads ? moved : pend;
+  if (defer_reads) moved.open();
   const bool predictions = predicted_blocks_ != 0;
-  const uint32_t named = vc.named;
+  const uint32_t named = vc.named, first_victim = vc.used, first_read = r.m;
   uint32_t next = vc.used;
   const BlockId* const buf = vc.buf;
-  uint32_t m = r.m, joined = r.joined;
   const JobId j = r.j;
   JobId last_wait = run_waits_.empty() ? kNoJob : run_waits_.back();
+  const uint64_t read_key = move_key(0, from, 0);
+  uint32_t m = r.m;
   for (; i < k; ++i) {
-    while (used + draining >= capacity) {
+    while (used >= limit) {
       if (next == named) goto out;
       const BlockId v = buf[next];
       BlockState& sv = st[v];
@@ -576,9 +598,8 @@ uint32_t KvStore::read_up_common(const BlockId* blocks, uint32_t i, uint32_t k, 
       if (predictions && sv.predicted) goto out;
       if (cp != 0) {
         ++next;
-        ++demoted;
         // demote: the highest valid copy below becomes v's own (unlink_copy).
-        const TierId c = static_cast<TierId>(__builtin_ctz(cp >> 1) + 1);
+        const TierId c = kTwoTiers ? 1 : static_cast<TierId>(__builtin_ctz(cp >> 1) + 1);
         unlink(v, c);
         sv.copies = static_cast<uint8_t>(cp & ~(1u << c));
         --used;
@@ -588,10 +609,10 @@ uint32_t KvStore::read_up_common(const BlockId* blocks, uint32_t i, uint32_t k, 
       }
       // write_down, claimed (v is not pinned), into room tier 1's oldest
       // copies leave (make_room of tier 1 as far as it drops copies).
-      if (nt < 2 || (pin_stamp != 0 && sv.last_access >= pin_stamp)) goto out;
+      if (pin_stamp != 0 && sv.last_access >= pin_stamp) goto out;
       if (used1 + draining1 >= capacity1 && !drains1_empty) goto out;
       while (used1 + draining1 >= capacity1) {
-        const BlockId old = tail[1];
+        const BlockId old = tail1;
         if (old == kNoBlock) goto out;
         unlink(old, 1);
         st[old].copies = static_cast<uint8_t>(st[old].copies & ~2u);
@@ -599,7 +620,6 @@ uint32_t KvStore::read_up_common(const BlockId* blocks, uint32_t i, uint32_t k, 
         ++copies_dropped;
       }
       ++next;
-      ++demoted;
       const JobId w = planner_->add(0, 1, sv.layer, whole_bytes, sv.job);
       --used;
       sv.tier = 1;
@@ -618,7 +638,6 @@ uint32_t KvStore::read_up_common(const BlockId* blocks, uint32_t i, uint32_t k, 
       const BlockId b = blocks[i];
       BlockState& mo = st[b];
       if (mo.tier != from) goto out;  // the general path says what went wrong
-      ++joined;
       if (mo.job != kNoJob && mo.job != last_wait) {
         run_waits_.push_back(mo.job);
         last_wait = mo.job;
@@ -628,38 +647,44 @@ uint32_t KvStore::read_up_common(const BlockId* blocks, uint32_t i, uint32_t k, 
       mo.src = kNoSource;
       mo.tier = 0;
       ++used;
-      peak = std::max(peak, used + draining);
-      reads.add(move_key(b, from, 0));
+      most_used = std::max(most_used, used);
+      if (defer_reads)
+        moved.add(read_key | b);
+      else
+        pend.add(read_key | b);
       // link_copy(b, from)
       mo.copies = static_cast<uint8_t>(mo.copies | (1u << from));
       ListLinks& n = node(b, from);
       n.prev = kNoBlock;
-      n.next = head[from];
-      if (head[from] != kNoBlock) node(head[from], from).prev = b;
-      head[from] = b;
-      if (tail[from] == kNoBlock) tail[from] = b;
+      BlockId& h = head_of(from);
+      n.next = h;
+      if (h != kNoBlock) node(h, from).prev = b;
+      h = b;
+      if (tail_of(from) == kNoBlock) tail_of(from) = b;
       read[i] = 1;
     }
   }
 out:
   top.used_blocks = used;
-  c_.peak_blocks[0] = peak;
-  c_.demoted_blocks += demoted;
-  if (below) {
-    below->used_blocks = used1;
-    c_.peak_blocks[1] = peak1;
-  }
+  c_.peak_blocks[0] = std::max(c_.peak_blocks[0], most_used + draining);
+  c_.demoted_blocks += next - first_victim;  // every victim taken here was demoted
+  below.used_blocks = used1;
+  c_.peak_blocks[1] = peak1;
   c_.copies_dropped += copies_dropped;
   c_.written_back_blocks += written;
-  for (size_t t = 1; t < nt; ++t) {
-    copy_lists_[t].head = head[t];
-    copy_lists_[t].tail = tail[t];
-  }
+  copy_lists_[1].head = head1;
+  copy_lists_[1].tail = tail1;
+  if constexpr (!kTwoTiers)
+    for (size_t t = 2; t < nt; ++t) {
+      copy_lists_[t].head = head[t];
+      copy_lists_[t].tail = tail[t];
+    }
   pend.close();
-  moved.close();
+  if (defer_reads) moved.close();
   vc.used = next;
+  // Every block read up here joined the copy the run's first opened.
+  r.joined += m - first_read;
   r.m = m;
-  r.joined = joined;
   return i;
 }
 

@@ -406,6 +406,8 @@ class KvStore {
     JobId j = kNoJob;
   };
   static constexpr size_t kMaxCopyTiers = 8;  // a block's copies are a byte's bits
+  // kTwoTiers: the GPU's tier and one below it, which holds every copy.
+  template <bool kTwoTiers>
   uint32_t read_up_common(const BlockId* blocks, uint32_t i, uint32_t k, TierId from, uint8_t* read, VictimCursor& vc,
                           RunState& r, bool defer_reads, double whole_bytes);
   // A drain of tier t: the block written down, its write, and the writes
