@@ -552,7 +552,11 @@ uint32_t KvStore::read_up_common(const BlockId* blocks, uint32_t i, uint32_t k, 
   uint64_t used1 = below.used_blocks, peak1 = c_.peak_blocks[1];
   const bool drains1_empty = drains_[1].empty();
   const uint64_t pin_stamp = t_.pin_stamp;
-  uint64_t copies_dropped = 0, written = 0;
+  uint64_t copies_dropped = 0;
+  // The victims written down, in turn: their writes are handed to the
+  // planner once the loop is left, so that it makes no call.
+  BlockId written[kVictimBatch];
+  uint32_t n_written = 0;
   // The moves held for the policy: the range each queue's last one would
   // continue, pushed once a move does not continue it (hold_move).
   // (No key is all ones: an id is below 2^32 and a tier below 2^8.)
@@ -620,19 +624,18 @@ uint32_t KvStore::read_up_common(const BlockId* blocks, uint32_t i, uint32_t k, 
         ++copies_dropped;
       }
       ++next;
-      const JobId w = planner_->add(0, 1, sv.layer, whole_bytes, sv.job);
       --used;
       sv.tier = 1;
       ++used1;
       peak1 = std::max(peak1, used1 + draining1);
       pend.add(move_key(v, 0, 1));
-      sv.job = w;
       sv.dirty = 0;
-      ++written;
       // Claimed with no room below waiting (write_down): read from below
-      // from now on, the room waits for the write.
+      // from now on, the room waits for the write (below, once the loop
+      // is left: nothing here reads v's job again, and no other move is
+      // handed to the planner meanwhile, so its writes keep their order).
       sv.src = kNoSource;
-      if (!planner_->done(w) && (room_waits_.empty() || room_waits_.back() != w)) room_waits_.push_back(w);
+      written[n_written++] = v;
     }
     {
       const BlockId b = blocks[i];
@@ -665,13 +668,19 @@ uint32_t KvStore::read_up_common(const BlockId* blocks, uint32_t i, uint32_t k, 
     }
   }
 out:
+  for (uint32_t x = 0; x < n_written; ++x) {
+    BlockState& sv = st[written[x]];
+    const JobId w = planner_->add(0, 1, sv.layer, whole_bytes, sv.job);
+    sv.job = w;
+    if (!planner_->done(w) && (room_waits_.empty() || room_waits_.back() != w)) room_waits_.push_back(w);
+  }
   top.used_blocks = used;
   c_.peak_blocks[0] = std::max(c_.peak_blocks[0], most_used + draining);
   c_.demoted_blocks += next - first_victim;  // every victim taken here was demoted
   below.used_blocks = used1;
   c_.peak_blocks[1] = peak1;
   c_.copies_dropped += copies_dropped;
-  c_.written_back_blocks += written;
+  c_.written_back_blocks += n_written;
   copy_lists_[1].head = head1;
   copy_lists_[1].tail = tail1;
   if constexpr (!kTwoTiers)
