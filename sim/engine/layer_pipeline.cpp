@@ -331,6 +331,7 @@ void LayerPipeline::fetch_selected(Slot& slot, uint32_t layer) {
   // Summed in locals, written to the slot at the end (a sum in memory is
   // reloaded and stored again for every block).
   uint64_t kv_tokens = 0, cpu_tokens = 0;
+  uint64_t whole = 0;  // blocks whose tokens are block_tokens (no tokens unit), added at the end
   slot.host_read_bytes = 0;
   const bool cpu_attn = s_.weights && s_.weights->plan().cpu_attention;
   const int host_tier = s_.weights ? s_.weights->homes().dram_tier : -1;
@@ -359,9 +360,14 @@ void LayerPipeline::fetch_selected(Slot& slot, uint32_t layer) {
   auto end_run = [&] {
     if (run_.empty()) return;
     run_read_.resize(run_.size());
-    c_.promoted_blocks += kv_.read_up_run(run_.data(), static_cast<uint32_t>(run_.size()), run_from, layer, run_read_.data());
+    const uint32_t m = kv_.read_up_run(run_.data(), static_cast<uint32_t>(run_.size()), run_from, layer, run_read_.data());
+    c_.promoted_blocks += m;
     // Bytes of a block read up are asked for only where they are counted.
     const bool from_pageable = static_cast<int>(run_from) == pageable;
+    if (m == run_.size() && !from_pageable) {  // every block read up, none counted
+      run_.clear();
+      return;
+    }
     for (size_t i = 0; i < run_.size(); ++i) {
       if (run_read_[i] && !from_pageable) continue;
       const BlockId b = run_[i];
@@ -373,7 +379,8 @@ void LayerPipeline::fetch_selected(Slot& slot, uint32_t layer) {
   };
   for (BlockId b : sel_) {
     const TierId t = t_.tier(b);
-    kv_tokens += tokens_unit ? kv_.held_tokens(b) : block_tokens;
+    if (tokens_unit) kv_tokens += kv_.held_tokens(b);
+    else ++whole;
     // A block still being written down is read where its data is: the tier
     // it is leaving, which keeps the memory until the write lands.
     const TierId at = kv_.hit(b);
@@ -385,12 +392,13 @@ void LayerPipeline::fetch_selected(Slot& slot, uint32_t layer) {
       if (representative && p != kNoJob) add_dep(rep_.select_waits, p);
       continue;
     }
-    const double bb = kv_.data_bytes(b);
     if (cpu_attn) {
+      const double bb = kv_.data_bytes(b);
       // FlexGen's CPU attention: the KV stays in host memory and the CPU
       // reads it there (what is on disk is read into host memory first);
       // it waits for the block's last write (the new token) to land.
-      kv_tokens -= kv_.held_tokens(b);
+      if (tokens_unit) kv_tokens -= kv_.held_tokens(b);
+      else --whole;
       cpu_tokens += kv_.held_tokens(b);
       if (!board_.done(kv_.pending(b))) slot.waits.push_back(kv_.pending(b));
       if (static_cast<int>(t) != host_tier) {
@@ -408,6 +416,7 @@ void LayerPipeline::fetch_selected(Slot& slot, uint32_t layer) {
     // Whatever else is fetched comes after the run gathered so far (a
     // GPU's block, above, moves nothing).
     if (draining) {
+      const double bb = kv_.data_bytes(b);
       end_run();
       const size_t src = at;
       if (gpu_tier && src == 0) continue;  // still on the GPU
@@ -424,6 +433,7 @@ void LayerPipeline::fetch_selected(Slot& slot, uint32_t layer) {
         continue;
       }
       end_run();
+      const double bb = kv_.data_bytes(b);
       bool promoted = false;
       TierId read_from = t;  // where the GPU reads b from once it is promoted
       if (dest < t && kv_.make_room(dest)) {
@@ -446,11 +456,12 @@ void LayerPipeline::fetch_selected(Slot& slot, uint32_t layer) {
       }
     }
     end_run();
+    const double bb = kv_.data_bytes(b);
     tp_.add(t, gpu_ep, layer, bb, kv_.pending(b));  // read through a staging buffer
     read_into_gpu_from(t, bb);
   }
   end_run();
-  slot.kv_tokens = kv_tokens;
+  slot.kv_tokens = kv_tokens + whole * block_tokens;
   slot.cpu_tokens = cpu_tokens;
   if (host_raw > 0) slot.host_read_bytes = crossing_bytes(static_cast<TierId>(pageable), layer, host_raw);
 }
