@@ -228,6 +228,18 @@ class RecencyLists {
     links_[s].next = newest;
   }
   BlockId prev(BlockId b) const { return block_or_none(links_[b].prev); }
+  // prev(b), where it is most often b + 1 (a run pushed at once lies
+  // that way): b + 1 is taken from b, not from the link, once the link
+  // agrees, so a walk of such a run is not a chain of dependent loads
+  // (the CPU goes on to b + 1 before the link has arrived). The empty asm
+  // keeps the compiler from using the loaded link as the equal value.
+  BlockId prev_guessing(BlockId b) const {
+    const BlockId p = links_[b].prev;
+    BlockId guess = b + 1;
+    asm("" : "+r"(guess));
+    if (__builtin_expect(p == guess, 1)) return guess < blocks_ ? guess : kNoBlock;
+    return block_or_none(p);
+  }
   BlockId tail(TierId t) const { return block_or_none(links_[sentinel(t)].prev); }
 
  private:

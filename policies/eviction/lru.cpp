@@ -46,9 +46,13 @@ class LruEviction : public EvictionPolicy {
     return b;
   }
   // The tail and the blocks before it, as far as the first pinned one.
+  // Blocks that came in as a run lie in it as consecutive ids, so the next
+  // one is guessed to be b + 1 (RecencyLists::prev_guessing): the walk
+  // then does not wait for each link to load before the next block's.
   uint32_t victims(TierId t, uint32_t n, BlockId* out) override {
     uint32_t c = 0;
-    for (BlockId b = lists_.tail(t); c < n && b != kNoBlock && !table_->pinned(b); b = lists_.prev(b)) out[c++] = b;
+    for (BlockId b = lists_.tail(t); c < n && b != kNoBlock && !table_->pinned(b); b = lists_.prev_guessing(b))
+      out[c++] = b;
     return c;
   }
   double watermark(TierId t) const override { return t + 1u < table_->tiers.size() ? watermark_ : 1.0; }
