@@ -675,7 +675,7 @@ out:
     if (!planner_->done(w) && (room_waits_.empty() || room_waits_.back() != w)) room_waits_.push_back(w);
   }
   top.used_blocks = used;
-  c_.peak_blocks[0] = std::max(c_.peak_blocks[0], most_used + draining);
+  if (most_used != 0) c_.peak_blocks[0] = std::max(c_.peak_blocks[0], most_used + draining);
   c_.demoted_blocks += next - first_victim;  // every victim taken here was demoted
   below.used_blocks = used1;
   c_.peak_blocks[1] = peak1;
