@@ -462,7 +462,6 @@ uint32_t KvStore::read_up_run(const BlockId* blocks, uint32_t k, TierId from, ui
     if (r.m == 0 || whole_blocks == 0) {
       r.j = planner_->add(from, top, layer, data_bytes(b), mo.job);
     } else {
-      ++r.joined;
       if (mo.job != kNoJob && (run_waits_.empty() || run_waits_.back() != mo.job)) run_waits_.push_back(mo.job);
     }
     ++r.m;
@@ -481,7 +480,9 @@ uint32_t KvStore::read_up_run(const BlockId* blocks, uint32_t k, TierId from, ui
     else
       link_copy(b, from);
   }
-  if (r.joined > 0) planner_->add_run(from, top, layer, whole_blocks, r.joined, run_waits_.data(), run_waits_.size());
+  // Every whole block read up after the first joined its copy.
+  const uint32_t joined = whole_blocks != 0 && r.m > 1 ? r.m - 1 : 0;
+  if (joined > 0) planner_->add_run(from, top, layer, whole_blocks, joined, run_waits_.data(), run_waits_.size());
   defer_moves_ = false;
   flush_moves();
   tell_ranges(moved_);
@@ -536,14 +537,9 @@ uint32_t KvStore::read_up_common(const BlockId* blocks, uint32_t i, uint32_t k, 
     if constexpr (kTwoTiers) return st[b].copy1;
     else return t == 1 ? st[b].copy1 : deeper[t][b];
   };
-  // unlink_copy's list part.
+  // unlink_copy's and link_copy's list part.
   auto unlink = [&](BlockId b, TierId t) {
-    ListLinks& n = node(b, t);
-    if (n.prev != kNoBlock) node(n.prev, t).next = n.next;
-    else if (head_of(t) == b) head_of(t) = n.next;
-    if (n.next != kNoBlock) node(n.next, t).prev = n.prev;
-    else if (tail_of(t) == b) tail_of(t) = n.prev;
-    n.prev = n.next = kNoBlock;
+    unlink_copy_node([&](BlockId x) -> ListLinks& { return node(x, t); }, head_of(t), tail_of(t), b);
   };
   // Tier 1, where a victim with no copy is written (make_room of tier 1
   // drops its oldest copies; anything else is the general path's).
@@ -586,7 +582,7 @@ uint32_t KvStore::read_up_common(const BlockId* blocks, uint32_t i, uint32_t k, 
   pend.open();
   if (defer_reads) moved.open();
   const bool predictions = predicted_blocks_ != 0;
-  const uint32_t named = vc.named, first_victim = vc.used, first_read = r.m;
+  const uint32_t named = vc.named, first_victim = vc.used;
   uint32_t next = vc.used;
   const BlockId* const buf = vc.buf;
   const JobId j = r.j;
@@ -657,13 +653,7 @@ uint32_t KvStore::read_up_common(const BlockId* blocks, uint32_t i, uint32_t k, 
         pend.add(read_key | b);
       // link_copy(b, from)
       mo.copies = static_cast<uint8_t>(mo.copies | (1u << from));
-      ListLinks& n = node(b, from);
-      n.prev = kNoBlock;
-      BlockId& h = head_of(from);
-      n.next = h;
-      if (h != kNoBlock) node(h, from).prev = b;
-      h = b;
-      if (tail_of(from) == kNoBlock) tail_of(from) = b;
+      push_front_copy([&](BlockId x) -> ListLinks& { return node(x, from); }, head_of(from), tail_of(from), b);
       read[i] = 1;
     }
   }
@@ -691,8 +681,6 @@ out:
   pend.close();
   if (defer_reads) moved.close();
   vc.used = next;
-  // Every block read up here joined the copy the run's first opened.
-  r.joined += m - first_read;
   r.m = m;
   return i;
 }

@@ -332,16 +332,32 @@ class KvStore {
     link_copy(b, t);
     count_use(t);
   }
+  // A copy list's two operations on its ends `head` and `tail`, a block's
+  // node being node(block): the store's own lists and read_up_common's
+  // (which keeps the ends in locals) are the same code.
+  template <class Node>
+  static void push_front_copy(Node node, BlockId& head, BlockId& tail, BlockId b) {
+    ListLinks& n = node(b);
+    n.prev = kNoBlock;
+    n.next = head;
+    if (head != kNoBlock) node(head).prev = b;
+    head = b;
+    if (tail == kNoBlock) tail = b;
+  }
+  template <class Node>
+  static void unlink_copy_node(Node node, BlockId& head, BlockId& tail, BlockId b) {
+    ListLinks& n = node(b);
+    if (n.prev != kNoBlock) node(n.prev).next = n.next;
+    else if (head == b) head = n.next;
+    if (n.next != kNoBlock) node(n.next).prev = n.prev;
+    else if (tail == b) tail = n.prev;
+    n.prev = n.next = kNoBlock;
+  }
   // b's copy in t joins t's list; its room is the caller's.
   void link_copy(BlockId b, TierId t) {
     t_.copies(b) = static_cast<uint8_t>(t_.copies(b) | (1u << t));
     CopyList& l = copy_lists_[t];
-    ListLinks& n = copy_node(b, t);
-    n.prev = kNoBlock;
-    n.next = l.head;
-    if (l.head != kNoBlock) copy_node(l.head, t).prev = b;
-    l.head = b;
-    if (l.tail == kNoBlock) l.tail = b;
+    push_front_copy([&](BlockId x) -> ListLinks& { return copy_node(x, t); }, l.head, l.tail, b);
   }
   void drop_copy(BlockId b, TierId t) {
     unlink_copy(b, t);
@@ -351,12 +367,7 @@ class KvStore {
   void unlink_copy(BlockId b, TierId t) {
     t_.copies(b) = static_cast<uint8_t>(t_.copies(b) & ~(1u << t));
     CopyList& l = copy_lists_[t];
-    ListLinks& n = copy_node(b, t);
-    if (n.prev != kNoBlock) copy_node(n.prev, t).next = n.next;
-    else if (l.head == b) l.head = n.next;
-    if (n.next != kNoBlock) copy_node(n.next, t).prev = n.prev;
-    else if (l.tail == b) l.tail = n.prev;
-    n.prev = n.next = kNoBlock;
+    unlink_copy_node([&](BlockId x) -> ListLinks& { return copy_node(x, t); }, l.head, l.tail, b);
   }
   bool drop_oldest_copy(TierId t) {
     const BlockId c = copy_lists_[t].tail;
@@ -399,10 +410,10 @@ class KvStore {
     uint32_t named = 0, used = 0;
   };
   bool make_room(TierId t, VictimCursor& c, uint32_t want);
-  // read_up_run's progress: blocks read up, those that joined the copy the
-  // first opened, and that copy's job.
+  // read_up_run's progress: blocks read up, and the job of the copy the
+  // first opened (whole blocks after it join that copy).
   struct RunState {
-    uint32_t m = 0, joined = 0;
+    uint32_t m = 0;
     JobId j = kNoJob;
   };
   static constexpr size_t kMaxCopyTiers = 8;  // a block's copies are a byte's bits
